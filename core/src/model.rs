@@ -1,0 +1,1 @@
+//! Rates, percentages and peaks derived from stored samples.

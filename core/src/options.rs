@@ -1,0 +1,1 @@
+//! Strict parsing of the `--slurmwatch[=SECONDS]` value and the plugstack arguments.

@@ -1,0 +1,1 @@
+//! The per-job SQLite file: schema, writer, reader.
