@@ -1,1 +1,368 @@
-//! Strict parsing of the `--slurmwatch[=SECONDS]` value and the plugstack arguments.
+//! Strict parsing of the `--slurmwatch[=SECONDS]` value and of the plugstack arguments.
+//!
+//! Both come from outside the plugin (the job's owner and the site's `plugstack.conf`) and are
+//! read by code running as root, so every value is parsed strictly: whole numbers in range,
+//! known keys only, absolute paths without `..`, templates that expand only Slurm-provided ids.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Sampling interval when the job gives `--slurmwatch` without a value.
+pub const DEFAULT_INTERVAL_SECONDS: u32 = 5;
+/// Site bounds on the user's interval unless plugstack says otherwise.
+pub const DEFAULT_MIN_INTERVAL_SECONDS: u32 = 1;
+pub const DEFAULT_MAX_INTERVAL_SECONDS: u32 = 3600;
+/// Where per-job files live on the node unless plugstack says otherwise (root-owned).
+pub const DEFAULT_SPOOL_DIR: &str = "/var/spool/slurmwatch";
+
+/// A refused value: one sentence saying what is wrong, and a hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionError {
+    pub message: String,
+    pub hint: String,
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.message, self.hint)
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+fn refuse(message: String, hint: String) -> OptionError {
+    OptionError { message, hint }
+}
+
+/// Parses the value of `--slurmwatch[=SECONDS]`: `None` (no `=`) means the site's default.
+pub fn parse_interval(value: Option<&str>, config: &PluginConfig) -> Result<u32, OptionError> {
+    let hint = format!(
+        "Use a whole number of seconds from {} to {}, e.g. --slurmwatch={}.",
+        config.min_interval_seconds, config.max_interval_seconds, config.default_interval_seconds
+    );
+    let Some(raw) = value else {
+        return Ok(config.default_interval_seconds);
+    };
+    let shown: String = raw.chars().take(40).collect();
+    // Only ASCII digits: rejects signs, exponents, spaces and hex that `parse` or `strtoul`
+    // would accept or silently truncate.
+    if raw.is_empty() || raw.len() > 10 || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(refuse(
+            format!("slurmwatch: --slurmwatch={shown:?} is not a whole number of seconds."),
+            hint,
+        ));
+    }
+    let seconds: u64 = raw.parse().map_err(|_| {
+        refuse(
+            format!("slurmwatch: --slurmwatch={shown} is not a whole number of seconds."),
+            hint.clone(),
+        )
+    })?;
+    if seconds < u64::from(config.min_interval_seconds)
+        || seconds > u64::from(config.max_interval_seconds)
+    {
+        return Err(refuse(
+            format!("slurmwatch: --slurmwatch={seconds} is outside the range this site allows."),
+            hint,
+        ));
+    }
+    Ok(seconds as u32)
+}
+
+/// Whether jobs are recorded when they do not ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Default {
+    /// Only jobs that pass `--slurmwatch` are recorded.
+    Off,
+    /// Every job is recorded at the default interval.
+    On,
+}
+
+/// The site's configuration: the arguments after the plugin path in `plugstack.conf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginConfig {
+    pub default: Default,
+    pub default_interval_seconds: u32,
+    pub min_interval_seconds: u32,
+    pub max_interval_seconds: u32,
+    /// Node-local, root-owned directory for the live per-job files.
+    pub spool_dir: PathBuf,
+    /// Optional archive template on a filesystem reachable from login nodes, e.g.
+    /// `/shared/slurmwatch/%u/%j`; expanded only with Slurm-provided ids.
+    pub archive_template: Option<String>,
+}
+
+impl std::default::Default for PluginConfig {
+    fn default() -> Self {
+        PluginConfig {
+            default: Default::Off,
+            default_interval_seconds: DEFAULT_INTERVAL_SECONDS,
+            min_interval_seconds: DEFAULT_MIN_INTERVAL_SECONDS,
+            max_interval_seconds: DEFAULT_MAX_INTERVAL_SECONDS,
+            spool_dir: PathBuf::from(DEFAULT_SPOOL_DIR),
+            archive_template: None,
+        }
+    }
+}
+
+/// The plugstack keys, for messages.
+pub const PLUGSTACK_KEYS: &[&str] = &[
+    "default",
+    "interval",
+    "min_interval",
+    "max_interval",
+    "spool",
+    "archive",
+];
+
+fn parse_seconds_arg(key: &str, value: &str) -> Result<u32, OptionError> {
+    if value.is_empty() || value.len() > 7 || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(refuse(
+            format!("slurmwatch: plugstack argument {key}={value:?} is not a whole number of seconds."),
+            "Write it as e.g. interval=5.".into(),
+        ));
+    }
+    let n: u32 = value.parse().unwrap_or(0);
+    if n == 0 || n > 86_400 {
+        return Err(refuse(
+            format!("slurmwatch: plugstack argument {key}={n} is out of range."),
+            "Use 1 to 86400 seconds.".into(),
+        ));
+    }
+    Ok(n)
+}
+
+/// An absolute, normalised path: no `..`, no `.`, no empty components, no NUL.
+fn parse_abs_path(key: &str, value: &str) -> Result<PathBuf, OptionError> {
+    let ok = value.starts_with('/')
+        && value.len() < 4096
+        && !value.contains('\0')
+        && value
+            .split('/')
+            .skip(1)
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if !ok {
+        return Err(refuse(
+            format!("slurmwatch: plugstack argument {key}={value:?} is not an absolute path without '..'."),
+            "Write it as e.g. spool=/var/spool/slurmwatch.".into(),
+        ));
+    }
+    Ok(PathBuf::from(value))
+}
+
+impl PluginConfig {
+    /// Parses `key=value` arguments; an unknown key or a bad value refuses the whole line
+    /// (the plugin then records nothing and logs the sentence: a typo must not half-apply).
+    pub fn parse<S: AsRef<str>>(args: &[S]) -> Result<PluginConfig, OptionError> {
+        let mut c = PluginConfig::default();
+        for arg in args {
+            let arg = arg.as_ref();
+            let Some((key, value)) = arg.split_once('=') else {
+                return Err(refuse(
+                    format!("slurmwatch: plugstack argument {arg:?} is not key=value."),
+                    format!("Known keys: {}.", PLUGSTACK_KEYS.join(", ")),
+                ));
+            };
+            match key {
+                "default" => {
+                    c.default = match value {
+                        "on" => Default::On,
+                        "off" => Default::Off,
+                        _ => {
+                            return Err(refuse(
+                                format!("slurmwatch: plugstack argument default={value:?} is neither on nor off."),
+                                "Write default=on to record every job, default=off to record only jobs that ask.".into(),
+                            ))
+                        }
+                    }
+                }
+                "interval" => c.default_interval_seconds = parse_seconds_arg(key, value)?,
+                "min_interval" => c.min_interval_seconds = parse_seconds_arg(key, value)?,
+                "max_interval" => c.max_interval_seconds = parse_seconds_arg(key, value)?,
+                "spool" => c.spool_dir = parse_abs_path(key, value)?,
+                "archive" => {
+                    parse_abs_path(key, value)?;
+                    validate_template(value)?;
+                    c.archive_template = Some(value.to_string());
+                }
+                _ => {
+                    return Err(refuse(
+                        format!("slurmwatch: unknown plugstack argument {key:?}."),
+                        format!("Known keys: {}.", PLUGSTACK_KEYS.join(", ")),
+                    ))
+                }
+            }
+        }
+        if c.min_interval_seconds > c.max_interval_seconds
+            || c.default_interval_seconds < c.min_interval_seconds
+            || c.default_interval_seconds > c.max_interval_seconds
+        {
+            return Err(refuse(
+                format!(
+                    "slurmwatch: plugstack arguments need min_interval <= interval <= max_interval (got {} <= {} <= {}).",
+                    c.min_interval_seconds, c.default_interval_seconds, c.max_interval_seconds
+                ),
+                "Adjust them in plugstack.conf.".into(),
+            ));
+        }
+        Ok(c)
+    }
+}
+
+/// The placeholders an archive template may use; all are ids Slurm provides, never user text.
+pub const TEMPLATE_PLACEHOLDERS: &[(char, &str)] = &[
+    ('u', "user name"),
+    ('U', "numeric uid"),
+    ('j', "job id"),
+    ('n', "node name"),
+];
+
+fn validate_template(t: &str) -> Result<(), OptionError> {
+    let mut chars = t.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '%' {
+            match chars.next() {
+                Some(p) if p == '%' || TEMPLATE_PLACEHOLDERS.iter().any(|(c, _)| *c == p) => {}
+                other => {
+                    return Err(refuse(
+                        format!(
+                            "slurmwatch: archive template {t:?} uses %{} which is not a known placeholder.",
+                            other.map(String::from).unwrap_or_default()
+                        ),
+                        "Use %u (user), %U (uid), %j (job id), %n (node) or %%.".into(),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Values substituted into an archive template.
+pub struct TemplateIds<'a> {
+    pub user: &'a str,
+    pub uid: u32,
+    pub job_id: u32,
+    pub node: &'a str,
+}
+
+/// Expands a validated template. A user or node name that could escape the directory
+/// (`/`, `..`, leading `.`, control characters) is refused rather than substituted.
+pub fn expand_template(t: &str, ids: &TemplateIds<'_>) -> Option<PathBuf> {
+    fn safe(s: &str) -> bool {
+        !s.is_empty()
+            && s.len() <= 255
+            && !s.starts_with('.')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+    }
+    if !safe(ids.user) || !safe(ids.node) {
+        return None;
+    }
+    let mut out = String::new();
+    let mut chars = t.chars();
+    while let Some(ch) = chars.next() {
+        if ch != '%' {
+            out.push(ch);
+            continue;
+        }
+        match chars.next()? {
+            '%' => out.push('%'),
+            'u' => out.push_str(ids.user),
+            'U' => out.push_str(&ids.uid.to_string()),
+            'j' => out.push_str(&ids.job_id.to_string()),
+            'n' => out.push_str(ids.node),
+            _ => return None,
+        }
+    }
+    Some(PathBuf::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> PluginConfig {
+        PluginConfig::default()
+    }
+
+    #[test]
+    fn interval_accepts_plain_seconds_and_default() {
+        assert_eq!(parse_interval(None, &cfg()), Ok(5));
+        assert_eq!(parse_interval(Some("5"), &cfg()), Ok(5));
+        assert_eq!(parse_interval(Some("1"), &cfg()), Ok(1));
+        assert_eq!(parse_interval(Some("3600"), &cfg()), Ok(3600));
+    }
+
+    #[test]
+    fn interval_refuses_hostile_values() {
+        for bad in [
+            "abc", "0", "-5", "1e9", "1000000000", "", " 5", "5 ", "+5", "0x10", "5.0", "3601",
+            "99999999999999999999", "٣",
+        ] {
+            let e = parse_interval(Some(bad), &cfg()).unwrap_err();
+            assert!(e.message.starts_with("slurmwatch: --slurmwatch="), "{bad}: {e}");
+            assert!(e.hint.contains("1 to 3600"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn interval_respects_site_bounds() {
+        let c = PluginConfig::parse(&["min_interval=10", "interval=30", "max_interval=60"]).unwrap();
+        assert_eq!(parse_interval(None, &c), Ok(30));
+        assert!(parse_interval(Some("5"), &c).is_err());
+        assert!(parse_interval(Some("61"), &c).is_err());
+        assert_eq!(parse_interval(Some("60"), &c), Ok(60));
+    }
+
+    #[test]
+    fn plugstack_parses_known_keys() {
+        let c = PluginConfig::parse(&[
+            "default=on",
+            "spool=/var/spool/sw",
+            "archive=/shared/sw/%u/%j",
+        ])
+        .unwrap();
+        assert_eq!(c.default, Default::On);
+        assert_eq!(c.spool_dir, PathBuf::from("/var/spool/sw"));
+        assert_eq!(c.archive_template.as_deref(), Some("/shared/sw/%u/%j"));
+    }
+
+    #[test]
+    fn plugstack_refuses_bad_lines() {
+        for bad in [
+            "defualt=on",
+            "default=yes",
+            "spool=relative/dir",
+            "spool=/var/../etc",
+            "spool=/var//x",
+            "archive=/shared/%x",
+            "archive=/shared/%",
+            "interval=0",
+            "interval=-1",
+            "noequals",
+        ] {
+            assert!(PluginConfig::parse(&[bad]).is_err(), "{bad}");
+        }
+        assert!(PluginConfig::parse(&["min_interval=10", "max_interval=5"]).is_err());
+    }
+
+    #[test]
+    fn template_expands_only_slurm_ids() {
+        let ids = TemplateIds {
+            user: "alice",
+            uid: 1001,
+            job_id: 42,
+            node: "cn01",
+        };
+        assert_eq!(
+            expand_template("/shared/%u/%U/%j-%n%%", &ids),
+            Some(PathBuf::from("/shared/alice/1001/42-cn01%"))
+        );
+        let evil = TemplateIds {
+            user: "../root",
+            ..ids
+        };
+        assert_eq!(expand_template("/shared/%u", &evil), None);
+    }
+}

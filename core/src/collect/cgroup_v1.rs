@@ -1,0 +1,202 @@
+//! cgroup v1 reader: the memory, cpuacct (and, where a site made them, blkio and pids)
+//! directories of one job or step. Each file that cannot be read or parsed leaves its
+//! fields `None`; nothing here panics.
+
+use std::path::{Path, PathBuf};
+
+use super::location::under_mount;
+use super::parse::{
+    clock_ticks_per_sec, count_members, keyed, read_opt, read_u64, ticks_to_usec,
+};
+use crate::sample::UsageReading;
+
+/// `memory.limit_in_bytes` of an unlimited group is `PAGE_COUNTER_MAX` rounded to pages
+/// (9223372036854771712 on x86-64); anything this large means "no limit".
+const UNLIMITED_FLOOR: u64 = 1 << 62;
+
+/// How deep below the job directory tasks can sit (`job/step/task_N` is 2).
+const MEMBER_DEPTH: u32 = 4;
+
+/// Reads one v1 group. Convenience wrapper over [`V1Reader`]; the sampler keeps a reader.
+pub fn read_v1(
+    mount_root: &Path,
+    memory_rel: &Path,
+    cpuacct_rel: &Path,
+    blkio_rel: Option<&Path>,
+    pids_rel: Option<&Path>,
+) -> UsageReading {
+    V1Reader::new(mount_root, memory_rel, cpuacct_rel, blkio_rel, pids_rel).read()
+}
+
+/// One v1 group's file paths, computed once, plus a reusable read buffer.
+#[derive(Debug)]
+pub struct V1Reader {
+    memory_dir: PathBuf,
+    usage: PathBuf,
+    max_usage: PathBuf,
+    limit: PathBuf,
+    stat: PathBuf,
+    failcnt: PathBuf,
+    oom_control: PathBuf,
+    cpuacct_usage: PathBuf,
+    cpuacct_stat: PathBuf,
+    blkio_bytes: Option<PathBuf>,
+    pids_current: Option<PathBuf>,
+    ticks_per_sec: u64,
+    buf: String,
+}
+
+impl V1Reader {
+    /// `mount_root` is normally `/sys/fs/cgroup`; the `*_rel` paths are as printed in
+    /// `/proc/<pid>/cgroup`. Co-mounted hierarchies (`cpu,cpuacct`) are reached through the
+    /// usual `cpuacct` symlink, or the joined directory name when there is no symlink.
+    pub fn new(
+        mount_root: &Path,
+        memory_rel: &Path,
+        cpuacct_rel: &Path,
+        blkio_rel: Option<&Path>,
+        pids_rel: Option<&Path>,
+    ) -> V1Reader {
+        let memory_dir = under_mount(&controller_mount(mount_root, "memory"), memory_rel);
+        let cpu_dir = under_mount(&controller_mount(mount_root, "cpuacct"), cpuacct_rel);
+        V1Reader {
+            usage: memory_dir.join("memory.usage_in_bytes"),
+            max_usage: memory_dir.join("memory.max_usage_in_bytes"),
+            limit: memory_dir.join("memory.limit_in_bytes"),
+            stat: memory_dir.join("memory.stat"),
+            failcnt: memory_dir.join("memory.failcnt"),
+            oom_control: memory_dir.join("memory.oom_control"),
+            memory_dir,
+            cpuacct_usage: cpu_dir.join("cpuacct.usage"),
+            cpuacct_stat: cpu_dir.join("cpuacct.stat"),
+            blkio_bytes: blkio_rel.map(|rel| {
+                under_mount(&controller_mount(mount_root, "blkio"), rel)
+                    .join("blkio.throttle.io_service_bytes_recursive")
+            }),
+            pids_current: pids_rel.map(|rel| {
+                under_mount(&controller_mount(mount_root, "pids"), rel).join("pids.current")
+            }),
+            ticks_per_sec: clock_ticks_per_sec(),
+            buf: String::new(),
+        }
+    }
+
+    /// The memory directory this reader reads (for logs and tests).
+    pub fn memory_dir(&self) -> &Path {
+        &self.memory_dir
+    }
+
+    pub fn read(&mut self) -> UsageReading {
+        let mut r = UsageReading::default();
+        let buf = &mut self.buf;
+
+        // Memory. `usage_in_bytes` of a directory includes its children (use_hierarchy is
+        // always on in current kernels); memory.stat's own counters do not, so only its
+        // hierarchical `total_*` keys are used.
+        r.memory_usage_bytes = read_u64(buf, &self.usage);
+        r.memory_lifetime_peak_bytes = read_u64(buf, &self.max_usage);
+        r.memory_limit_bytes = read_u64(buf, &self.limit).filter(|&v| v < UNLIMITED_FLOOR);
+        if let Some(stat) = read_opt(buf, &self.stat) {
+            r.memory_cache_bytes = keyed(stat, "total_active_file")
+                .zip(keyed(stat, "total_inactive_file"))
+                .map(|(a, i)| a.saturating_add(i));
+            r.memory_major_faults = keyed(stat, "total_pgmajfault");
+        }
+        r.memory_working_set_bytes = r
+            .memory_usage_bytes
+            .zip(r.memory_cache_bytes)
+            .map(|(u, c)| u.saturating_sub(c));
+        r.memory_limit_hits = read_u64(buf, &self.failcnt);
+        // `oom_kill N` exists since Linux 4.13; older kernels: unknown, not zero.
+        r.memory_oom_kills = read_opt(buf, &self.oom_control).and_then(|t| keyed(t, "oom_kill"));
+
+        // CPU. cpuacct.usage is nanoseconds; cpuacct.stat is USER_HZ ticks.
+        r.cpu_usage_usec = read_u64(buf, &self.cpuacct_usage).map(|ns| ns / 1000);
+        if let Some(stat) = read_opt(buf, &self.cpuacct_stat) {
+            let tps = self.ticks_per_sec;
+            r.cpu_user_usec = keyed(stat, "user").map(|t| ticks_to_usec(t, tps));
+            r.cpu_system_usec = keyed(stat, "system").map(|t| ticks_to_usec(t, tps));
+        }
+
+        // IO (only when the site has blkio groups for jobs; Slurm itself makes none).
+        if let Some(path) = &self.blkio_bytes {
+            if let Some((rd, wr)) = read_opt(buf, path).and_then(parse_blkio_bytes) {
+                r.io_read_bytes = Some(rd);
+                r.io_write_bytes = Some(wr);
+            }
+        }
+
+        // Members. v1 cgroup.procs/tasks list only the directory's own members and Slurm
+        // puts tasks in task_N children, so count recursively. pids.current, where a pids
+        // group exists, is hierarchical and counts tasks (threads), not processes.
+        r.processes = count_members(buf, &self.memory_dir, "cgroup.procs", MEMBER_DEPTH);
+        r.threads = self
+            .pids_current
+            .as_ref()
+            .and_then(|p| read_u64(buf, p))
+            .or_else(|| count_members(buf, &self.memory_dir, "tasks", MEMBER_DEPTH));
+        r
+    }
+}
+
+/// The directory of one v1 controller under the mount root: `<root>/<name>`, or the
+/// co-mounted directory whose comma-separated name contains it (`cpu,cpuacct`) when there
+/// is no per-controller symlink. Runs once per reader, not per sample.
+fn controller_mount(mount_root: &Path, name: &str) -> PathBuf {
+    let direct = mount_root.join(name);
+    if direct.exists() {
+        return direct;
+    }
+    std::fs::read_dir(mount_root)
+        .ok()
+        .and_then(|entries| {
+            entries.flatten().map(|e| e.file_name()).find(|n| {
+                n.to_str()
+                    .is_some_and(|s| s.contains(',') && s.split(',').any(|c| c == name))
+            })
+        })
+        .map(|n| mount_root.join(n))
+        .unwrap_or(direct)
+}
+
+/// Sums `Read` and `Write` over devices in `blkio.throttle.io_service_bytes_recursive`
+/// (lines `8:0 Read 1234`, a final `Total N`). A file with only `Total 0` (no IO yet) is a
+/// readable zero; a line that does not parse makes the whole figure `None`.
+pub(crate) fn parse_blkio_bytes(text: &str) -> Option<(u64, u64)> {
+    let (mut rd, mut wr) = (0u64, 0u64);
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_ascii_whitespace().collect();
+        match f.as_slice() {
+            [] => {}
+            ["Total", n] => {
+                n.parse::<u64>().ok()?;
+            }
+            [dev, op, n] if dev.contains(':') => {
+                let n: u64 = n.parse().ok()?;
+                match *op {
+                    "Read" => rd = rd.saturating_add(n),
+                    "Write" => wr = wr.saturating_add(n),
+                    _ => {}
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some((rd, wr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blkio_sums_devices() {
+        let t = "8:16 Read 4096\n8:16 Write 8192\n8:16 Sync 12288\n8:16 Total 12288\n\
+                 8:0 Read 1000\n8:0 Write 0\nTotal 13288\n";
+        assert_eq!(parse_blkio_bytes(t), Some((5096, 8192)));
+        assert_eq!(parse_blkio_bytes("Total 0\n"), Some((0, 0)));
+        assert_eq!(parse_blkio_bytes(""), Some((0, 0)));
+        assert_eq!(parse_blkio_bytes("8:0 Read x\n"), None);
+        assert_eq!(parse_blkio_bytes("garbage line here now\n"), None);
+    }
+}

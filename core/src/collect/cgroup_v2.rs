@@ -1,0 +1,184 @@
+//! cgroup v2 reader: one job or step directory of the unified hierarchy. All the files
+//! used are hierarchical (they include descendants) except `cgroup.procs`/`cgroup.threads`,
+//! which are counted recursively. Each unreadable file leaves its fields `None`.
+
+use std::path::{Path, PathBuf};
+
+use super::location::under_mount;
+use super::parse::{count_members, keyed, read_opt, read_u64};
+use crate::sample::{Pressure, UsageReading};
+
+/// Depth below the job directory where members live (`job/step_0/user/task_0` is 3).
+const MEMBER_DEPTH: u32 = 5;
+
+/// Reads one v2 group. Convenience wrapper over [`V2Reader`]; the sampler keeps a reader.
+pub fn read_v2(mount_root: &Path, rel: &Path) -> UsageReading {
+    V2Reader::new(mount_root, rel).read()
+}
+
+/// One v2 group's file paths, computed once, plus a reusable read buffer.
+#[derive(Debug)]
+pub struct V2Reader {
+    dir: PathBuf,
+    current: PathBuf,
+    peak: PathBuf,
+    max: PathBuf,
+    stat: PathBuf,
+    events: PathBuf,
+    cpu_stat: PathBuf,
+    io_stat: PathBuf,
+    cpu_pressure: PathBuf,
+    memory_pressure: PathBuf,
+    io_pressure: PathBuf,
+    buf: String,
+}
+
+impl V2Reader {
+    /// `mount_root` is normally `/sys/fs/cgroup`; `rel` as printed in `/proc/<pid>/cgroup`.
+    pub fn new(mount_root: &Path, rel: &Path) -> V2Reader {
+        let dir = under_mount(mount_root, rel);
+        V2Reader {
+            current: dir.join("memory.current"),
+            peak: dir.join("memory.peak"),
+            max: dir.join("memory.max"),
+            stat: dir.join("memory.stat"),
+            events: dir.join("memory.events"),
+            cpu_stat: dir.join("cpu.stat"),
+            io_stat: dir.join("io.stat"),
+            cpu_pressure: dir.join("cpu.pressure"),
+            memory_pressure: dir.join("memory.pressure"),
+            io_pressure: dir.join("io.pressure"),
+            dir,
+            buf: String::new(),
+        }
+    }
+
+    /// The directory this reader reads.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn read(&mut self) -> UsageReading {
+        let mut r = UsageReading::default();
+        let buf = &mut self.buf;
+
+        r.memory_usage_bytes = read_u64(buf, &self.current);
+        // memory.peak exists from Linux 5.19; before that: unknown.
+        r.memory_lifetime_peak_bytes = read_u64(buf, &self.peak);
+        // The literal `max` (no limit) fails to parse and becomes None, as intended.
+        r.memory_limit_bytes = read_u64(buf, &self.max);
+        if let Some(stat) = read_opt(buf, &self.stat) {
+            r.memory_cache_bytes = keyed(stat, "active_file")
+                .zip(keyed(stat, "inactive_file"))
+                .map(|(a, i)| a.saturating_add(i));
+            r.memory_major_faults = keyed(stat, "pgmajfault");
+        }
+        r.memory_working_set_bytes = r
+            .memory_usage_bytes
+            .zip(r.memory_cache_bytes)
+            .map(|(u, c)| u.saturating_sub(c));
+        // memory.events is hierarchical (memory.events.local is not): `max` counts hits of
+        // the limit, `oom_kill` the processes the OOM killer took.
+        if let Some(ev) = read_opt(buf, &self.events) {
+            r.memory_oom_kills = keyed(ev, "oom_kill");
+            r.memory_limit_hits = keyed(ev, "max");
+        }
+
+        if let Some(cpu) = read_opt(buf, &self.cpu_stat) {
+            r.cpu_usage_usec = keyed(cpu, "usage_usec");
+            r.cpu_user_usec = keyed(cpu, "user_usec");
+            r.cpu_system_usec = keyed(cpu, "system_usec");
+        }
+
+        // io.stat is absent when the io controller is not enabled for the subtree (None),
+        // and empty before the first IO (a readable zero).
+        if let Some((rd, wr)) = read_opt(buf, &self.io_stat).and_then(parse_io_stat) {
+            r.io_read_bytes = Some(rd);
+            r.io_write_bytes = Some(wr);
+        }
+
+        // PSI files fail to read (EOPNOTSUPP) when the kernel runs with psi=0.
+        let mut p = Pressure::default();
+        if let Some(t) = read_opt(buf, &self.cpu_pressure) {
+            p.cpu_some_avg10 = pressure_avg10(t, "some");
+        }
+        if let Some(t) = read_opt(buf, &self.memory_pressure) {
+            p.memory_some_avg10 = pressure_avg10(t, "some");
+            p.memory_full_avg10 = pressure_avg10(t, "full");
+        }
+        if let Some(t) = read_opt(buf, &self.io_pressure) {
+            p.io_some_avg10 = pressure_avg10(t, "some");
+            p.io_full_avg10 = pressure_avg10(t, "full");
+        }
+        r.pressure = p;
+
+        // v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps
+        // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree.
+        r.processes = count_members(buf, &self.dir, "cgroup.procs", MEMBER_DEPTH);
+        r.threads = count_members(buf, &self.dir, "cgroup.threads", MEMBER_DEPTH);
+        r
+    }
+}
+
+/// Sums `rbytes`/`wbytes` over the devices of `io.stat`
+/// (`259:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0`). A line without both keys or
+/// with an unparsable value makes the whole figure `None`: a partial sum would be a lie.
+pub(crate) fn parse_io_stat(text: &str) -> Option<(u64, u64)> {
+    let (mut rd, mut wr) = (0u64, 0u64);
+    for line in text.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let Some(_dev) = fields.next() else { continue };
+        let (mut r, mut w) = (None, None);
+        for kv in fields {
+            let (k, v) = kv.split_once('=')?;
+            match k {
+                "rbytes" => r = Some(v.parse::<u64>().ok()?),
+                "wbytes" => w = Some(v.parse::<u64>().ok()?),
+                _ => {}
+            }
+        }
+        rd = rd.saturating_add(r?);
+        wr = wr.saturating_add(w?);
+    }
+    Some((rd, wr))
+}
+
+/// The `avg10` percentage of the `some` or `full` line of a PSI file
+/// (`some avg10=1.50 avg60=0.20 avg300=0.05 total=123456`).
+pub(crate) fn pressure_avg10(text: &str, kind: &str) -> Option<f64> {
+    let line = text
+        .lines()
+        .find(|l| l.split_ascii_whitespace().next() == Some(kind))?;
+    let v: f64 = line
+        .split_ascii_whitespace()
+        .find_map(|kv| kv.strip_prefix("avg10="))?
+        .parse()
+        .ok()?;
+    (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_stat_sums_devices() {
+        let t = "259:0 rbytes=4096 wbytes=0 rios=1 wios=0 dbytes=0 dios=0\n\
+                 8:0 rbytes=1048576 wbytes=2097152 rios=10 wios=20 dbytes=0 dios=0\n";
+        assert_eq!(parse_io_stat(t), Some((1052672, 2097152)));
+        assert_eq!(parse_io_stat(""), Some((0, 0)));
+        assert_eq!(parse_io_stat("8:0 rbytes=x wbytes=0\n"), None);
+        assert_eq!(parse_io_stat("8:0 rios=1\n"), None);
+    }
+
+    #[test]
+    fn pressure_lines() {
+        let t = "some avg10=1.50 avg60=0.20 avg300=0.05 total=123456\n\
+                 full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(pressure_avg10(t, "some"), Some(1.5));
+        assert_eq!(pressure_avg10(t, "full"), Some(0.0));
+        assert_eq!(pressure_avg10("some avg60=1\n", "some"), None);
+        assert_eq!(pressure_avg10("some avg10=NaN\n", "some"), None);
+        assert_eq!(pressure_avg10("", "full"), None);
+    }
+}
