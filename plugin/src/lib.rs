@@ -35,8 +35,10 @@ pub static plugin_type: [u8; 6] = *b"spank\0";
 pub static plugin_version: u32 = ffi::SLURM_VERSION_NUMBER;
 
 const OPTION_NAME: &CStr = c"slurmwatch";
-const OPTION_ARGINFO: &CStr = c"SECONDS";
-const OPTION_USAGE: &CStr = c"Record this job's CPU, memory and GPU use every SECONDS (default 5) into a per-job file; read it with `slurmwatch report JOBID`.";
+/// Slurm's help printer always writes `--name=ARGINFO`, so the optional value is shown as
+/// `--slurmwatch=[SECONDS]` (the spelling `--slurmwatch[=SECONDS]` cannot be produced via SPANK).
+const OPTION_ARGINFO: &CStr = c"[SECONDS]";
+const OPTION_USAGE: &CStr = c"Record this job's CPU, memory and GPU use every SECONDS (optional; default 5) into a per-job file; read it with `slurmwatch report JOBID`.";
 /// `has_arg = 2`: the value is optional (`--slurmwatch` or `--slurmwatch=10`). The static
 /// `spank_options` table is ignored by sbatch in 22.05; registering in init works everywhere.
 const HAS_OPTIONAL_ARG: c_int = 2;
@@ -56,16 +58,19 @@ extern "C" fn on_option(_val: c_int, optarg: *const c_char, remote: c_int) -> c_
     guard::guarded("option", || {
         let value = (!optarg.is_null())
             // SAFETY: Slurm passes a NUL-terminated argument or NULL.
-            .then(|| unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned());
+            .then(|| unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned())
+            // slurmstepd receives a bare `--slurmwatch` as an empty value.
+            .filter(|v| !(remote != 0 && v.is_empty()));
         let config = state::config().unwrap_or_default();
         match options::parse_interval(value.as_deref(), &config) {
             Ok(seconds) => state::set_requested_interval(seconds),
             Err(e) if remote == 0 => {
                 // At submission: refuse, so the user fixes it before the job queues.
-                log::error(&format!("{} {}", e.message, e.hint));
+                log::problem(&format!("{} {}", e.message, e.hint));
                 result = -1;
             }
-            Err(e) => return Err(e.message),
+            // Inside the step (a value that bypassed sbatch): record nothing, say why.
+            Err(e) => log::problem(&format!("{} Not recording this step.", e.message)),
         }
         Ok(())
     });

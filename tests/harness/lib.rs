@@ -1,1 +1,272 @@
+//! Helpers for the real-cluster tests (tests/cluster.rs): submit a job to the local Slurm
+//! started by `scripts/cluster.sh`, wait for it, read its output, its sacct record and the
+//! slurmd log lines of its steps.
+//!
+//! Tests share one cluster; each job gets its own directory and name, and log lines are
+//! selected by `[<jobid>.` so concurrent tests never read each other's lines.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const SLURMD_LOG: &str = "/var/log/slurm/slurmd.log";
+pub const PLUGIN_SO: &str = "/usr/local/lib/slurmwatch/slurmwatch.so";
+pub const SPOOL: &str = "/var/spool/slurmwatch";
+/// Unprivileged users created by scripts/cluster.sh.
+pub const USER1: &str = "swuser1";
+pub const USER2: &str = "swuser2";
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// The tracking mode the cluster was started in: "cgroup" or "proc".
+pub fn cluster_mode() -> String {
+    std::fs::read_to_string("/run/slurm/mode")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| panic!("the test cluster is not up: run scripts/test.sh"))
+}
+
+pub fn run(cmd: &str, args: &[&str]) -> Output {
+    Command::new(cmd)
+        .args(args)
+        .env("SLURM_TIME_FORMAT", "standard")
+        .env("LC_ALL", "C")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e}"))
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A fresh directory for one test job, writable by the test users.
+pub fn job_dir(name: &str) -> PathBuf {
+    let n = SEQ.fetch_add(1, Ordering::SeqCst);
+    let dir = PathBuf::from(format!("/tmp/slurmwatch-it/{name}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create job dir");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions("/tmp/slurmwatch-it", std::fs::Permissions::from_mode(0o1777)).ok();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    dir
+}
+
+/// What to submit.
+pub struct Submit<'a> {
+    pub name: &'a str,
+    pub script: &'a str,
+    pub args: Vec<&'a str>,
+    pub env: Vec<(&'a str, &'a str)>,
+    /// Submit as this user instead of root.
+    pub user: Option<&'a str>,
+}
+
+impl<'a> Submit<'a> {
+    pub fn new(name: &'a str, script: &'a str) -> Self {
+        Submit {
+            name,
+            script,
+            args: Vec::new(),
+            env: Vec::new(),
+            user: None,
+        }
+    }
+
+    pub fn arg(mut self, a: &'a str) -> Self {
+        self.args.push(a);
+        self
+    }
+
+    pub fn env(mut self, k: &'a str, v: &'a str) -> Self {
+        self.env.push((k, v));
+        self
+    }
+
+    pub fn user(mut self, u: &'a str) -> Self {
+        self.user = Some(u);
+        self
+    }
+
+    /// Runs sbatch and returns its raw result (for tests of refused submissions).
+    pub fn sbatch(&self) -> (Output, PathBuf) {
+        let dir = job_dir(self.name);
+        let script = dir.join("job.sh");
+        std::fs::write(&script, format!("#!/bin/bash\n{}\n", self.script)).unwrap();
+        let out = dir.join("out.txt");
+        let mut argv: Vec<String> = vec![
+            "--parsable".into(),
+            format!("--job-name={}", self.name),
+            format!("--output={}", out.display()),
+            format!("--chdir={}", dir.display()),
+        ];
+        argv.extend(self.args.iter().map(|s| s.to_string()));
+        argv.push(script.display().to_string());
+        let mut cmd = match self.user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--", "sbatch"]);
+                c
+            }
+            None => Command::new("sbatch"),
+        };
+        cmd.args(&argv);
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        (cmd.output().expect("run sbatch"), dir)
+    }
+
+    /// Submits and returns the job; panics with sbatch's message if it was refused.
+    pub fn submit(&self) -> Job {
+        let (o, dir) = self.sbatch();
+        assert!(o.status.success(), "sbatch failed: {}", stderr(&o));
+        let id: u32 = stdout(&o)
+            .trim()
+            .split(';')
+            .next()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("sbatch printed no job id: {}", stdout(&o)));
+        Job { id, dir }
+    }
+}
+
+/// A submitted job.
+pub struct Job {
+    pub id: u32,
+    pub dir: PathBuf,
+}
+
+/// One line of `sacct` for a job or step.
+#[derive(Debug, Clone)]
+pub struct SacctLine {
+    pub job_id: String,
+    pub state: String,
+    pub exit_code: String,
+    pub elapsed_seconds: u64,
+    pub total_cpu: String,
+    pub max_rss: String,
+}
+
+impl Job {
+    pub fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.join("out.txt")).unwrap_or_default()
+    }
+
+    /// Waits until the job has left the queue and sacct has its final state.
+    pub fn wait(&self, timeout: Duration) -> SacctLine {
+        let end = Instant::now() + timeout;
+        let id = self.id.to_string();
+        loop {
+            let q = run("squeue", &["-h", "-j", &id, "-o", "%T"]);
+            let queued = q.status.success() && !stdout(&q).trim().is_empty();
+            if !queued {
+                if let Some(l) = self.sacct().into_iter().find(|l| l.job_id == id) {
+                    if !matches!(l.state.as_str(), "PENDING" | "RUNNING" | "COMPLETING") {
+                        return l;
+                    }
+                }
+            }
+            assert!(Instant::now() < end, "job {id} did not finish within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until the job is running.
+    pub fn wait_running(&self, timeout: Duration) {
+        let end = Instant::now() + timeout;
+        let id = self.id.to_string();
+        loop {
+            let q = run("squeue", &["-h", "-j", &id, "-o", "%T"]);
+            if stdout(&q).trim() == "RUNNING" {
+                return;
+            }
+            assert!(Instant::now() < end, "job {id} did not start within {timeout:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// sacct lines of the job and its steps.
+    pub fn sacct(&self) -> Vec<SacctLine> {
+        let o = run(
+            "sacct",
+            &[
+                "-n",
+                "-P",
+                "--delimiter=\u{1f}",
+                "-j",
+                &self.id.to_string(),
+                "-o",
+                "JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS",
+            ],
+        );
+        stdout(&o)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split('\u{1f}').collect();
+                (f.len() == 6).then(|| SacctLine {
+                    job_id: f[0].to_string(),
+                    // "CANCELLED by 0" → "CANCELLED"
+                    state: f[1].split_whitespace().next().unwrap_or("").to_string(),
+                    exit_code: f[2].to_string(),
+                    elapsed_seconds: f[3].parse().unwrap_or(0),
+                    total_cpu: f[4].to_string(),
+                    max_rss: f[5].to_string(),
+                })
+            })
+            .collect()
+    }
+
+    /// slurmd log lines of this job's steps (`[<id>.batch]`, `[<id>.0]`, ...).
+    pub fn log_lines(&self) -> Vec<String> {
+        let tag = format!("[{}.", self.id);
+        std::fs::read_to_string(SLURMD_LOG)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(String::from)
+            .collect()
+    }
+
+    pub fn plugin_lines(&self) -> Vec<String> {
+        self.log_lines()
+            .into_iter()
+            .filter(|l| l.contains("slurmwatch"))
+            .collect()
+    }
+}
+
+/// Parses sacct's `[DD-[HH:]]MM:SS[.mmm]` into seconds.
+pub fn sacct_duration_seconds(s: &str) -> Option<f64> {
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<f64>().ok()?, r),
+        None => (0.0, s),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let secs = match parts.as_slice() {
+        [h, m, s] => h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?,
+        [m, s] => m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?,
+        _ => return None,
+    };
+    Some(days * 86400.0 + secs)
+}
+
+pub fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sacct_duration_seconds;
+
+    #[test]
+    fn sacct_durations() {
+        assert_eq!(sacct_duration_seconds("00:01.500"), Some(1.5));
+        assert_eq!(sacct_duration_seconds("01:02:03"), Some(3723.0));
+        assert_eq!(sacct_duration_seconds("1-00:00:01"), Some(86401.0));
+        assert_eq!(sacct_duration_seconds("bogus"), None);
+    }
+}

@@ -1,1 +1,178 @@
 //! Readers of the job's cgroup (v1, v2) and of /proc, each taking a root path.
+//!
+//! [`JobCollector`] is what the sampler holds: it finds the job's cgroup once from
+//! `/proc/<task pid>/cgroup` (never by globbing), pre-computes every file path, and then
+//! reads job-level and step-level [`UsageReading`]s. With no job cgroup it falls back to
+//! summing the step's process trees in /proc.
+
+pub mod cgroup_v1;
+pub mod cgroup_v2;
+pub mod location;
+mod parse;
+pub mod procfs;
+
+use std::path::{Path, PathBuf};
+
+pub use cgroup_v1::{read_v1, V1Reader};
+pub use cgroup_v2::{read_v2, V2Reader};
+pub use location::{locate, parse_proc_cgroup, step_and_job_dirs, under_mount, CgroupLocation};
+pub use procfs::{find_step_pids, parse_stat, ProcStat, ProcTreeTracker};
+
+use crate::sample::{Source, UsageReading};
+
+/// The real mount and proc roots; tests pass fixture trees instead.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+pub const PROC_ROOT: &str = "/proc";
+
+/// Job- and step-level readers for one step of one job, chosen once at construction.
+#[derive(Debug)]
+pub struct JobCollector {
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    V1 {
+        job: Box<V1Reader>,
+        step: Box<V1Reader>,
+    },
+    V2 {
+        job: Box<V2Reader>,
+        step: Box<V2Reader>,
+    },
+    Proc {
+        proc_root: PathBuf,
+        job_id: u32,
+        job: Box<ProcTreeTracker>,
+        step: Box<ProcTreeTracker>,
+    },
+}
+
+impl JobCollector {
+    /// Locates `task_pid`'s cgroup under `proc_root` and picks the readers. Falls back to
+    /// /proc (`Source::Proc`) when the cgroup cannot be read or is not under a Slurm step
+    /// directory (`proctrack/linuxproc`, or a process outside the job).
+    pub fn new(cgroup_root: &Path, proc_root: &Path, task_pid: u32, job_id: u32) -> JobCollector {
+        let kind = locate(proc_root, task_pid)
+            .ok()
+            .and_then(|loc| cgroup_kind(cgroup_root, &loc))
+            .unwrap_or_else(|| {
+                let mut job = ProcTreeTracker::new(proc_root, &[task_pid]);
+                for pid in find_step_pids(proc_root, job_id) {
+                    job.add_root(pid);
+                }
+                Kind::Proc {
+                    proc_root: proc_root.to_path_buf(),
+                    job_id,
+                    job: Box::new(job),
+                    step: Box::new(ProcTreeTracker::new(proc_root, &[task_pid])),
+                }
+            });
+        JobCollector { kind }
+    }
+
+    pub fn source(&self) -> Source {
+        match self.kind {
+            Kind::V1 { .. } => Source::CgroupV1,
+            Kind::V2 { .. } => Source::CgroupV2,
+            Kind::Proc { .. } => Source::Proc,
+        }
+    }
+
+    /// Another local task of the step (SPANK `task_post_fork` runs once per task). Only the
+    /// /proc fallback needs it: in a cgroup every task of the step is already counted.
+    pub fn add_task_pid(&mut self, pid: u32) {
+        if let Kind::Proc { job, step, .. } = &mut self.kind {
+            job.add_root(pid);
+            step.add_root(pid);
+        }
+    }
+
+    /// The whole job on this node (all steps). In v1 and v2 the job directory's counters
+    /// are hierarchical, so concurrent steps are counted once.
+    pub fn read_job(&mut self) -> UsageReading {
+        match &mut self.kind {
+            Kind::V1 { job, .. } => job.read(),
+            Kind::V2 { job, .. } => job.read(),
+            Kind::Proc {
+                proc_root,
+                job_id,
+                job,
+                ..
+            } => {
+                // Steps start during the job: look for new slurmstepds at every reading
+                // (known roots are not re-added). Only in this fallback mode.
+                for pid in find_step_pids(proc_root, *job_id) {
+                    job.add_root(pid);
+                }
+                job.read()
+            }
+        }
+    }
+
+    /// The step this collector was created for.
+    pub fn read_step(&mut self) -> UsageReading {
+        match &mut self.kind {
+            Kind::V1 { step, .. } => step.read(),
+            Kind::V2 { step, .. } => step.read(),
+            Kind::Proc { step, .. } => step.read(),
+        }
+    }
+}
+
+/// Readers for a located cgroup, or `None` when it is not inside a Slurm step.
+fn cgroup_kind(cgroup_root: &Path, loc: &CgroupLocation) -> Option<Kind> {
+    match loc {
+        CgroupLocation::V1 {
+            memory,
+            cpuacct,
+            blkio,
+            pids,
+        } => {
+            // Both memory and cpuacct must be the job's own groups; reading a node-level
+            // directory would credit the neighbours' usage to this job.
+            let (mem_step, mem_job) = step_and_job_dirs(memory)?;
+            let (cpu_step, cpu_job) = step_and_job_dirs(cpuacct)?;
+            // Slurm creates no blkio or pids groups; a site might. Use them only when they
+            // are per-step too, for the same reason.
+            let blkio = blkio.as_deref().and_then(step_and_job_dirs);
+            let pids = pids.as_deref().and_then(step_and_job_dirs);
+            let reader = |mem: &Path, cpu: &Path, bio: Option<&Path>, pid: Option<&Path>| {
+                Box::new(V1Reader::new(cgroup_root, mem, cpu, bio, pid))
+            };
+            Some(Kind::V1 {
+                job: reader(
+                    &mem_job,
+                    &cpu_job,
+                    blkio.as_ref().map(|d| d.1.as_path()),
+                    pids.as_ref().map(|d| d.1.as_path()),
+                ),
+                step: reader(
+                    &mem_step,
+                    &cpu_step,
+                    blkio.as_ref().map(|d| d.0.as_path()),
+                    pids.as_ref().map(|d| d.0.as_path()),
+                ),
+            })
+        }
+        CgroupLocation::V2 { path } => {
+            let (step, job) = step_and_job_dirs(path)?;
+            // Pure v2 mounts the hierarchy at the root; a hybrid host at `<root>/unified`.
+            let unified = cgroup_root.join("unified");
+            let mount = if !cgroup_root.join("cgroup.controllers").exists()
+                && unified.join("cgroup.controllers").exists()
+            {
+                unified
+            } else {
+                cgroup_root.to_path_buf()
+            };
+            Some(Kind::V2 {
+                job: Box::new(V2Reader::new(&mount, &job)),
+                step: Box::new(V2Reader::new(&mount, &step)),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,1 +1,166 @@
 //! The per-job SQLite file: schema, writer, reader.
+//!
+//! One file per job per node, written by the plugin (through [`Writer`]) and read by the
+//! epilog and the CLI (through [`Reader`]). The format contract lives in [`schema`].
+
+pub mod archive;
+mod codec;
+mod reader;
+pub mod schema;
+mod writer;
+
+use serde::{Deserialize, Serialize};
+
+use crate::sample::{Source, UsageReading};
+
+pub use reader::Reader;
+pub use schema::SCHEMA_VERSION;
+pub use writer::Writer;
+
+/// Whose usage a row describes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Series {
+    /// The job's cgroup as a whole on this node.
+    Job,
+    /// One step: `"batch"`, `"extern"`, `"0"`, `"1"`, ...
+    Step(String),
+}
+
+impl Series {
+    pub fn step(name: impl Into<String>) -> Series {
+        Series::Step(name.into())
+    }
+}
+
+/// Where a row sits in its series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleKind {
+    /// The first reading of the series (step or job start).
+    Start,
+    Periodic,
+    /// The last reading (taken in `task_exit`, before Slurm removes the cgroup).
+    End,
+}
+
+impl SampleKind {
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            SampleKind::Periodic => 0,
+            SampleKind::Start => 1,
+            SampleKind::End => 2,
+        }
+    }
+
+    pub(crate) fn from_code(c: i64) -> Option<SampleKind> {
+        match c {
+            0 => Some(SampleKind::Periodic),
+            1 => Some(SampleKind::Start),
+            2 => Some(SampleKind::End),
+            _ => None,
+        }
+    }
+}
+
+/// One stored reading. Every value is an `Option`: `None` is "unreadable" (SQL NULL), never 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SampleRow {
+    pub t_unix_ms: i64,
+    pub series: Series,
+    pub kind: SampleKind,
+    pub usage: UsageReading,
+    pub cores_allocated: Option<u32>,
+    /// Largest working set seen by the fast reads since the previous *stored* row (this row's
+    /// own reading included), so a peak between two stored rows is never lost.
+    pub memory_working_set_max_bytes: Option<u64>,
+    /// Largest effective cores seen by the fast reads since the previous stored row.
+    pub effective_cores_max: Option<f64>,
+    /// The sampler's own cumulative CPU time and bytes written to this file: its overhead.
+    pub sampler_cpu_usec: Option<u64>,
+    pub sampler_bytes_written: Option<u64>,
+}
+
+impl SampleRow {
+    /// A row with every value unreadable.
+    pub fn empty(t_unix_ms: i64, series: Series, kind: SampleKind) -> SampleRow {
+        SampleRow {
+            t_unix_ms,
+            series,
+            kind,
+            usage: UsageReading::default(),
+            cores_allocated: None,
+            memory_working_set_max_bytes: None,
+            effective_cores_max: None,
+            sampler_cpu_usec: None,
+            sampler_bytes_written: None,
+        }
+    }
+}
+
+/// Facts about the job, fixed when the file is created (the `meta` table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobMeta {
+    pub job_id: u64,
+    pub user: String,
+    pub uid: u32,
+    /// Slurm's node name (`SLURMD_NODENAME`), not the hostname.
+    pub node: String,
+    pub cluster: Option<String>,
+    pub plugin_version: String,
+    pub interval_seconds: u32,
+    pub source: Source,
+    pub cores_allocated: Option<u32>,
+    pub memory_allocated_bytes: Option<u64>,
+    /// Time base of the file: sample times are stored relative to it.
+    pub started_unix_ms: i64,
+}
+
+/// One row of the `steps` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepInfo {
+    pub step: String,
+    pub started_unix_ms: Option<i64>,
+    pub ended_unix_ms: Option<i64>,
+    pub tasks: Option<u32>,
+    pub exit_status: Option<i32>,
+}
+
+/// One row of the `events` table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub t_unix_ms: i64,
+    pub step: Option<String>,
+    /// e.g. `step_start`, `step_end`, `oom_kill`, `error`, `rows_dropped`.
+    pub kind: String,
+    pub detail: String,
+}
+
+/// The extern step only holds Slurm's `sleep`; it never makes another step's series distinct.
+pub const EXTERN_STEP: &str = "extern";
+
+fn running_at(s: &StepInfo, t: i64) -> bool {
+    s.started_unix_ms.is_some_and(|a| a <= t) && s.ended_unix_ms.map_or(true, |e| t <= e)
+}
+
+/// The one rule the writer (to skip) and the reader (to fill) share: a periodic row of `step`
+/// at `t` equals the job's row (bar the extern step's idle `sleep`) when `step` is running and
+/// is the only non-extern step running at `t`.
+pub fn step_row_is_redundant(step: &str, t_unix_ms: i64, steps: &[StepInfo]) -> bool {
+    if step == EXTERN_STEP {
+        return false;
+    }
+    let mut me_running = false;
+    for s in steps {
+        if s.step == step {
+            me_running = running_at(s, t_unix_ms);
+        } else if s.step != EXTERN_STEP && running_at(s, t_unix_ms) {
+            return false;
+        }
+    }
+    me_running
+}
+
+fn sql_err(path: &std::path::Path, e: impl std::fmt::Display) -> crate::error::Error {
+    crate::error::Error::Store(format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,536 @@
+//! Fixture-tree tests of the collectors. v1 trees are files captured on a cgroup-v1 host
+//! (numbers edited consistently); v2 trees are written in the kernel's formats.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::parse::{clock_ticks_per_sec, page_size, ticks_to_usec};
+use super::*;
+use crate::sample::{Pressure, Source, UsageReading};
+
+const MIB: u64 = 1 << 20;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect")
+}
+
+fn ticks(t: u64) -> Option<u64> {
+    Some(ticks_to_usec(t, clock_ticks_per_sec()))
+}
+
+const V1_JOB: &str = "/slurm_node1/uid_1000/job_42";
+const V1_STEP: &str = "/slurm_node1/uid_1000/job_42/step_batch";
+
+#[test]
+fn v1_job_exact_values() {
+    let root = fixtures().join("v1");
+    let job = Path::new(V1_JOB);
+    let r = read_v1(&root, job, job, Some(job), Some(job));
+    let want = UsageReading {
+        cpu_usage_usec: Some(67_795_993),
+        cpu_user_usec: ticks(4243),
+        cpu_system_usec: ticks(2533),
+        memory_usage_bytes: Some(640 * MIB),
+        memory_cache_bytes: Some(210 * MIB),
+        memory_working_set_bytes: Some(430 * MIB),
+        memory_lifetime_peak_bytes: Some(800 * MIB),
+        memory_limit_bytes: Some(2048 * MIB),
+        memory_oom_kills: Some(1),
+        memory_limit_hits: Some(3),
+        memory_major_faults: Some(892),
+        io_read_bytes: Some(5096),
+        io_write_bytes: Some(8192),
+        // step_batch (1) + step_batch/task_0 (2) + step_extern/task_0 (1).
+        processes: Some(4),
+        // From pids.current, which is hierarchical.
+        threads: Some(9),
+        pressure: Pressure::default(),
+    };
+    assert_eq!(r, want);
+}
+
+#[test]
+fn v1_step_unlimited_sentinel_and_recursive_members() {
+    let root = fixtures().join("v1");
+    let step = Path::new(V1_STEP);
+    let r = read_v1(&root, step, step, None, None);
+    assert_eq!(r.memory_usage_bytes, Some(600 * MIB));
+    assert_eq!(r.memory_cache_bytes, Some(200 * MIB));
+    assert_eq!(r.memory_working_set_bytes, Some(400 * MIB));
+    assert_eq!(r.memory_lifetime_peak_bytes, Some(700 * MIB));
+    assert_eq!(r.memory_limit_bytes, None, "9223372036854771712 means unlimited");
+    assert_eq!(r.memory_limit_hits, Some(2));
+    assert_eq!(r.memory_major_faults, Some(23));
+    assert_eq!(r.cpu_usage_usec, Some(12_345_678));
+    assert_eq!(r.cpu_user_usec, ticks(1000));
+    assert_eq!(r.cpu_system_usec, ticks(200));
+    // No blkio group: unknown, not zero.
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None));
+    // step dir's own (slurmstepd) + task_0, counted recursively.
+    assert_eq!((r.processes, r.threads), (Some(3), Some(8)));
+}
+
+#[test]
+fn v1_real_root_files_verbatim() {
+    // Captured unedited from /sys/fs/cgroup/{memory,cpuacct,blkio} of the dev machine.
+    let root = fixtures().join("v1_real_root");
+    let r = read_v1(&root, Path::new("/"), Path::new("/"), Some(Path::new("/")), None);
+    assert_eq!(r.memory_limit_bytes, None, "root limit is the unlimited sentinel");
+    assert_eq!(r.memory_usage_bytes, Some(2_586_890_240));
+    assert_eq!(r.memory_cache_bytes, Some(717_332_480 + 1_263_329_280));
+    assert_eq!(
+        r.memory_working_set_bytes,
+        Some(2_586_890_240 - 717_332_480 - 1_263_329_280)
+    );
+    assert_eq!(r.memory_lifetime_peak_bytes, Some(2_722_795_520));
+    assert_eq!(r.memory_major_faults, Some(1199));
+    assert_eq!((r.memory_oom_kills, r.memory_limit_hits), (Some(0), Some(0)));
+    assert_eq!(r.cpu_usage_usec, Some(257_345_096));
+    assert_eq!((r.cpu_user_usec, r.cpu_system_usec), (ticks(20533), ticks(5199)));
+    // `Total 0` and nothing else: a readable zero.
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (Some(0), Some(0)));
+    // No cgroup.procs/tasks captured: unknown.
+    assert_eq!((r.processes, r.threads), (None, None));
+}
+
+#[test]
+fn v1_missing_files_are_none_not_zero() {
+    let root = fixtures().join("v1");
+    let step = Path::new("/slurm_node1/uid_1000/job_43/step_0");
+    let r = read_v1(&root, step, step, None, None);
+    assert_eq!(r.memory_usage_bytes, Some(100 * MIB));
+    assert_eq!(r.memory_cache_bytes, Some(30 * MIB));
+    assert_eq!(r.memory_working_set_bytes, Some(70 * MIB));
+    assert_eq!(r.memory_major_faults, Some(5));
+    // memory.max_usage_in_bytes, memory.failcnt, cpuacct/ missing; limit unparsable;
+    // oom_control without the `oom_kill` line (kernel < 4.13).
+    let none = UsageReading {
+        memory_usage_bytes: r.memory_usage_bytes,
+        memory_cache_bytes: r.memory_cache_bytes,
+        memory_working_set_bytes: r.memory_working_set_bytes,
+        memory_major_faults: r.memory_major_faults,
+        ..UsageReading::default()
+    };
+    assert_eq!(r, none);
+
+    let nowhere = read_v1(&root, Path::new("/no/such"), Path::new("/no/such"), None, None);
+    assert_eq!(nowhere, UsageReading::default());
+}
+
+const V2_JOB: &str = "/system.slice/slurmstepd.scope/job_42";
+
+#[test]
+fn v2_job_exact_values() {
+    let r = read_v2(&fixtures().join("v2"), Path::new(V2_JOB));
+    let want = UsageReading {
+        cpu_usage_usec: Some(123_456_789),
+        cpu_user_usec: Some(100_000_000),
+        cpu_system_usec: Some(23_456_789),
+        memory_usage_bytes: Some(600 * MIB),
+        memory_cache_bytes: Some(200 * MIB),
+        memory_working_set_bytes: Some(400 * MIB),
+        memory_lifetime_peak_bytes: Some(700 * MIB),
+        memory_limit_bytes: Some(2048 * MIB),
+        memory_oom_kills: Some(1),
+        memory_limit_hits: Some(3),
+        memory_major_faults: Some(17),
+        io_read_bytes: Some(4096 + 1_048_576),
+        io_write_bytes: Some(2_097_152),
+        // step_0/slurm 1 + task_0 2 + task_1 1 + step_extern/slurm 1 (v2 job dir is empty).
+        processes: Some(5),
+        threads: Some(10),
+        pressure: Pressure {
+            cpu_some_avg10: Some(1.5),
+            memory_some_avg10: Some(2.25),
+            memory_full_avg10: Some(0.75),
+            io_some_avg10: Some(0.10),
+            io_full_avg10: Some(0.05),
+        },
+    };
+    assert_eq!(r, want);
+}
+
+#[test]
+fn v2_step_max_limit_missing_peak_and_io() {
+    let r = read_v2(&fixtures().join("v2"), &Path::new(V2_JOB).join("step_0"));
+    assert_eq!(r.memory_limit_bytes, None, "literal `max`");
+    assert_eq!(r.memory_lifetime_peak_bytes, None, "no memory.peak before 5.19");
+    assert_eq!(r.memory_usage_bytes, Some(500 * MIB));
+    assert_eq!(r.memory_cache_bytes, Some(128 * MIB));
+    assert_eq!(r.memory_working_set_bytes, Some(372 * MIB));
+    assert_eq!(r.memory_major_faults, Some(9));
+    assert_eq!((r.memory_oom_kills, r.memory_limit_hits), (Some(0), Some(0)));
+    assert_eq!(r.cpu_usage_usec, Some(100_000_000));
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None));
+    assert_eq!(r.pressure.cpu_some_avg10, Some(0.0));
+    assert_eq!(r.pressure.memory_full_avg10, Some(0.0));
+    assert_eq!((r.pressure.io_some_avg10, r.pressure.io_full_avg10), (None, None));
+    assert_eq!((r.processes, r.threads), (Some(4), Some(8)));
+
+    assert_eq!(
+        read_v2(&fixtures().join("v2"), Path::new("/gone")),
+        UsageReading::default()
+    );
+}
+
+/// A fake /proc holding `<pid>/cgroup` only, for [`JobCollector`] construction.
+fn proc_with_cgroup(pid: u32, text: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir(dir.path().join(pid.to_string())).unwrap();
+    fs::write(dir.path().join(pid.to_string()).join("cgroup"), text).unwrap();
+    dir
+}
+
+#[test]
+fn job_collector_v1_hybrid() {
+    let text = fs::read_to_string(fixtures().join("proc_cgroup/v1_hybrid_task.txt")).unwrap();
+    let proc = proc_with_cgroup(5116, &text);
+    let mut c = JobCollector::new(&fixtures().join("v1"), proc.path(), 5116, 42);
+    assert_eq!(c.source(), Source::CgroupV1);
+    let job = c.read_job();
+    assert_eq!(job.memory_working_set_bytes, Some(430 * MIB));
+    assert_eq!(job.cpu_usage_usec, Some(67_795_993));
+    // blkio and pids are `/` in /proc/<pid>/cgroup (node level): never read for a job.
+    assert_eq!((job.io_read_bytes, job.threads), (None, Some(9)));
+    assert_eq!(job.processes, Some(4));
+    let step = c.read_step();
+    assert_eq!(step.memory_working_set_bytes, Some(400 * MIB));
+    assert_eq!(step.cpu_usage_usec, Some(12_345_678));
+    assert_eq!((step.processes, step.threads), (Some(3), Some(8)));
+}
+
+#[test]
+fn job_collector_v2() {
+    let proc = proc_with_cgroup(2010, &format!("0::{V2_JOB}/step_0/user/task_0\n"));
+    let mut c = JobCollector::new(&fixtures().join("v2"), proc.path(), 2010, 42);
+    assert_eq!(c.source(), Source::CgroupV2);
+    assert_eq!(c.read_job().memory_limit_bytes, Some(2048 * MIB));
+    assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
+
+    // slurmstepd's own cgroup (`step_0/slurm`) resolves to the same step.
+    let proc = proc_with_cgroup(2001, &format!("0::{V2_JOB}/step_0/slurm\n"));
+    let mut c = JobCollector::new(&fixtures().join("v2"), proc.path(), 2001, 42);
+    assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
+}
+
+#[test]
+fn job_collector_falls_back_to_proc() {
+    // Not under a step (proctrack/linuxproc): the /proc trees.
+    let text = fs::read_to_string(fixtures().join("proc_cgroup/v1_real_nonslurm.txt")).unwrap();
+    let proc = proc_with_cgroup(77, &text);
+    let c = JobCollector::new(&fixtures().join("v1"), proc.path(), 77, 42);
+    assert_eq!(c.source(), Source::Proc);
+    // No /proc/<pid>/cgroup at all.
+    let empty = tempfile::tempdir().unwrap();
+    let mut c = JobCollector::new(&fixtures().join("v1"), empty.path(), 77, 42);
+    assert_eq!(c.source(), Source::Proc);
+    // Nothing alive and nothing ever seen: unknown, not zero.
+    assert_eq!(c.read_step(), UsageReading::default());
+    assert_eq!(c.read_job(), UsageReading::default());
+}
+
+#[test]
+fn find_step_pids_of_one_job() {
+    let pids = find_step_pids(&fixtures().join("proc_tree"), 42);
+    // 100 `[42.batch]` (NUL padded), 101 `[42.0]` (space padded), 104 `[42.extern]`;
+    // not 102 (job 421) nor 103 (a title inside another program's arguments).
+    assert_eq!(pids, vec![100, 101, 104]);
+    assert!(find_step_pids(Path::new("/nonexistent"), 42).is_empty());
+}
+
+// ---- ProcTreeTracker on a rewritable fake /proc --------------------------------------
+
+/// A fake /proc whose `<pid>/stat` lines are the real captured line (comm `a) b`) with
+/// the fields under test rewritten.
+struct FakeProc {
+    dir: tempfile::TempDir,
+    template: String,
+}
+
+#[derive(Clone, Copy, Default)]
+struct P {
+    ppid: u32,
+    start: u64,
+    utime: u64,
+    stime: u64,
+    cutime: u64,
+    cstime: u64,
+    majflt: u64,
+    cmajflt: u64,
+    threads: u64,
+    rss: u64,
+    io: Option<(u64, u64)>,
+}
+
+impl FakeProc {
+    fn new() -> FakeProc {
+        let template = fs::read_to_string(fixtures().join("proc_tree/4242/stat")).unwrap();
+        FakeProc {
+            dir: tempfile::tempdir().unwrap(),
+            template,
+        }
+    }
+
+    fn set(&self, pid: u32, p: P) {
+        let close = self.template.rfind(')').unwrap();
+        let mut rest: Vec<String> = self.template[close + 1..]
+            .split_ascii_whitespace()
+            .map(str::to_string)
+            .collect();
+        let mut put = |field: usize, v: u64| rest[field - 3] = v.to_string();
+        put(4, u64::from(p.ppid));
+        put(12, p.majflt);
+        put(13, p.cmajflt);
+        put(14, p.utime);
+        put(15, p.stime);
+        put(16, p.cutime);
+        put(17, p.cstime);
+        put(20, p.threads.max(1));
+        put(22, p.start);
+        put(24, p.rss);
+        let d = self.dir.path().join(pid.to_string());
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("stat"), format!("{pid} (a) b) {}\n", rest.join(" "))).unwrap();
+        let _ = fs::remove_file(d.join("io"));
+        if let Some((r, w)) = p.io {
+            fs::write(
+                d.join("io"),
+                format!("rchar: 1\nwchar: 2\nsyscr: 3\nsyscw: 4\nread_bytes: {r}\nwrite_bytes: {w}\ncancelled_write_bytes: 0\n"),
+            )
+            .unwrap();
+        }
+    }
+
+    fn remove(&self, pid: u32) {
+        fs::remove_dir_all(self.dir.path().join(pid.to_string())).unwrap();
+    }
+
+    fn tracker(&self, roots: &[u32]) -> ProcTreeTracker {
+        ProcTreeTracker::new(self.dir.path(), roots)
+    }
+}
+
+/// Total CPU of a reading in clock ticks.
+fn cpu_ticks(r: &UsageReading) -> u64 {
+    let us = r.cpu_usage_usec.expect("cpu readable");
+    us * clock_ticks_per_sec() / 1_000_000
+}
+
+fn p(ppid: u32, start: u64, utime: u64) -> P {
+    P {
+        ppid,
+        start,
+        utime,
+        io: Some((0, 0)),
+        ..P::default()
+    }
+}
+
+#[test]
+fn proc_child_reaped_by_live_parent_is_not_double_counted() {
+    let fp = FakeProc::new();
+    fp.set(1, p(0, 1, 5000)); // init: never part of the tree
+    fp.set(100, P { stime: 0, ..p(1, 500, 10) });
+    fp.set(101, P { stime: 10, ..p(100, 600, 40) });
+    fp.set(300, p(1, 700, 9999)); // a neighbour
+    let mut t = fp.tracker(&[100]);
+    let r1 = t.read();
+    assert_eq!(cpu_ticks(&r1), 60);
+    assert_eq!(r1.processes, Some(2));
+    assert_eq!(r1.cpu_user_usec, ticks(50));
+    assert_eq!(r1.cpu_system_usec, ticks(10));
+
+    // 101 did 5 more ticks, exited, and 100 waited for it: 100's cutime/cstime hold it.
+    fp.remove(101);
+    fp.set(100, P { cutime: 45, cstime: 11, ..p(1, 500, 12) });
+    let r2 = t.read();
+    assert_eq!(cpu_ticks(&r2), 12 + 45 + 11, "counted once, through the parent");
+    assert_eq!(r2.processes, Some(1));
+}
+
+#[test]
+fn proc_root_task_exit_keeps_its_work() {
+    let fp = FakeProc::new();
+    fp.set(99, p(1, 400, 7)); // slurmstepd: the tasks' parent, outside the tree
+    fp.set(100, P { cutime: 3, ..p(99, 500, 10) });
+    fp.set(101, P { stime: 10, ..p(100, 600, 40) });
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 63);
+    // The root exits (slurmstepd reaps it); its child is orphaned to init and lives on.
+    fp.remove(100);
+    fp.set(101, P { stime: 10, ..p(1, 600, 45) });
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 13 + 55, "root's last value kept, orphan still tracked");
+    assert_eq!(r.processes, Some(1));
+    // The orphan exits too (init reaps it): nothing left alive, nothing lost.
+    fp.remove(101);
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 68);
+    assert_eq!((r.processes, r.threads), (Some(0), Some(0)));
+    assert_eq!(r.memory_usage_bytes, Some(0));
+    assert_eq!(cpu_ticks(&t.read()), 68);
+}
+
+#[test]
+fn proc_departed_chain_reaped_through_dead_middle() {
+    // 100 → 101 → 102; 102 exits (101 reaps it), then 101 exits (100 reaps it), both
+    // between two readings: 100's cutime carries both, nothing is added.
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    fp.set(101, p(100, 600, 20));
+    fp.set(102, p(101, 700, 30));
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 60);
+    fp.remove(102);
+    fp.remove(101);
+    fp.set(100, P { cutime: 20 + 2 + 30 + 3, ..p(1, 500, 10) });
+    assert_eq!(cpu_ticks(&t.read()), 65);
+}
+
+#[test]
+fn proc_auto_reaped_child_is_credited() {
+    // The parent ignores SIGCHLD: the kernel reaps the child without adding it to cutime.
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    fp.set(101, p(100, 600, 30));
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 40);
+    fp.remove(101);
+    fp.set(100, p(1, 500, 11));
+    assert_eq!(cpu_ticks(&t.read()), 41);
+}
+
+#[test]
+fn proc_recycled_pid_is_a_new_process() {
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    fp.set(101, p(100, 600, 30));
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 40);
+    // Old 101 exited and was reaped by 100; a new child got pid 101 (new starttime).
+    fp.set(100, P { cutime: 30, ..p(1, 500, 10) });
+    fp.set(101, p(100, 900, 2));
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 42);
+    assert_eq!(r.processes, Some(2));
+
+    // A recycled *root* pid belongs to someone else now: not adopted.
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 10);
+    fp.set(100, p(1, 800, 999));
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 10);
+    assert_eq!(r.processes, Some(0));
+}
+
+#[test]
+fn proc_total_never_decreases() {
+    let fp = FakeProc::new();
+    fp.set(100, P { majflt: 7, ..p(1, 500, 100) });
+    let mut t = fp.tracker(&[100]);
+    assert_eq!(cpu_ticks(&t.read()), 100);
+    fp.set(100, P { majflt: 3, ..p(1, 500, 90) });
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 100);
+    assert_eq!(r.memory_major_faults, Some(7));
+    fp.set(100, p(1, 500, 120));
+    assert_eq!(cpu_ticks(&t.read()), 120);
+}
+
+#[test]
+fn proc_memory_threads_faults_and_io() {
+    let fp = FakeProc::new();
+    let ps = page_size();
+    fp.set(
+        100,
+        P {
+            rss: 1000,
+            threads: 4,
+            majflt: 2,
+            cmajflt: 3,
+            io: Some((4096, 100)),
+            ..p(1, 500, 10)
+        },
+    );
+    fp.set(
+        101,
+        P {
+            rss: 24,
+            threads: 1,
+            majflt: 1,
+            io: Some((10, 20)),
+            ..p(100, 600, 1)
+        },
+    );
+    let mut t = fp.tracker(&[100]);
+    let r = t.read();
+    assert_eq!(r.memory_usage_bytes, Some(1024 * ps));
+    assert_eq!(r.memory_working_set_bytes, Some(1024 * ps));
+    // /proc has no page cache, no kernel high-water mark, no limit.
+    assert_eq!(r.memory_cache_bytes, None);
+    assert_eq!(r.memory_lifetime_peak_bytes, None);
+    assert_eq!(r.memory_limit_bytes, None);
+    assert_eq!(r.memory_oom_kills, None);
+    assert_eq!((r.processes, r.threads), (Some(2), Some(5)));
+    assert_eq!(r.memory_major_faults, Some(6));
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (Some(4106), Some(120)));
+
+    // One io file unreadable: the sum is unknown, not a partial number.
+    fp.set(101, P { io: None, ..p(100, 600, 1) });
+    let r = t.read();
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None));
+    assert!(r.cpu_usage_usec.is_some());
+
+    // Readable again, then the child exits and is reaped: its io moves into the parent's
+    // counters (the kernel accumulates reaped children's io), nothing double counted.
+    fp.set(101, P { io: Some((10, 20)), ..p(100, 600, 1) });
+    assert_eq!(t.read().io_read_bytes, Some(4106));
+    fp.remove(101);
+    fp.set(
+        100,
+        P {
+            rss: 1000,
+            threads: 4,
+            cutime: 1,
+            io: Some((4106, 120)),
+            ..p(1, 500, 10)
+        },
+    );
+    let r = t.read();
+    assert_eq!((r.io_read_bytes, r.io_write_bytes), (Some(4106), Some(120)));
+    assert_eq!(cpu_ticks(&r), 11);
+}
+
+#[test]
+fn proc_roots_added_later_and_missing_root() {
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    fp.set(200, p(1, 510, 5));
+    let mut t = fp.tracker(&[100, 12345]);
+    assert_eq!(cpu_ticks(&t.read()), 10);
+    t.add_root(200);
+    t.add_root(100);
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 15);
+    assert_eq!(r.processes, Some(2));
+
+    let mut nothing = fp.tracker(&[]);
+    assert_eq!(nothing.read(), UsageReading::default());
+    let mut gone = ProcTreeTracker::new(Path::new("/nonexistent/proc"), &[1]);
+    assert_eq!(gone.read(), UsageReading::default());
+}
+
+#[test]
+fn proc_malformed_stat_is_skipped() {
+    let fp = FakeProc::new();
+    fp.set(100, p(1, 500, 10));
+    fp.set(101, p(100, 600, 5));
+    fs::write(fp.dir.path().join("101/stat"), "101 (x) S 100 garbage").unwrap();
+    fs::create_dir(fp.dir.path().join("self")).unwrap();
+    let mut t = fp.tracker(&[100]);
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 10);
+    assert_eq!(r.processes, Some(1));
+}

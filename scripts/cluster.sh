@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# A real single-node Slurm 22.05 (munged, mariadbd, slurmdbd, slurmctld, slurmd) started
+# without systemd, with slurmwatch's plugin loaded through plugstack.conf.
+#
+#   scripts/cluster.sh up [cgroup|proc] [PLUGIN.so] [plugstack args...]
+#   scripts/cluster.sh down
+#   scripts/cluster.sh wipe          # down, then forget all jobs and accounting
+#
+# cgroup mode: proctrack/cgroup + jobacct_gather/cgroup (each job gets a cgroup).
+# proc mode:   proctrack/linuxproc + jobacct_gather/linux (no job cgroup: the /proc path).
+# Every daemon is polled for readiness; a timeout names the daemon and its log.
+set -euo pipefail
+
+CLUSTER=swtest
+NODE=$(hostname -s)
+ETC=/etc/slurm
+LOGDIR=/var/log/slurm
+RUN=/run/slurm
+PLUGIN_DIR=/usr/local/lib/slurmwatch
+SPOOL=/var/spool/slurmwatch
+DB_USER=slurm
+DB_PASS=slurmwatch-test
+TEST_USERS=(swuser1 swuser2)
+
+log() { echo "cluster: $*" >&2; }
+die() { echo "cluster: $*" >&2; exit 1; }
+
+wait_for() { # NAME LOG TIMEOUT_S COMMAND...
+  local name=$1 logf=$2 t=$3; shift 3
+  local end=$((SECONDS + t))
+  until "$@" >/dev/null 2>&1; do
+    if ((SECONDS >= end)); then
+      echo "cluster: $name not ready after ${t}s; last lines of $logf:" >&2
+      tail -n 20 "$logf" >&2 2>/dev/null || true
+      exit 1
+    fi
+    sleep 0.2
+  done
+}
+
+stop_pidfile() { # NAME PIDFILE
+  local pidf=$2 pid
+  [ -f "$pidf" ] || return 0
+  pid=$(cat "$pidf" 2>/dev/null || true)
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidf"
+}
+
+mem_mb() { awk '/MemTotal/ {printf "%d", $2/1024*0.85}' /proc/meminfo; }
+
+write_configs() { # MODE
+  local mode=$1 cpus
+  cpus=$(nproc)
+  mkdir -p "$ETC" "$LOGDIR" "$RUN" /var/spool/slurmctld /var/spool/slurmd
+  local track
+  if [ "$mode" = cgroup ]; then
+    track="ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup,task/affinity
+JobAcctGatherType=jobacct_gather/cgroup
+PrologFlags=Contain"
+  else
+    track="ProctrackType=proctrack/linuxproc
+TaskPlugin=task/affinity
+JobAcctGatherType=jobacct_gather/linux"
+  fi
+  cat > "$ETC/slurm.conf" <<CONF
+# Written by slurmwatch's scripts/cluster.sh ($mode mode). Test cluster only.
+ClusterName=$CLUSTER
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldPidFile=$RUN/slurmctld.pid
+SlurmdPidFile=$RUN/slurmd.pid
+SlurmctldLogFile=$LOGDIR/slurmctld.log
+SlurmdLogFile=$LOGDIR/slurmd.log
+SlurmdDebug=info
+SlurmctldDebug=info
+MailProg=/bin/true
+ReturnToService=2
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+$track
+JobAcctGatherFrequency=task=1
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoreFlags=job_comment
+JobCompType=jobcomp/none
+KillWait=5
+MinJobAge=30
+InactiveLimit=0
+Waittime=0
+PlugStackConfig=$ETC/plugstack.conf
+NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$(mem_mb) State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  cat > "$ETC/cgroup.conf" <<CONF
+CgroupPlugin=autodetect
+ConstrainCores=yes
+ConstrainRAMSpace=yes
+CONF
+  cat > "$ETC/slurmdbd.conf" <<CONF
+AuthType=auth/munge
+DbdHost=localhost
+DbdAddr=127.0.0.1
+SlurmUser=root
+PidFile=$RUN/slurmdbd.pid
+LogFile=$LOGDIR/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=localhost
+StorageLoc=slurm_acct_db
+StorageUser=$DB_USER
+StoragePass=$DB_PASS
+CONF
+  chmod 600 "$ETC/slurmdbd.conf"
+}
+
+install_plugin() { # SO ARGS...
+  local so=$1; shift
+  [ -f "$so" ] || die "plugin $so not found: build it with 'cargo build --release -p slurmwatch-plugin'"
+  install -d -m 0755 "$PLUGIN_DIR"
+  # Copy then rename: a running slurmstepd keeps its mapping of the old file.
+  cp "$so" "$PLUGIN_DIR/.slurmwatch.so.new"
+  chmod 0755 "$PLUGIN_DIR/.slurmwatch.so.new"
+  mv -f "$PLUGIN_DIR/.slurmwatch.so.new" "$PLUGIN_DIR/slurmwatch.so"
+  install -d -m 0755 -o root -g root "$SPOOL"
+  echo "optional $PLUGIN_DIR/slurmwatch.so spool=$SPOOL $*" > "$ETC/plugstack.conf"
+}
+
+start_munge() {
+  if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then return; fi
+  install -d -o munge -g munge -m 0755 /run/munge
+  install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
+  [ -f /etc/munge/munge.key ] || mungekey --create --keyfile /etc/munge/munge.key
+  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
+  runuser -u munge -- /usr/sbin/munged --force
+  wait_for munged /var/log/munge/munged.log 20 sh -c 'munge -n | unmunge'
+}
+
+start_mariadb() {
+  if mariadb-admin ping >/dev/null 2>&1; then return; fi
+  install -d -o mysql -g mysql /run/mysqld
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
+  fi
+  setsid /usr/sbin/mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock \
+    --pid-file=/run/mysqld/mysqld.pid --innodb-buffer-pool-size=256M \
+    --innodb-lock-wait-timeout=900 --log-error=/var/log/slurm/mariadb.log \
+    </dev/null >/dev/null 2>&1 &
+  wait_for mariadbd "$LOGDIR/mariadb.log" 60 mariadb-admin ping
+  mariadb -e "CREATE USER IF NOT EXISTS '$DB_USER'@'localhost' IDENTIFIED BY '$DB_PASS';
+              GRANT ALL ON slurm_acct_db.* TO '$DB_USER'@'localhost'; FLUSH PRIVILEGES;"
+}
+
+start_slurm() {
+  if ! sacctmgr -n list cluster >/dev/null 2>&1; then
+    /usr/sbin/slurmdbd
+    wait_for slurmdbd "$LOGDIR/slurmdbd.log" 60 sacctmgr -n list cluster
+  fi
+  sacctmgr -n list cluster format=cluster | grep -qw "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+  /usr/sbin/slurmctld
+  wait_for slurmctld "$LOGDIR/slurmctld.log" 60 scontrol ping
+  /usr/sbin/slurmd
+  wait_for slurmd "$LOGDIR/slurmd.log" 60 sh -c "sinfo -h -N -o %T -n $NODE | grep -Eq '^(idle|mixed|allocated)'"
+}
+
+ensure_users() {
+  for u in "${TEST_USERS[@]}"; do
+    id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
+  done
+}
+
+stop_slurm() {
+  stop_pidfile slurmd "$RUN/slurmd.pid"
+  stop_pidfile slurmctld "$RUN/slurmctld.pid"
+  # Leftover step daemons of killed jobs would hold the old plugin and config.
+  pkill -9 -x slurmstepd 2>/dev/null || true
+}
+
+cmd=${1:-}
+case "$cmd" in
+  up)
+    mode=${2:-cgroup}
+    case "$mode" in cgroup|proc) ;; *) die "mode must be cgroup or proc, not '$mode'";; esac
+    so=${3:-target/release/libslurmwatch.so}
+    shift $(( $# >= 3 ? 3 : $# ))
+    [ "$(id -u)" = 0 ] || die "run as root (it writes /etc/slurm and starts daemons)"
+    ensure_users
+    stop_slurm
+    write_configs "$mode"
+    install_plugin "$so" "$@"
+    start_munge
+    start_mariadb
+    start_slurm
+    echo "$mode" > "$RUN/mode"
+    log "up in $mode mode: $(sinfo -h -o '%P %D %T' | head -1)"
+    ;;
+  down)
+    stop_slurm
+    stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
+    stop_pidfile mariadbd /run/mysqld/mysqld.pid
+    stop_pidfile munged /run/munge/munged.pid
+    rm -f "$RUN/mode"
+    log "down"
+    ;;
+  wipe)
+    "$0" down
+    rm -rf /var/spool/slurmctld/* /var/spool/slurmd/* "$SPOOL"
+    if [ -d /var/lib/mysql/slurm_acct_db ]; then
+      start_mariadb; mariadb -e "DROP DATABASE IF EXISTS slurm_acct_db"
+      stop_pidfile mariadbd /run/mysqld/mysqld.pid
+    fi
+    log "wiped"
+    ;;
+  mode) cat "$RUN/mode" 2>/dev/null || echo down ;;
+  *) die "usage: $0 up [cgroup|proc] [PLUGIN.so] [args...] | down | wipe | mode" ;;
+esac

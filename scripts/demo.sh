@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The main job: build slurmwatch, bring up a local single-node Slurm with the plugin, submit
+# examples/job.sh (which carries `#SBATCH --slurmwatch=1`) and show what slurmwatch recorded.
+# Safe to run twice; leaves the cluster running (scripts/cluster.sh down stops it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+
+dir=/tmp/slurmwatch-demo
+install -d -m 1777 "$dir"
+cp examples/job.sh "$dir/job.sh"
+id=$(cd "$dir" && sbatch --parsable --output="$dir/%j.out" job.sh)
+echo "submitted job $id (examples/job.sh); waiting for it to finish..."
+while [ -n "$(squeue -h -j "$id" 2>/dev/null)" ]; do sleep 1; done
+sleep 1
+echo
+echo "== the job's output"
+cat "$dir/$id.out"
+echo
+echo "== what slurmwatch did for job $id (slurmd log)"
+grep -F "[$id." /var/log/slurm/slurmd.log | grep slurmwatch || echo "(nothing: the plugin did not run)"
+if [ -x target/release/slurmwatch ] && target/release/slurmwatch --help 2>/dev/null | grep -q report; then
+  echo
+  echo "== slurmwatch report $id"
+  target/release/slurmwatch report "$id" || true
+fi

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The test command: installs what is missing, builds, runs the fast tier (unit and fixture
+# tests), then the real-cluster tier in both job-tracking modes (cgroup, then /proc).
+# Safe to run twice. KEEP_CLUSTER=1 leaves the cluster running afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+
+echo "== build"
+# The test build of the plugin can be asked by a job to panic (fault-injection feature).
+cargo build --release --locked -p slurmwatch-plugin --features fault-injection
+cargo build --release --locked -p slurmwatch-cli -p slurmwatch-epilog
+
+echo "== fast tier"
+cargo test --locked --workspace
+
+stop() { [ "${KEEP_CLUSTER:-0}" = 1 ] || scripts/cluster.sh down; }
+trap stop EXIT
+rm -rf /tmp/slurmwatch-it
+for mode in ${MODES:-cgroup proc}; do
+  echo "== cluster tier ($mode mode)"
+  scripts/cluster.sh up "$mode" target/release/libslurmwatch.so
+  cargo test --locked --test cluster -- --ignored --test-threads=2
+done

@@ -1,0 +1,144 @@
+//! The real-cluster tier: real jobs on the local Slurm that `scripts/test.sh` starts, with the
+//! real plugin loaded through plugstack.conf. Ignored by plain `cargo test`; run with
+//! `scripts/test.sh` (or `cargo test --test cluster -- --ignored` on a running test cluster).
+
+use slurmwatch_tests::*;
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(120);
+const NEEDS: &str = "needs the test cluster: scripts/test.sh";
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn help_of_sbatch_srun_salloc_lists_the_option() {
+    let _ = NEEDS;
+    for tool in ["sbatch", "srun", "salloc"] {
+        let o = run(tool, &["--help"]);
+        let text = stdout(&o) + &stderr(&o);
+        // Slurm's SPANK help printer writes `--name=ARGINFO`; ARGINFO is `[SECONDS]`.
+        assert!(
+            text.contains("--slurmwatch=[SECONDS]"),
+            "{tool} --help does not list the option:\n{text}"
+        );
+        assert!(text.contains("optional; default 5"), "{tool}: usage text missing");
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_job_that_asks_is_recorded_and_completes() {
+    let job = Submit::new("asks", "echo hello from the job; sleep 1")
+        .arg("--slurmwatch=5")
+        .submit();
+    let line = job.wait(WAIT);
+    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("COMPLETED", "0:0"));
+    assert_eq!(job.output(), "hello from the job\n");
+    let lines = job.plugin_lines();
+    assert!(
+        lines.iter().any(|l| l.contains(&format!("slurmwatch: job {} step batch: recording every 5 s", job.id))),
+        "no step line in the slurmd log: {lines:#?}"
+    );
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_job_given_the_bare_option_uses_the_default_interval() {
+    let job = Submit::new("bare", "true").arg("--slurmwatch").submit();
+    let line = job.wait(WAIT);
+    assert_eq!(line.state, "COMPLETED");
+    assert!(
+        job.plugin_lines().iter().any(|l| l.contains("recording every 5 s")),
+        "{:#?}",
+        job.plugin_lines()
+    );
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_job_that_does_not_ask_has_no_plugin_activity() {
+    let job = Submit::new("quiet", "echo plain").submit();
+    let line = job.wait(WAIT);
+    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("COMPLETED", "0:0"));
+    assert!(!job.log_lines().is_empty(), "the job's steps left no log lines at all");
+    assert_eq!(job.plugin_lines(), Vec::<String>::new());
+    assert!(!exists(&std::path::Path::new(SPOOL).join(job.id.to_string())));
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn hostile_option_values_are_refused_at_submission() {
+    for bad in ["abc", "0", "-5", "1e9", "5s", "99999999999"] {
+        let flag = format!("--slurmwatch={bad}");
+        let (o, _) = Submit::new("hostile", "true").arg(&flag).sbatch();
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{flag} was accepted: {}", stdout(&o));
+        assert!(stdout(&o).trim().is_empty(), "{flag} printed a job id");
+        assert!(
+            err.contains("slurmwatch: --slurmwatch=") && err.contains("whole number of seconds from 1 to 3600"),
+            "{flag}: unclear message: {err}"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn srun_refuses_hostile_values_too() {
+    let o = run("srun", &["--slurmwatch=abc", "true"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("slurmwatch: --slurmwatch=\"abc\""), "{}", stderr(&o));
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_plugin_exports_only_the_spank_symbols() {
+    let o = run("nm", &["-D", "--defined-only", PLUGIN_SO]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names: Vec<String> = stdout(&o)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
+        .collect();
+    for required in ["plugin_name", "plugin_type", "plugin_version", "slurm_spank_init"] {
+        assert!(names.iter().any(|n| n == required), "{required} missing: {names:?}");
+    }
+    let stray: Vec<&String> = names
+        .iter()
+        .filter(|n| !(n.starts_with("plugin_") || n.starts_with("slurm_spank_")))
+        .collect();
+    assert!(stray.is_empty(), "unexpected exported symbols: {stray:?}");
+}
+
+/// A panic inside any callback (test builds inject one on request) must leave the job
+/// COMPLETED with exit 0 and its output free of panic text.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_panic_in_a_callback_never_harms_the_job() {
+    for callback in ["init_post_opt", "task_post_fork", "task_exit", "exit"] {
+        let job = Submit::new("panic", "echo still fine; exit 0")
+            .arg("--slurmwatch=1")
+            .env("SLURMWATCH_TEST_PANIC", callback)
+            .env("RUST_BACKTRACE", "1")
+            .submit();
+        let line = job.wait(WAIT);
+        assert_eq!(
+            (line.state.as_str(), line.exit_code.as_str()),
+            ("COMPLETED", "0:0"),
+            "panic in {callback}"
+        );
+        assert_eq!(job.output(), "still fine\n", "panic in {callback} leaked into the output");
+        let logged = job
+            .plugin_lines()
+            .iter()
+            .any(|l| l.contains("internal error (panic") && l.contains(&format!("injected test panic in {callback}")));
+        assert!(logged, "panic in {callback} not logged: {:#?}", job.plugin_lines());
+    }
+}
+
+/// A job's own exit code passes through untouched.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_failing_job_keeps_its_exit_code() {
+    let job = Submit::new("fails", "echo out; exit 3").arg("--slurmwatch=1").submit();
+    let line = job.wait(WAIT);
+    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("FAILED", "3:0"));
+    assert_eq!(job.output(), "out\n");
+}
