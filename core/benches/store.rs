@@ -1,1 +1,237 @@
-fn main() {}
+//! Store costs: CPU per stored sample (push + amortized flush) and the size of a 7-day file.
+//!
+//! `cargo bench -p slurmwatch-core --bench store -- --quick` prints the 7-day sizes first,
+//! then criterion's timing of one flush of 12 buffered rows.
+
+use std::time::Instant;
+
+use criterion::{Criterion, Throughput};
+use slurmwatch_core::sample::{Pressure, Source, UsageReading};
+use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+
+const T0: i64 = 1_700_000_000_000;
+const ROWS_7_DAYS: u64 = 7 * 24 * 3600 / 5; // 120,960
+const FLUSH_EVERY: u64 = 12; // one transaction a minute at 5 s
+
+fn meta() -> JobMeta {
+    JobMeta {
+        job_id: 4242,
+        user: "alice".into(),
+        uid: 1000,
+        node: "node1".into(),
+        cluster: Some("cluster".into()),
+        plugin_version: "0.1.0".into(),
+        interval_seconds: 5,
+        source: Source::CgroupV2,
+        cores_allocated: Some(8),
+        memory_allocated_bytes: Some(32 << 30),
+        started_unix_ms: T0,
+    }
+}
+
+/// Deterministic noise (xorshift), so runs compare.
+struct Noise(u64);
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A job's counters over time. `busy`: ~6 of 8 cores, a 20 GiB working set that moves by up
+/// to ±100 MiB between samples, 10 MB/s read, nonzero PSI — a harsh case for the encoding.
+/// Otherwise: one core, a steady 2 GiB, little I/O, PSI zero.
+struct Job {
+    busy: bool,
+    n: Noise,
+    cpu: u64,
+    user: u64,
+    sys: u64,
+    io_r: u64,
+    io_w: u64,
+    majflt: u64,
+    peak: u64,
+    s_cpu: u64,
+    s_bytes: u64,
+}
+
+impl Job {
+    fn new(busy: bool) -> Job {
+        Job {
+            busy,
+            n: Noise(0x9E37_79B9_7F4A_7C15),
+            cpu: 0,
+            user: 0,
+            sys: 0,
+            io_r: 0,
+            io_w: 0,
+            majflt: 0,
+            peak: 0,
+            s_cpu: 0,
+            s_bytes: 0,
+        }
+    }
+
+    fn next(&mut self, i: u64, series: Series) -> SampleRow {
+        let n = &mut self.n;
+        let (cores_x10, ws_base, ws_jitter_mib, io_mb_s) = if self.busy {
+            (60, 20u64 << 30, 100, 10)
+        } else {
+            (10, 2u64 << 30, 1, 0)
+        };
+        let d = 500_000 * cores_x10 * (90 + n.below(21)) / 100;
+        self.cpu += d;
+        self.user += d * 9 / 10;
+        self.sys += d - d * 9 / 10;
+        let page = 4096;
+        let ws = (ws_base + n.below(2 * ws_jitter_mib + 1) * (1 << 20)) / page * page;
+        let cache = ((5u64 << 30) + n.below(21) * (1 << 20)) / page * page;
+        let usage = ws + cache;
+        self.peak = self.peak.max(usage);
+        self.io_r += io_mb_s * 5_000_000 * (50 + n.below(101)) / 100;
+        self.io_w += io_mb_s * 500_000 * (50 + n.below(101)) / 100;
+        if n.below(20) == 0 {
+            self.majflt += n.below(50);
+        }
+        self.s_cpu += 60 + n.below(60);
+        self.s_bytes += 50 + n.below(100);
+        let psi = |n: &mut Noise, max: u64| {
+            if self_busy(max) {
+                Some(n.below(max) as f64 / 100.0)
+            } else {
+                Some(0.0)
+            }
+        };
+        fn self_busy(max: u64) -> bool {
+            max > 0
+        }
+        let (cpu_psi, io_psi) = if self.busy { (500, 100) } else { (0, 0) };
+        SampleRow {
+            t_unix_ms: T0 + (i * 5_000 + n.below(4)) as i64,
+            series,
+            kind: SampleKind::Periodic,
+            usage: UsageReading {
+                cpu_usage_usec: Some(self.cpu),
+                cpu_user_usec: Some(self.user),
+                cpu_system_usec: Some(self.sys),
+                memory_usage_bytes: Some(usage),
+                memory_cache_bytes: Some(cache),
+                memory_working_set_bytes: Some(ws),
+                memory_lifetime_peak_bytes: Some(self.peak),
+                memory_limit_bytes: Some(32 << 30),
+                memory_oom_kills: Some(0),
+                memory_limit_hits: Some(0),
+                memory_major_faults: Some(self.majflt),
+                io_read_bytes: Some(self.io_r),
+                io_write_bytes: Some(self.io_w),
+                processes: Some(9),
+                threads: Some(40),
+                pressure: Pressure {
+                    cpu_some_avg10: psi(n, cpu_psi),
+                    memory_some_avg10: Some(0.0),
+                    memory_full_avg10: Some(0.0),
+                    io_some_avg10: psi(n, io_psi),
+                    io_full_avg10: Some(0.0),
+                },
+            },
+            cores_allocated: Some(8),
+            memory_working_set_max_bytes: Some(ws + n.below(50) * (1 << 20) / page * page),
+            effective_cores_max: Some((6000 + n.below(1500)) as f64 / 1000.0),
+            sampler_cpu_usec: Some(self.s_cpu),
+            sampler_bytes_written: Some(self.s_bytes),
+        }
+    }
+}
+
+fn cpu_seconds() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Writes 7 days of a job series plus the batch step's series (a single-step batch job),
+/// the way the plugin would, and reports the file size.
+fn seven_days(busy: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("extern", T0 - 100, None).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    let mut job = Job::new(busy);
+    let mut step = Job::new(busy);
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    let mut max_wal = 0;
+    let wal = dir.path().join("job.db-wal");
+    for i in 0..ROWS_7_DAYS {
+        w.push(job.next(i, Series::Job));
+        w.push(step.next(i, Series::step("batch")));
+        if i % FLUSH_EVERY == FLUSH_EVERY - 1 {
+            w.flush().unwrap();
+            if i % 1200 == 0 {
+                max_wal = max_wal.max(std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0));
+            }
+        }
+    }
+    w.end_step("batch", T0 + ROWS_7_DAYS as i64 * 5_000, Some(0)).unwrap();
+    w.close().unwrap();
+    let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+    let size = std::fs::metadata(&path).unwrap().len();
+    let t = Instant::now();
+    let r = Reader::open(&path).unwrap();
+    let n_job = r.samples(&Series::Job).unwrap().len();
+    let n_step = r.samples(&Series::step("batch")).unwrap().len();
+    let read_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    r.last_two(&Series::Job).unwrap();
+    let last_two_ms = t.elapsed().as_secs_f64() * 1e3;
+    println!(
+        "7-day file ({}): {size} bytes = {:.2} MB, {:.1} bytes per job row; \
+         rows read back: job {n_job}, batch {n_step}; \
+         writing: {:.1} µs CPU per job row incl. its step row ({:.1} s CPU, {:.1} s wall); \
+         WAL at most {} KiB; full read {read_ms:.0} ms, last_two {last_two_ms:.0} ms",
+        if busy { "busy job" } else { "quiet job" },
+        size as f64 / 1e6,
+        size as f64 / ROWS_7_DAYS as f64,
+        cpu * 1e6 / ROWS_7_DAYS as f64,
+        cpu,
+        wall,
+        max_wal / 1024,
+    );
+    assert!(size < 10_000_000, "7-day file over the 10 MB budget");
+}
+
+fn push_flush(c: &mut Criterion) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let mut job = Job::new(true);
+    let mut i = 0;
+    let mut g = c.benchmark_group("store");
+    g.throughput(Throughput::Elements(FLUSH_EVERY));
+    g.bench_function("push 12 rows + flush", |b| {
+        b.iter(|| {
+            for _ in 0..FLUSH_EVERY {
+                w.push(job.next(i, Series::Job));
+                i += 1;
+            }
+            w.flush().unwrap();
+        })
+    });
+    g.finish();
+}
+
+fn main() {
+    seven_days(true);
+    seven_days(false);
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .configure_from_args();
+    push_flush(&mut c);
+    c.final_summary();
+}

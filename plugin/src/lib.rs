@@ -15,6 +15,7 @@ mod ffi {
 
 mod guard;
 mod log;
+mod recorder;
 mod spank;
 mod state;
 
@@ -148,12 +149,14 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
             (None, options::Default::On) => config.default_interval_seconds,
             (None, options::Default::Off) => return Ok(()),
         };
-        let job = sp.job_id().ok_or("no job id")?;
-        let step = spank::step_name(sp.step_id().ok_or("no step id")?);
+        let plan = plan_step(sp, &config, interval)?;
         log::info(&format!(
-            "slurmwatch: job {job} step {step}: recording every {interval} s into {}",
-            config.spool_dir.display()
+            "slurmwatch: job {} step {}: recording every {interval} s into {}",
+            plan.job_id,
+            plan.step,
+            plan.file.display()
         ));
+        *state::lock(&state::PLAN) = Some(plan);
         Ok(())
     })
 }
@@ -168,7 +171,22 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
 ) -> c_int {
     let sp = Spank(sp);
     guard::guarded("task_post_fork", || {
+        if spank::context() != Context::Remote {
+            return Ok(());
+        }
         inject_fault(sp, "task_post_fork");
+        let Some(pid) = sp.task_pid() else {
+            return Err("no task pid".into());
+        };
+        let mut running = state::lock(&state::RECORDER);
+        match running.as_ref() {
+            Some(r) => r.add_task(pid),
+            None => {
+                if let Some(plan) = state::lock(&state::PLAN).take() {
+                    *running = Some(recorder::Recorder::start(plan, pid)?);
+                }
+            }
+        }
         Ok(())
     })
 }
@@ -183,7 +201,18 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
 ) -> c_int {
     let sp = Spank(sp);
     guard::guarded("task_exit", || {
+        if spank::context() != Context::Remote {
+            return Ok(());
+        }
         inject_fault(sp, "task_exit");
+        let mut running = state::lock(&state::RECORDER);
+        if let Some(r) = running.as_mut() {
+            r.tasks_exited += 1;
+            // The last local task: take the final reading while the step cgroup still exists.
+            if r.tasks_exited >= sp.local_task_count().unwrap_or(1) {
+                r.final_reading();
+            }
+        }
         Ok(())
     })
 }
@@ -198,6 +227,70 @@ pub unsafe extern "C" fn slurm_spank_exit(sp: ffi::spank_t, _ac: c_int, _av: *mu
             return Ok(());
         }
         inject_fault(sp, "exit");
+        let recorder = state::lock(&state::RECORDER).take();
+        if let Some(r) = recorder {
+            let job = sp.job_id().unwrap_or(0);
+            let step = sp.step_id().map(spank::step_name).unwrap_or_default();
+            match r.stop() {
+                Ok(summary) => log::info(&format!("slurmwatch: job {job} step {step}: done, {summary}")),
+                Err(problem) => log::problem(&format!("slurmwatch: job {job} step {step}: {problem}; the job is not affected")),
+            }
+        }
         Ok(())
+    })
+}
+
+/// The user's name from the system's databases (never from the job's environment).
+fn user_name(uid: u32) -> String {
+    let mut buf = vec![0 as c_char; 4096];
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the call; buf outlives the use of pw's strings.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
+        // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside buf.
+        unsafe { CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned()
+    } else {
+        uid.to_string()
+    }
+}
+
+/// This node's short host name (Slurm's node name where they agree).
+fn node_name() -> String {
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: buf is writable for its length.
+    if unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len()) } != 0 {
+        return "unknown".into();
+    }
+    buf[255] = 0;
+    // SAFETY: NUL-terminated above.
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+    name.split('.').next().unwrap_or("unknown").to_string()
+}
+
+/// What this step records and where. The file name is built only from Slurm's numeric job
+/// id inside the root-owned spool: nothing the user controls chooses a path.
+fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
+    let job_id = sp.job_id().ok_or("no job id")?;
+    let step_id = sp.step_id().ok_or("no step id")?;
+    let step = spank::step_name(step_id);
+    let uid = sp.uid().ok_or("no job uid")?;
+    let gid = sp.gid().ok_or("no job gid")?;
+    Ok(recorder::Plan {
+        job_id,
+        records_job_series: matches!(step.as_str(), "batch" | "interactive"),
+        step,
+        interval: std::time::Duration::from_secs(u64::from(interval)),
+        uid,
+        gid,
+        user: user_name(uid),
+        node: node_name(),
+        file: config.spool_dir.join(format!("{job_id}.sqlite")),
+        cores_allocated: sp.ncpus().map(u32::from),
+        memory_allocated_bytes: sp
+            .job_alloc_mem_mib()
+            .filter(|m| *m > 0)
+            .map(|m| m * 1024 * 1024),
+        local_tasks: sp.local_task_count(),
     })
 }

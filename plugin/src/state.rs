@@ -15,6 +15,11 @@ static REQUESTED_INTERVAL: AtomicU32 = AtomicU32::new(0);
 
 static CONFIG: Mutex<Option<PluginConfig>> = Mutex::new(None);
 
+/// Set in `init_post_opt` when this step is recorded; consumed by the first `task_post_fork`.
+pub static PLAN: Mutex<Option<crate::recorder::Plan>> = Mutex::new(None);
+/// The running sampler of this step.
+pub static RECORDER: Mutex<Option<crate::recorder::Recorder>> = Mutex::new(None);
+
 thread_local! {
     static SAMPLER_THREAD: Cell<bool> = const { Cell::new(false) };
 }
@@ -43,7 +48,6 @@ pub fn requested_interval() -> Option<u32> {
 }
 
 /// Marks the current thread as the sampler (its panics are reported at join, not logged).
-#[allow(dead_code)]
 pub fn mark_sampler_thread() {
     SAMPLER_THREAD.with(|c| c.set(true));
 }

@@ -5,9 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{
-    clock_ticks_per_sec, count_members, keyed, read_opt, read_u64, ticks_to_usec,
-};
+use super::parse::{clock_ticks_per_sec, count_members, keyed, read_opt, read_u64, ticks_to_usec};
 use crate::sample::UsageReading;
 
 /// `memory.limit_in_bytes` of an unlimited group is `PAGE_COUNTER_MAX` rounded to pages

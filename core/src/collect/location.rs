@@ -51,8 +51,7 @@ pub fn parse_proc_cgroup(text: &str) -> Option<CgroupLocation> {
     for line in text.lines() {
         // The path is the remainder after the second ':' and may itself contain ':'.
         let mut parts = line.splitn(3, ':');
-        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(id), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
         let path = clean_path(path);
@@ -144,8 +143,14 @@ mod tests {
     #[test]
     fn v1_hybrid_picks_v1_despite_unified_line() {
         let (mem, cpu, blkio, pids) = v1(&fixture("v1_hybrid_task.txt"));
-        assert_eq!(mem, Path::new("/slurm_node1/uid_1000/job_42/step_batch/task_0"));
-        assert_eq!(cpu, Path::new("/slurm_node1/uid_1000/job_42/step_batch/task_0"));
+        assert_eq!(
+            mem,
+            Path::new("/slurm_node1/uid_1000/job_42/step_batch/task_0")
+        );
+        assert_eq!(
+            cpu,
+            Path::new("/slurm_node1/uid_1000/job_42/step_batch/task_0")
+        );
         // Slurm makes no blkio/pids cgroups: these are the node root.
         assert_eq!(blkio.as_deref(), Some(Path::new("/")));
         assert_eq!(pids.as_deref(), Some(Path::new("/")));
@@ -159,7 +164,10 @@ mod tests {
     fn v1_real_machine_non_slurm_path() {
         // Captured verbatim on the development machine (not inside a Slurm job).
         let (mem, cpu, _, _) = v1(&fixture("v1_real_nonslurm.txt"));
-        assert_eq!(mem, Path::new("/process_api/b9370f1f2c2695de1739861c8a5bdc4d"));
+        assert_eq!(
+            mem,
+            Path::new("/process_api/b9370f1f2c2695de1739861c8a5bdc4d")
+        );
         assert_eq!(cpu, Path::new("/"));
         assert!(step_and_job_dirs(&mem).is_none());
         assert!(step_and_job_dirs(&cpu).is_none());
@@ -185,7 +193,10 @@ mod tests {
             Path::new("/system.slice/slurmstepd.scope/job_42/step_0/user/task_0")
         );
         let (step, job) = step_and_job_dirs(&path).unwrap();
-        assert_eq!(step, Path::new("/system.slice/slurmstepd.scope/job_42/step_0"));
+        assert_eq!(
+            step,
+            Path::new("/system.slice/slurmstepd.scope/job_42/step_0")
+        );
         assert_eq!(job, Path::new("/system.slice/slurmstepd.scope/job_42"));
 
         let stepd = parse_proc_cgroup(&fixture("v2_slurmstepd.txt")).unwrap();
@@ -210,7 +221,9 @@ mod tests {
 
     #[test]
     fn not_under_a_step_or_malformed() {
-        assert!(step_and_job_dirs(Path::new("/user.slice/user-1000.slice/session-3.scope")).is_none());
+        assert!(
+            step_and_job_dirs(Path::new("/user.slice/user-1000.slice/session-3.scope")).is_none()
+        );
         assert!(step_and_job_dirs(Path::new("/")).is_none());
         // A step directory at the root has no job directory.
         assert!(step_and_job_dirs(Path::new("/step_0/user")).is_none());
@@ -224,7 +237,8 @@ mod tests {
 
     #[test]
     fn deleted_suffix_and_colons_in_path() {
-        let Some(CgroupLocation::V2 { path }) = parse_proc_cgroup("0::/a:b/step_0/slurm (deleted)\n")
+        let Some(CgroupLocation::V2 { path }) =
+            parse_proc_cgroup("0::/a:b/step_0/slurm (deleted)\n")
         else {
             panic!()
         };
@@ -244,7 +258,8 @@ mod tests {
 
     #[test]
     fn locate_reads_proc_file() {
-        let proc_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect/proc_tree");
+        let proc_root =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect/proc_tree");
         let loc = locate(&proc_root, 4242).unwrap();
         assert!(matches!(loc, CgroupLocation::V1 { .. }));
         assert!(matches!(locate(&proc_root, 1), Err(Error::Read { .. })));

@@ -210,7 +210,11 @@ impl ProcTreeTracker {
         };
         let mut path = self.proc_root.clone();
         for entry in entries.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
                 continue;
             };
             path.push(entry.file_name());
@@ -240,21 +244,22 @@ impl ProcTreeTracker {
         let start_of = |pid: u32| by_pid.get(&pid).map(|&i| all[i].starttime);
 
         let mut stack: Vec<u32> = Vec::new();
-        self.roots.retain(|&pid, seen| match (start_of(pid), *seen) {
-            (Some(now), None) => {
-                *seen = Some(now);
-                stack.push(pid);
-                true
-            }
-            (Some(now), Some(then)) if now == then => {
-                stack.push(pid);
-                true
-            }
-            // Gone, or its pid recycled by another process: this root is finished.
-            (_, Some(_)) => false,
-            // Never seen yet: keep waiting for it.
-            (None, None) => true,
-        });
+        self.roots
+            .retain(|&pid, seen| match (start_of(pid), *seen) {
+                (Some(now), None) => {
+                    *seen = Some(now);
+                    stack.push(pid);
+                    true
+                }
+                (Some(now), Some(then)) if now == then => {
+                    stack.push(pid);
+                    true
+                }
+                // Gone, or its pid recycled by another process: this root is finished.
+                (_, Some(_)) => false,
+                // Never seen yet: keep waiting for it.
+                (None, None) => true,
+            });
         for (&pid, rec) in &self.prev {
             if start_of(pid) == Some(rec.starttime) {
                 stack.push(pid);
@@ -318,7 +323,9 @@ impl ProcTreeTracker {
             let mut live_ancestor = None;
             // Bounded: recorded links come from one snapshot, but never trust them to be acyclic.
             for _ in 0..=self.prev.len() {
-                let Some(arec) = self.prev.get(&anc) else { break };
+                let Some(arec) = self.prev.get(&anc) else {
+                    break;
+                };
                 if alive(anc, arec, &self.cur) {
                     live_ancestor = Some(anc);
                     break;
@@ -341,9 +348,10 @@ impl ProcTreeTracker {
             let (Some(now), Some(then)) = (self.cur.get(&a), self.prev.get(&a)) else {
                 continue;
             };
-            for k in 0..exp.len() {
-                let grown = now.absorb[k].saturating_sub(then.absorb[k]);
-                self.departed[k] = self.departed[k].saturating_add(exp[k].saturating_sub(grown));
+            let parts = exp.iter().zip(&now.absorb).zip(&then.absorb);
+            for (acc, ((e, n), t)) in self.departed.iter_mut().zip(parts) {
+                // Credit only what the live ancestor's reaped counters did not absorb.
+                *acc = acc.saturating_add(e.saturating_sub(n.saturating_sub(*t)));
             }
             self.io_lost |= !(io_ok && now.io_ok && then.io_ok);
         }
@@ -405,7 +413,11 @@ pub fn find_step_pids(proc_root: &Path, job_id: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         if entry.metadata().map(|m| m.uid()).ok() != Some(root_uid) {
@@ -473,7 +485,10 @@ mod tests {
         assert_eq!(parse_stat("12 (x"), None);
         assert_eq!(parse_stat(")12 (x"), None);
         assert_eq!(parse_stat("12 (x) S 1 2"), None);
-        assert_eq!(parse_stat("x (y) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 1"), None);
+        assert_eq!(
+            parse_stat("x (y) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5 0 1"),
+            None
+        );
     }
 
     #[test]

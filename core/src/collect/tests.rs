@@ -58,7 +58,10 @@ fn v1_step_unlimited_sentinel_and_recursive_members() {
     assert_eq!(r.memory_cache_bytes, Some(200 * MIB));
     assert_eq!(r.memory_working_set_bytes, Some(400 * MIB));
     assert_eq!(r.memory_lifetime_peak_bytes, Some(700 * MIB));
-    assert_eq!(r.memory_limit_bytes, None, "9223372036854771712 means unlimited");
+    assert_eq!(
+        r.memory_limit_bytes, None,
+        "9223372036854771712 means unlimited"
+    );
     assert_eq!(r.memory_limit_hits, Some(2));
     assert_eq!(r.memory_major_faults, Some(23));
     assert_eq!(r.cpu_usage_usec, Some(12_345_678));
@@ -74,8 +77,17 @@ fn v1_step_unlimited_sentinel_and_recursive_members() {
 fn v1_real_root_files_verbatim() {
     // Captured unedited from /sys/fs/cgroup/{memory,cpuacct,blkio} of the dev machine.
     let root = fixtures().join("v1_real_root");
-    let r = read_v1(&root, Path::new("/"), Path::new("/"), Some(Path::new("/")), None);
-    assert_eq!(r.memory_limit_bytes, None, "root limit is the unlimited sentinel");
+    let r = read_v1(
+        &root,
+        Path::new("/"),
+        Path::new("/"),
+        Some(Path::new("/")),
+        None,
+    );
+    assert_eq!(
+        r.memory_limit_bytes, None,
+        "root limit is the unlimited sentinel"
+    );
     assert_eq!(r.memory_usage_bytes, Some(2_586_890_240));
     assert_eq!(r.memory_cache_bytes, Some(717_332_480 + 1_263_329_280));
     assert_eq!(
@@ -84,9 +96,15 @@ fn v1_real_root_files_verbatim() {
     );
     assert_eq!(r.memory_lifetime_peak_bytes, Some(2_722_795_520));
     assert_eq!(r.memory_major_faults, Some(1199));
-    assert_eq!((r.memory_oom_kills, r.memory_limit_hits), (Some(0), Some(0)));
+    assert_eq!(
+        (r.memory_oom_kills, r.memory_limit_hits),
+        (Some(0), Some(0))
+    );
     assert_eq!(r.cpu_usage_usec, Some(257_345_096));
-    assert_eq!((r.cpu_user_usec, r.cpu_system_usec), (ticks(20533), ticks(5199)));
+    assert_eq!(
+        (r.cpu_user_usec, r.cpu_system_usec),
+        (ticks(20533), ticks(5199))
+    );
     // `Total 0` and nothing else: a readable zero.
     assert_eq!((r.io_read_bytes, r.io_write_bytes), (Some(0), Some(0)));
     // No cgroup.procs/tasks captured: unknown.
@@ -113,7 +131,13 @@ fn v1_missing_files_are_none_not_zero() {
     };
     assert_eq!(r, none);
 
-    let nowhere = read_v1(&root, Path::new("/no/such"), Path::new("/no/such"), None, None);
+    let nowhere = read_v1(
+        &root,
+        Path::new("/no/such"),
+        Path::new("/no/such"),
+        None,
+        None,
+    );
     assert_eq!(nowhere, UsageReading::default());
 }
 
@@ -154,17 +178,26 @@ fn v2_job_exact_values() {
 fn v2_step_max_limit_missing_peak_and_io() {
     let r = read_v2(&fixtures().join("v2"), &Path::new(V2_JOB).join("step_0"));
     assert_eq!(r.memory_limit_bytes, None, "literal `max`");
-    assert_eq!(r.memory_lifetime_peak_bytes, None, "no memory.peak before 5.19");
+    assert_eq!(
+        r.memory_lifetime_peak_bytes, None,
+        "no memory.peak before 5.19"
+    );
     assert_eq!(r.memory_usage_bytes, Some(500 * MIB));
     assert_eq!(r.memory_cache_bytes, Some(128 * MIB));
     assert_eq!(r.memory_working_set_bytes, Some(372 * MIB));
     assert_eq!(r.memory_major_faults, Some(9));
-    assert_eq!((r.memory_oom_kills, r.memory_limit_hits), (Some(0), Some(0)));
+    assert_eq!(
+        (r.memory_oom_kills, r.memory_limit_hits),
+        (Some(0), Some(0))
+    );
     assert_eq!(r.cpu_usage_usec, Some(100_000_000));
     assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None));
     assert_eq!(r.pressure.cpu_some_avg10, Some(0.0));
     assert_eq!(r.pressure.memory_full_avg10, Some(0.0));
-    assert_eq!((r.pressure.io_some_avg10, r.pressure.io_full_avg10), (None, None));
+    assert_eq!(
+        (r.pressure.io_some_avg10, r.pressure.io_full_avg10),
+        (None, None)
+    );
     assert_eq!((r.processes, r.threads), (Some(4), Some(8)));
 
     assert_eq!(
@@ -330,8 +363,20 @@ fn p(ppid: u32, start: u64, utime: u64) -> P {
 fn proc_child_reaped_by_live_parent_is_not_double_counted() {
     let fp = FakeProc::new();
     fp.set(1, p(0, 1, 5000)); // init: never part of the tree
-    fp.set(100, P { stime: 0, ..p(1, 500, 10) });
-    fp.set(101, P { stime: 10, ..p(100, 600, 40) });
+    fp.set(
+        100,
+        P {
+            stime: 0,
+            ..p(1, 500, 10)
+        },
+    );
+    fp.set(
+        101,
+        P {
+            stime: 10,
+            ..p(100, 600, 40)
+        },
+    );
     fp.set(300, p(1, 700, 9999)); // a neighbour
     let mut t = fp.tracker(&[100]);
     let r1 = t.read();
@@ -342,9 +387,20 @@ fn proc_child_reaped_by_live_parent_is_not_double_counted() {
 
     // 101 did 5 more ticks, exited, and 100 waited for it: 100's cutime/cstime hold it.
     fp.remove(101);
-    fp.set(100, P { cutime: 45, cstime: 11, ..p(1, 500, 12) });
+    fp.set(
+        100,
+        P {
+            cutime: 45,
+            cstime: 11,
+            ..p(1, 500, 12)
+        },
+    );
     let r2 = t.read();
-    assert_eq!(cpu_ticks(&r2), 12 + 45 + 11, "counted once, through the parent");
+    assert_eq!(
+        cpu_ticks(&r2),
+        12 + 45 + 11,
+        "counted once, through the parent"
+    );
     assert_eq!(r2.processes, Some(1));
 }
 
@@ -352,15 +408,37 @@ fn proc_child_reaped_by_live_parent_is_not_double_counted() {
 fn proc_root_task_exit_keeps_its_work() {
     let fp = FakeProc::new();
     fp.set(99, p(1, 400, 7)); // slurmstepd: the tasks' parent, outside the tree
-    fp.set(100, P { cutime: 3, ..p(99, 500, 10) });
-    fp.set(101, P { stime: 10, ..p(100, 600, 40) });
+    fp.set(
+        100,
+        P {
+            cutime: 3,
+            ..p(99, 500, 10)
+        },
+    );
+    fp.set(
+        101,
+        P {
+            stime: 10,
+            ..p(100, 600, 40)
+        },
+    );
     let mut t = fp.tracker(&[100]);
     assert_eq!(cpu_ticks(&t.read()), 63);
     // The root exits (slurmstepd reaps it); its child is orphaned to init and lives on.
     fp.remove(100);
-    fp.set(101, P { stime: 10, ..p(1, 600, 45) });
+    fp.set(
+        101,
+        P {
+            stime: 10,
+            ..p(1, 600, 45)
+        },
+    );
     let r = t.read();
-    assert_eq!(cpu_ticks(&r), 13 + 55, "root's last value kept, orphan still tracked");
+    assert_eq!(
+        cpu_ticks(&r),
+        13 + 55,
+        "root's last value kept, orphan still tracked"
+    );
     assert_eq!(r.processes, Some(1));
     // The orphan exits too (init reaps it): nothing left alive, nothing lost.
     fp.remove(101);
@@ -383,7 +461,13 @@ fn proc_departed_chain_reaped_through_dead_middle() {
     assert_eq!(cpu_ticks(&t.read()), 60);
     fp.remove(102);
     fp.remove(101);
-    fp.set(100, P { cutime: 20 + 2 + 30 + 3, ..p(1, 500, 10) });
+    fp.set(
+        100,
+        P {
+            cutime: 20 + 2 + 30 + 3,
+            ..p(1, 500, 10)
+        },
+    );
     assert_eq!(cpu_ticks(&t.read()), 65);
 }
 
@@ -408,7 +492,13 @@ fn proc_recycled_pid_is_a_new_process() {
     let mut t = fp.tracker(&[100]);
     assert_eq!(cpu_ticks(&t.read()), 40);
     // Old 101 exited and was reaped by 100; a new child got pid 101 (new starttime).
-    fp.set(100, P { cutime: 30, ..p(1, 500, 10) });
+    fp.set(
+        100,
+        P {
+            cutime: 30,
+            ..p(1, 500, 10)
+        },
+    );
     fp.set(101, p(100, 900, 2));
     let r = t.read();
     assert_eq!(cpu_ticks(&r), 42);
@@ -428,10 +518,22 @@ fn proc_recycled_pid_is_a_new_process() {
 #[test]
 fn proc_total_never_decreases() {
     let fp = FakeProc::new();
-    fp.set(100, P { majflt: 7, ..p(1, 500, 100) });
+    fp.set(
+        100,
+        P {
+            majflt: 7,
+            ..p(1, 500, 100)
+        },
+    );
     let mut t = fp.tracker(&[100]);
     assert_eq!(cpu_ticks(&t.read()), 100);
-    fp.set(100, P { majflt: 3, ..p(1, 500, 90) });
+    fp.set(
+        100,
+        P {
+            majflt: 3,
+            ..p(1, 500, 90)
+        },
+    );
     let r = t.read();
     assert_eq!(cpu_ticks(&r), 100);
     assert_eq!(r.memory_major_faults, Some(7));
@@ -478,14 +580,26 @@ fn proc_memory_threads_faults_and_io() {
     assert_eq!((r.io_read_bytes, r.io_write_bytes), (Some(4106), Some(120)));
 
     // One io file unreadable: the sum is unknown, not a partial number.
-    fp.set(101, P { io: None, ..p(100, 600, 1) });
+    fp.set(
+        101,
+        P {
+            io: None,
+            ..p(100, 600, 1)
+        },
+    );
     let r = t.read();
     assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None));
     assert!(r.cpu_usage_usec.is_some());
 
     // Readable again, then the child exits and is reaped: its io moves into the parent's
     // counters (the kernel accumulates reaped children's io), nothing double counted.
-    fp.set(101, P { io: Some((10, 20)), ..p(100, 600, 1) });
+    fp.set(
+        101,
+        P {
+            io: Some((10, 20)),
+            ..p(100, 600, 1)
+        },
+    );
     assert_eq!(t.read().io_read_bytes, Some(4106));
     fp.remove(101);
     fp.set(

@@ -126,9 +126,12 @@ pub(crate) const NVALUES: usize = 25;
 const _: () = assert!(VALUE_COLUMNS.len() == NVALUES);
 
 /// Settings for every connection that writes. The writer runs inside the job's cgroup, so its
-/// page cache and WAL count against the job's memory limit: keep both small.
+/// page cache and WAL count against the job's memory limit: keep both small. WAL lets readers
+/// (the live view) read while the sampler writes. It is switched on only after the schema is
+/// committed, so the main file is never an empty shell whose pages all sit in the `-wal`.
+pub(crate) const WAL_PRAGMA: &str = "PRAGMA journal_mode = WAL;";
+
 pub(crate) const WRITER_PRAGMAS: &str = "
-    PRAGMA journal_mode = WAL;
     PRAGMA synchronous = NORMAL;
     PRAGMA cache_size = -256;
     PRAGMA journal_size_limit = 1048576;

@@ -1,0 +1,349 @@
+//! The epilog's and the CLI's side: open a job's file read-only and decode it.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use super::codec::{decode, Chain, Values};
+use super::schema::{self, APPLICATION_ID, NVALUES, SCHEMA_VERSION, VALUE_COLUMNS};
+use super::{sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo};
+use crate::error::{Error, Result};
+use crate::sample::Source;
+
+pub struct Reader {
+    conn: Connection,
+    path: PathBuf,
+    started_unix_ms: i64,
+}
+
+impl Reader {
+    /// Opens a job's file read-only (`SQLITE_OPEN_READ_ONLY`: the file is never modified).
+    /// A file that is not SQLite, is truncated, is not slurmwatch's or comes from a newer
+    /// slurmwatch gets one clear error.
+    pub fn open(path: &Path) -> Result<Reader> {
+        let mut f = File::open(path).map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
+        let len = f.metadata().map_err(|e| sql_err(path, e))?.len();
+        check_header(path, len, &mut f)?;
+        drop(f);
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = match Connection::open_with_flags(path, flags).and_then(|c| {
+            c.query_row("PRAGMA schema_version", [], |_| Ok(()))?;
+            Ok(c)
+        }) {
+            Ok(c) => c,
+            // A finished file left in WAL mode, in a directory we cannot write: SQLite cannot
+            // create the `-shm` it wants. With no `-wal` beside it nothing is uncommitted, so
+            // reading it as immutable is exact.
+            Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) && !wal_exists(path) => {
+                Connection::open_with_flags(
+                    immutable_uri(path),
+                    flags | OpenFlags::SQLITE_OPEN_URI,
+                )
+                .map_err(|e| db_err(path, e))?
+            }
+            Err(e) => return Err(db_err(path, e)),
+        };
+        conn.execute_batch(schema::READER_PRAGMAS)
+            .map_err(|e| db_err(path, e))?;
+        check_version(&conn, path)?;
+        let started_unix_ms = read_started(&conn, path)?;
+        Ok(Reader {
+            conn,
+            path: path.to_path_buf(),
+            started_unix_ms,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub fn meta(&self) -> Result<JobMeta> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT key, value FROM meta")
+            .map_err(|e| db_err(&self.path, e))?;
+        let pairs: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .and_then(|rows| rows.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        let need = |k: &str| {
+            get(k).ok_or_else(|| sql_err(&self.path, format!("meta has no '{k}'")))
+        };
+        fn num<T: std::str::FromStr>(path: &Path, k: &str, v: &str) -> Result<T> {
+            v.parse()
+                .map_err(|_| sql_err(path, format!("meta '{k}' is not a number: {v:?}")))
+        }
+        let p = &self.path;
+        let opt_num = |k: &str| -> Result<Option<u64>> { get(k).map(|v| num(p, k, v)).transpose() };
+        Ok(JobMeta {
+            job_id: num(p, "job_id", need("job_id")?)?,
+            user: need("user")?.to_string(),
+            uid: num(p, "uid", need("uid")?)?,
+            node: need("node")?.to_string(),
+            cluster: get("cluster").map(str::to_string),
+            plugin_version: need("plugin_version")?.to_string(),
+            interval_seconds: num(p, "interval_seconds", need("interval_seconds")?)?,
+            source: Source::parse(need("source")?)
+                .ok_or_else(|| sql_err(p, "meta 'source' is not a known source"))?,
+            cores_allocated: get("cores_allocated")
+                .map(|v| num(p, "cores_allocated", v))
+                .transpose()?,
+            memory_allocated_bytes: opt_num("memory_allocated_bytes")?,
+            started_unix_ms: self.started_unix_ms,
+        })
+    }
+
+    /// The steps seen on this node, in the order they were first recorded.
+    pub fn steps(&self) -> Result<Vec<StepInfo>> {
+        Ok(load_steps(&self.conn, &self.path)?
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect())
+    }
+
+    /// The series with data in this file: the job, then each step.
+    pub fn series(&self) -> Result<Vec<Series>> {
+        let mut out = vec![Series::Job];
+        out.extend(self.steps()?.into_iter().map(|s| Series::Step(s.step)));
+        Ok(out)
+    }
+
+    pub fn events(&self) -> Result<Vec<Event>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT t_unix_ms, step, kind, detail FROM events ORDER BY rowid")
+            .map_err(|e| db_err(&self.path, e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(Event {
+                    t_unix_ms: r.get(0)?,
+                    step: r.get(1)?,
+                    kind: r.get(2)?,
+                    detail: r.get(3)?,
+                })
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| db_err(&self.path, e));
+        rows
+    }
+
+    /// Every row of a series, oldest first, decoded. For a step, the periodic rows that were
+    /// not stored because the step was the job's only step at the time (see `schema`) are
+    /// filled in from the job's rows, relabelled as the step. An unknown step yields no rows.
+    pub fn samples(&self, series: &Series) -> Result<Vec<SampleRow>> {
+        let name = match series {
+            Series::Job => return self.decode_series(0, series),
+            Series::Step(name) => name,
+        };
+        let steps = load_steps(&self.conn, &self.path)?;
+        let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
+            return Ok(Vec::new());
+        };
+        let mut rows = self.decode_series(*id, series)?;
+        let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
+        let Some(start) = me.started_unix_ms else {
+            return Ok(rows);
+        };
+        let end = me.ended_unix_ms.unwrap_or(i64::MAX);
+        let stored: std::collections::HashSet<i64> = rows.iter().map(|r| r.t_unix_ms).collect();
+        let before = rows.len();
+        for job_row in self.decode_series(0, &Series::Job)? {
+            let t = job_row.t_unix_ms;
+            if job_row.kind == SampleKind::Periodic
+                && (start..=end).contains(&t)
+                && !stored.contains(&t)
+                && step_row_is_redundant(name, t, &infos)
+            {
+                rows.push(SampleRow {
+                    series: series.clone(),
+                    ..job_row
+                });
+            }
+        }
+        if rows.len() != before {
+            rows.sort_by_key(|r| r.t_unix_ms); // stable: equal times keep stored order
+        }
+        Ok(rows)
+    }
+
+    /// The last two rows of a series (fewer if it has fewer), oldest first: what a live view
+    /// needs for rates.
+    pub fn last_two(&self, series: &Series) -> Result<Vec<SampleRow>> {
+        let mut rows = self.samples(series)?;
+        let keep = rows.len().saturating_sub(2);
+        rows.drain(..keep);
+        Ok(rows)
+    }
+
+    fn decode_series(&self, id: i64, series: &Series) -> Result<Vec<SampleRow>> {
+        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+        let sql = format!(
+            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 ORDER BY rowid",
+            cols.join(", ")
+        );
+        let mut stmt = self
+            .conn
+            .prepare(&sql)
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut q = stmt.query([id]).map_err(|e| db_err(&self.path, e))?;
+        let mut chain = Chain::default();
+        let mut out = Vec::new();
+        while let Some(r) = q.next().map_err(|e| db_err(&self.path, e))? {
+            let get = |i: usize| r.get::<_, Option<i64>>(i);
+            let t_ms: i64 = r.get(0).map_err(|e| db_err(&self.path, e))?;
+            let kind: i64 = r.get(1).map_err(|e| db_err(&self.path, e))?;
+            let mut v: Values = [None; NVALUES];
+            for (i, slot) in v.iter_mut().enumerate() {
+                *slot = get(i + 2).map_err(|e| db_err(&self.path, e))?;
+            }
+            let abs = chain.undelta(&v);
+            // An unknown kind cannot come from this schema version; skip the row, keep the chain.
+            if let Some(kind) = SampleKind::from_code(kind) {
+                out.push(decode(self.started_unix_ms + t_ms, series.clone(), kind, &abs));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn wal_exists(path: &Path) -> bool {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    Path::new(&p).exists()
+}
+
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut s = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s.push_str("?immutable=1");
+    s
+}
+
+/// Maps SQLite's errors on a job file to one clear sentence with the path.
+pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) => sql_err(
+            path,
+            "not an SQLite database (truncated, or another kind of file)",
+        ),
+        Some(ErrorCode::DatabaseCorrupt) => sql_err(
+            path,
+            format!("the file is damaged (truncated or partly overwritten): {e}"),
+        ),
+        _ => sql_err(path, e),
+    }
+}
+
+/// Cheap checks before SQLite sees the file: the magic string, and a length that matches the
+/// page count in the header (a file cut short by a copy or a full disk).
+pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
+    if len == 0 {
+        return Err(sql_err(path, "empty file (not a slurmwatch file, or creation was interrupted)"));
+    }
+    let mut h = [0u8; 100];
+    if len < 100 || f.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {
+        return Err(sql_err(
+            path,
+            "not an SQLite database (truncated, or another kind of file)",
+        ));
+    }
+    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
+        1 => 65536,
+        n => u64::from(n),
+    };
+    let pages = u64::from(u32::from_be_bytes([h[28], h[29], h[30], h[31]]));
+    // The page count is valid only when "version-valid-for" matches the change counter.
+    let counted = h[24..28] == h[92..96] && pages > 0;
+    if page_size < 512 || (counted && len < pages * page_size) || len % page_size != 0 {
+        return Err(sql_err(
+            path,
+            format!(
+                "the file is truncated ({len} bytes; its header describes {} bytes) — it was cut off while being written or copied",
+                pages * page_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses files that are not slurmwatch's or come from a newer slurmwatch.
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<()> {
+    let (version, app): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| db_err(path, e))?;
+    if version > SCHEMA_VERSION {
+        return Err(sql_err(
+            path,
+            format!(
+                "written by a newer slurmwatch (schema {version}); this one reads up to {SCHEMA_VERSION} — upgrade slurmwatch"
+            ),
+        ));
+    }
+    if app != APPLICATION_ID || version < 1 {
+        return Err(sql_err(
+            path,
+            "an SQLite database, but not a slurmwatch file",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn read_started(conn: &Connection, path: &Path) -> Result<i64> {
+    let v: Option<String> = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'started_unix_ms'",
+            [],
+            |r| r.get(0),
+        )
+        .or_else(|e| match e {
+            rusqlite::Error::QueryReturnedNoRows => Ok(None),
+            e => Err(e),
+        })
+        .map_err(|e| db_err(path, e))?;
+    v.and_then(|v| v.parse().ok())
+        .ok_or_else(|| sql_err(path, "meta has no valid 'started_unix_ms'"))
+}
+
+/// `(series id, step)` in id order.
+pub(crate) fn load_steps(conn: &Connection, path: &Path) -> Result<Vec<(i64, StepInfo)>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT id, step, started_unix_ms, ended_unix_ms, tasks, exit_status FROM steps ORDER BY id",
+        )
+        .map_err(|e| db_err(path, e))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                StepInfo {
+                    step: r.get(1)?,
+                    started_unix_ms: r.get(2)?,
+                    ended_unix_ms: r.get(3)?,
+                    tasks: r.get(4)?,
+                    exit_status: r.get(5)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect())
+        .map_err(|e| db_err(path, e));
+    rows
+}

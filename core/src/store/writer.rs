@@ -1,0 +1,407 @@
+//! The plugin's side: create (or reopen) a job's file and append samples in batches.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+
+use super::codec::{encode, Chain};
+use super::reader::{check_header, check_version, db_err, load_steps, read_started};
+use super::schema::{self, NVALUES, VALUE_COLUMNS};
+use super::{sql_err, step_row_is_redundant, JobMeta, SampleKind, SampleRow, Series, StepInfo};
+use crate::error::{Error, Result};
+
+/// Rows kept in memory while flushes fail (disk full, lock held): about 1.5 MB at most.
+/// Beyond it the oldest rows are dropped and an event records how many.
+pub const MAX_BUFFERED_ROWS: usize = 4096;
+
+/// How long a write waits for another step's writer on the same file. Bounded: the sampler
+/// must never stall a SPANK callback.
+const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
+
+pub struct Writer {
+    conn: Connection,
+    file: File,
+    path: PathBuf,
+    /// `meta.started_unix_ms`: rows store their time relative to it.
+    base: i64,
+    buffer: Vec<SampleRow>,
+    /// Per series id: the delta chain (see `schema`). Loaded from the file on first use.
+    chains: HashMap<i64, Chain>,
+    dropped: u64,
+}
+
+impl Writer {
+    /// Creates the job's file. Fails if anything exists at `path`, a symlink included: the
+    /// file is created with `O_CREAT|O_EXCL|O_NOFOLLOW` and mode 0600 before SQLite opens it.
+    pub fn create(path: &Path, meta: &JobMeta) -> Result<Writer> {
+        Self::create_impl(path, meta, None)
+    }
+
+    /// As [`create`](Self::create), then `fchown`s the open descriptor to the job's user
+    /// *before* SQLite creates its `-wal`/`-shm` files (SQLite, running as root, gives those
+    /// the database file's owner), so the user can read the file while the job runs.
+    pub fn create_owned(path: &Path, meta: &JobMeta, uid: u32, gid: u32) -> Result<Writer> {
+        Self::create_impl(path, meta, Some((uid, gid)))
+    }
+
+    fn create_impl(path: &Path, meta: &JobMeta, owner: Option<(u32, u32)>) -> Result<Writer> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| Error::Store(format!("cannot create {}: {e}", path.display())))?;
+        let made = (|| {
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+                    .map_err(|e| sql_err(path, format!("cannot hand the file to uid {uid}: {e}")))?;
+            }
+            let conn = open_rw(path, &file)?;
+            let tx_sql = format!("BEGIN;\n{}\n{}COMMIT;", schema::create_sql(), meta_sql(meta));
+            conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
+            conn.execute_batch(schema::WAL_PRAGMA)
+                .map_err(|e| db_err(path, e))?;
+            Ok(conn)
+        })();
+        match made {
+            Ok(conn) => Ok(Writer::new(conn, file, path, meta.started_unix_ms)),
+            Err(e) => {
+                // Our own, empty or half-made file: remove it so a retry can create it again.
+                drop(file);
+                let _ = std::fs::remove_file(path);
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens a file an earlier step of the same job created. Refuses a symlink, anything but
+    /// a regular file, a file from a newer slurmwatch, and anything that is not ours.
+    ///
+    /// Several writers may share one file (one per step's slurmstepd), but each series must
+    /// have a single writer: the delta chain of a series continues from its stored rows.
+    pub fn open_existing(path: &Path) -> Result<Writer> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
+        let md = file.metadata().map_err(|e| sql_err(path, e))?;
+        if !md.is_file() {
+            return Err(sql_err(path, "not a regular file"));
+        }
+        check_header(path, md.len(), &file)?;
+        let conn = open_rw(path, &file)?;
+        check_version(&conn, path)?;
+        conn.execute_batch(schema::WAL_PRAGMA)
+            .map_err(|e| db_err(path, e))?;
+        let base = read_started(&conn, path)?;
+        Ok(Writer::new(conn, file, path, base))
+    }
+
+    fn new(conn: Connection, file: File, path: &Path, base: i64) -> Writer {
+        Writer {
+            conn,
+            file,
+            path: path.to_path_buf(),
+            base,
+            buffer: Vec::with_capacity(64),
+            chains: HashMap::new(),
+            dropped: 0,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The descriptor opened at creation (for `fchown`/`fstat` by the caller).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Rows waiting for the next [`flush`](Self::flush).
+    pub fn buffered(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// Buffers a row; no I/O. Call [`flush`](Self::flush) every few rows or seconds.
+    pub fn push(&mut self, row: SampleRow) {
+        if self.buffer.len() >= MAX_BUFFERED_ROWS {
+            self.buffer.remove(0);
+            self.dropped += 1;
+        }
+        self.buffer.push(row);
+    }
+
+    /// Writes the buffered rows in one transaction. On error nothing is written and the rows
+    /// stay buffered for the next try.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.buffer.is_empty() && self.dropped == 0 {
+            return Ok(());
+        }
+        let path = &self.path;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_err(path, e))?;
+        let base = self.base;
+        let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
+            load_steps(&tx, path)?.into_iter().unzip();
+        let mut chains = self.chains.clone();
+        {
+            let mut insert = tx
+                .prepare_cached(&insert_sql())
+                .map_err(|e| db_err(path, e))?;
+            for row in &self.buffer {
+                let series = match &row.series {
+                    Series::Job => 0,
+                    Series::Step(name) => {
+                        let id =
+                            ensure_step(&tx, path, name, row.t_unix_ms, &mut ids, &mut infos)?;
+                        if row.kind == SampleKind::Periodic
+                            && step_row_is_redundant(name, row.t_unix_ms, &infos)
+                        {
+                            continue;
+                        }
+                        id
+                    }
+                };
+                if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(series) {
+                    e.insert(load_chain(&tx, path, series)?);
+                }
+                let stored = chains.get_mut(&series).expect("inserted").delta(&encode(row));
+                let mut p: [Option<i64>; NVALUES + 3] = [None; NVALUES + 3];
+                p[0] = Some(row.t_unix_ms - base);
+                p[1] = Some(series);
+                p[2] = Some(row.kind.code());
+                p[3..].copy_from_slice(&stored);
+                insert
+                    .execute(rusqlite::params_from_iter(p.iter()))
+                    .map_err(|e| db_err(path, e))?;
+            }
+            if self.dropped > 0 {
+                let now = self.buffer.last().map_or(base, |r| r.t_unix_ms);
+                tx.execute(
+                    "INSERT INTO events(t_unix_ms, step, kind, detail) VALUES (?1, NULL, 'rows_dropped', ?2)",
+                    params![now, format!("{} samples dropped: the file could not be written", self.dropped)],
+                )
+                .map_err(|e| db_err(path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| db_err(path, e))?;
+        self.chains = chains;
+        self.buffer.clear();
+        self.dropped = 0;
+        Ok(())
+    }
+
+    /// Records that a step started on this node (and an event).
+    pub fn begin_step(&mut self, step: &str, t_unix_ms: i64, tasks: Option<u32>) -> Result<()> {
+        let path = &self.path;
+        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+        tx.execute(
+            "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
+             ON CONFLICT(step) DO UPDATE SET
+               started_unix_ms = COALESCE(MIN(steps.started_unix_ms, excluded.started_unix_ms),
+                                          excluded.started_unix_ms),
+               tasks = COALESCE(excluded.tasks, steps.tasks)",
+            params![step, t_unix_ms, tasks],
+        )
+        .map_err(|e| db_err(path, e))?;
+        let detail = tasks.map_or(String::new(), |n| format!("tasks={n}"));
+        insert_event(&tx, path, t_unix_ms, Some(step), "step_start", &detail)?;
+        tx.commit().map_err(|e| db_err(path, e))
+    }
+
+    /// Records that a step ended (and an event).
+    pub fn end_step(&mut self, step: &str, t_unix_ms: i64, exit_status: Option<i32>) -> Result<()> {
+        let path = &self.path;
+        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+        tx.execute(
+            "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
+             ON CONFLICT(step) DO UPDATE SET
+               ended_unix_ms = excluded.ended_unix_ms,
+               exit_status = COALESCE(excluded.exit_status, steps.exit_status)",
+            params![step, t_unix_ms, exit_status],
+        )
+        .map_err(|e| db_err(path, e))?;
+        let detail = exit_status.map_or(String::new(), |s| format!("exit_status={s}"));
+        insert_event(&tx, path, t_unix_ms, Some(step), "step_end", &detail)?;
+        tx.commit().map_err(|e| db_err(path, e))
+    }
+
+    /// Appends an event (OOM kill, sampler error, ...) immediately.
+    pub fn event(&mut self, t_unix_ms: i64, step: Option<&str>, kind: &str, detail: &str) -> Result<()> {
+        insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail)
+    }
+
+    /// Flushes, then writes a consistent, compacted copy of the file to `dest`, which must not
+    /// exist or be empty (`VACUUM INTO`). The copy is in rollback-journal mode: a single,
+    /// self-contained file.
+    pub fn backup_to(&mut self, dest: &Path) -> Result<()> {
+        self.flush()?;
+        vacuum_into(&self.conn, &self.path, dest)
+    }
+
+    /// Flushes, checkpoints, and — when no other writer has the file open — switches it back
+    /// to a single self-contained file (rollback journal), so it can be read from a directory
+    /// the reader cannot write to.
+    pub fn close(mut self) -> Result<()> {
+        self.flush()?;
+        let _ = self.conn.busy_timeout(Duration::ZERO);
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let _ = self
+            .conn
+            .query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()));
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
+}
+
+fn open_rw(path: &Path, file: &File) -> Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| db_err(path, e))?;
+    // SQLite opened the path by name: make sure it is the inode we created or checked.
+    let ours = file.metadata().map_err(|e| sql_err(path, e))?;
+    let now = std::fs::symlink_metadata(path).map_err(|e| sql_err(path, e))?;
+    if (ours.dev(), ours.ino()) != (now.dev(), now.ino()) {
+        return Err(sql_err(path, "the file was replaced while being opened"));
+    }
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| db_err(path, e))?;
+    conn.execute_batch(schema::WRITER_PRAGMAS)
+        .map_err(|e| db_err(path, e))?;
+    Ok(conn)
+}
+
+pub(crate) fn vacuum_into(conn: &Connection, src: &Path, dest: &Path) -> Result<()> {
+    let d = dest
+        .to_str()
+        .ok_or_else(|| sql_err(dest, "path is not UTF-8"))?;
+    conn.execute("VACUUM INTO ?1", [d])
+        .map_err(|e| sql_err(src, format!("cannot copy to {}: {e}", dest.display())))?;
+    // VACUUM INTO keeps the WAL flag in the header; a copy must stand alone.
+    let out = Connection::open_with_flags(
+        dest,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(|e| db_err(dest, e))?;
+    out.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+        .map_err(|e| db_err(dest, e))?;
+    out.close().map_err(|(_, e)| db_err(dest, e))
+}
+
+fn insert_sql() -> String {
+    let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+    let marks = vec!["?"; NVALUES + 3].join(", ");
+    format!(
+        "INSERT INTO samples_packed(t_ms, series, kind, {}) VALUES ({marks})",
+        cols.join(", ")
+    )
+}
+
+fn meta_sql(m: &JobMeta) -> String {
+    let q = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let mut kv: Vec<(&str, String)> = vec![
+        ("job_id", m.job_id.to_string()),
+        ("user", m.user.clone()),
+        ("uid", m.uid.to_string()),
+        ("node", m.node.clone()),
+        ("plugin_version", m.plugin_version.clone()),
+        ("interval_seconds", m.interval_seconds.to_string()),
+        ("source", m.source.as_str().to_string()),
+        ("started_unix_ms", m.started_unix_ms.to_string()),
+    ];
+    if let Some(c) = &m.cluster {
+        kv.push(("cluster", c.clone()));
+    }
+    if let Some(c) = m.cores_allocated {
+        kv.push(("cores_allocated", c.to_string()));
+    }
+    if let Some(b) = m.memory_allocated_bytes {
+        kv.push(("memory_allocated_bytes", b.to_string()));
+    }
+    kv.iter()
+        .map(|(k, v)| format!("INSERT INTO meta(key, value) VALUES ({}, {});\n", q(k), q(v)))
+        .collect()
+}
+
+fn insert_event(
+    conn: &Connection,
+    path: &Path,
+    t_unix_ms: i64,
+    step: Option<&str>,
+    kind: &str,
+    detail: &str,
+) -> Result<()> {
+    conn.execute(
+        "INSERT INTO events(t_unix_ms, step, kind, detail) VALUES (?1, ?2, ?3, ?4)",
+        params![t_unix_ms, step, kind, detail],
+    )
+    .map(|_| ())
+    .map_err(|e| db_err(path, e))
+}
+
+/// The series id of `name`, registering the step (started at `t`) if this is its first row.
+fn ensure_step(
+    conn: &Connection,
+    path: &Path,
+    name: &str,
+    t_unix_ms: i64,
+    ids: &mut Vec<i64>,
+    infos: &mut Vec<StepInfo>,
+) -> Result<i64> {
+    if let Some(i) = infos.iter().position(|s| s.step == name) {
+        return Ok(ids[i]);
+    }
+    conn.execute(
+        "INSERT INTO steps(step, started_unix_ms) VALUES (?1, ?2)",
+        params![name, t_unix_ms],
+    )
+    .map_err(|e| db_err(path, e))?;
+    let id = conn.last_insert_rowid();
+    ids.push(id);
+    infos.push(StepInfo {
+        step: name.to_string(),
+        started_unix_ms: Some(t_unix_ms),
+        ended_unix_ms: None,
+        tasks: None,
+        exit_status: None,
+    });
+    Ok(id)
+}
+
+/// The chain state of a series = the running sums of its stored columns.
+fn load_chain(conn: &Connection, path: &Path, series: i64) -> Result<Chain> {
+    let sums: Vec<String> = VALUE_COLUMNS
+        .iter()
+        .map(|(c, _, _)| format!("SUM({c})"))
+        .collect();
+    let sql = format!(
+        "SELECT {} FROM samples_packed WHERE series = ?1",
+        sums.join(", ")
+    );
+    conn.query_row(&sql, [series], |r| {
+        let mut v = [None; NVALUES];
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = r.get::<_, Option<i64>>(i)?;
+        }
+        Ok(Chain::from_sums(v))
+    })
+    .map_err(|e| db_err(path, e))
+}

@@ -1,0 +1,394 @@
+//! The per-job file: round trips, refusals, and the reader's promise not to touch the file.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use slurmwatch_core::sample::{Pressure, Source, UsageReading};
+use slurmwatch_core::store::{archive, JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+
+const T0: i64 = 1_700_000_000_000;
+
+fn meta() -> JobMeta {
+    JobMeta {
+        job_id: 12345,
+        user: "alice".into(),
+        uid: 1000,
+        node: "node1".into(),
+        cluster: Some("c'lus".into()),
+        plugin_version: "0.1.0".into(),
+        interval_seconds: 5,
+        source: Source::CgroupV2,
+        cores_allocated: Some(8),
+        memory_allocated_bytes: Some(32 << 30),
+        started_unix_ms: T0,
+    }
+}
+
+/// A plausible reading `i` intervals in (memory in whole pages, PSI with two decimals).
+fn row(i: u64, series: Series, kind: SampleKind) -> SampleRow {
+    SampleRow {
+        t_unix_ms: T0 + i as i64 * 5_000 + (i % 3) as i64,
+        series,
+        kind,
+        usage: UsageReading {
+            cpu_usage_usec: Some(i * 29_000_000 + i % 7),
+            cpu_user_usec: Some(i * 26_000_000),
+            cpu_system_usec: Some(i * 3_000_000),
+            memory_usage_bytes: Some((5 << 30) + (i % 50) * 4096),
+            memory_cache_bytes: Some((1 << 30) + (i % 5) * 4096),
+            memory_working_set_bytes: Some((4 << 30) + (i % 45) * 4096),
+            memory_lifetime_peak_bytes: Some(6 << 30),
+            memory_limit_bytes: Some(32 << 30),
+            memory_oom_kills: Some(0),
+            memory_limit_hits: Some(0),
+            memory_major_faults: Some(i / 10),
+            io_read_bytes: Some(i * 1_234_567),
+            io_write_bytes: Some(i * 7_654),
+            processes: Some(3),
+            threads: Some(12 + i % 2),
+            pressure: Pressure {
+                cpu_some_avg10: Some((i % 400) as f64 / 100.0),
+                memory_some_avg10: Some(0.0),
+                memory_full_avg10: Some(0.0),
+                io_some_avg10: Some(0.31),
+                io_full_avg10: None,
+            },
+        },
+        cores_allocated: Some(8),
+        memory_working_set_max_bytes: Some((4 << 30) + 100 * 4096),
+        effective_cores_max: Some(5.875),
+        sampler_cpu_usec: Some(i * 80),
+        sampler_bytes_written: Some(i * 70),
+    }
+}
+
+fn all_zero(t: i64) -> SampleRow {
+    let z = Some(0);
+    SampleRow {
+        t_unix_ms: t,
+        series: Series::Job,
+        kind: SampleKind::Periodic,
+        usage: UsageReading {
+            cpu_usage_usec: z,
+            cpu_user_usec: z,
+            cpu_system_usec: z,
+            memory_usage_bytes: z,
+            memory_cache_bytes: z,
+            memory_working_set_bytes: z,
+            memory_lifetime_peak_bytes: z,
+            memory_limit_bytes: z,
+            memory_oom_kills: z,
+            memory_limit_hits: z,
+            memory_major_faults: z,
+            io_read_bytes: z,
+            io_write_bytes: z,
+            processes: z,
+            threads: z,
+            pressure: Pressure {
+                cpu_some_avg10: Some(0.0),
+                memory_some_avg10: Some(0.0),
+                memory_full_avg10: Some(0.0),
+                io_some_avg10: Some(0.0),
+                io_full_avg10: Some(0.0),
+            },
+        },
+        cores_allocated: Some(0),
+        memory_working_set_max_bytes: z,
+        effective_cores_max: Some(0.0),
+        sampler_cpu_usec: z,
+        sampler_bytes_written: z,
+    }
+}
+
+fn err_text<T>(r: slurmwatch_core::error::Result<T>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn round_trip_is_exact_and_none_is_not_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let mut rows: Vec<SampleRow> = (0..40).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    rows[0].kind = SampleKind::Start;
+    rows[5] = all_zero(rows[5].t_unix_ms);
+    rows[6] = SampleRow::empty(rows[6].t_unix_ms, Series::Job, SampleKind::Periodic);
+    rows[7].usage.cpu_usage_usec = None; // a hole in a cumulative counter
+    rows[8].usage.memory_working_set_bytes = Some(0);
+    rows[39].kind = SampleKind::End;
+    for (i, r) in rows.iter().enumerate() {
+        w.push(r.clone());
+        if i % 12 == 11 {
+            w.flush().unwrap();
+        }
+    }
+    w.event(T0 + 1, Some("batch"), "oom_kill", "1 process killed").unwrap();
+    w.close().unwrap();
+
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.meta().unwrap(), meta());
+    assert_eq!(r.samples(&Series::Job).unwrap(), rows);
+    assert_eq!(r.last_two(&Series::Job).unwrap(), rows[38..].to_vec());
+    let ev = r.events().unwrap();
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].kind.as_str(), ev[0].step.as_deref()), ("oom_kill", Some("batch")));
+
+    // The `samples` view decodes the packed table for sqlite3/pandas users.
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let got: Vec<(i64, String, Option<i64>, Option<i64>, Option<f64>)> = c
+        .prepare("SELECT t_unix_ms, kind, cpu_usage_usec, memory_working_set_bytes, pressure_cpu_some_avg10_percent FROM samples WHERE series = 'job'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got.len(), rows.len());
+    for (g, w) in got.iter().zip(&rows) {
+        assert_eq!(g.0, w.t_unix_ms);
+        assert_eq!(g.2, w.usage.cpu_usage_usec.map(|v| v as i64));
+        assert_eq!(g.3, w.usage.memory_working_set_bytes.map(|v| v as i64));
+        assert_eq!(g.4, w.usage.pressure.cpu_some_avg10);
+    }
+    assert_eq!(got[0].1, "start");
+    assert_eq!(got[6].2, None);
+    assert_eq!(got[5].2, Some(0));
+}
+
+#[test]
+fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let batch = || Series::step("batch");
+    w.begin_step("extern", T0, None).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    let mut expect_batch = Vec::new();
+    for i in 0..30 {
+        let kind = match i {
+            0 => SampleKind::Start,
+            _ => SampleKind::Periodic,
+        };
+        w.push(row(i, Series::Job, kind));
+        let mut b = row(i, batch(), kind);
+        b.usage.processes = Some(2); // differs from the job: only stored rows can show it
+        if i == 0 || (11..20).contains(&i) {
+            expect_batch.push(b.clone());
+        } else {
+            let mut j = row(i, batch(), kind);
+            j.series = batch();
+            expect_batch.push(j);
+        }
+        w.push(b);
+        if i == 10 {
+            w.flush().unwrap();
+            w.begin_step("0", T0 + 10 * 5_000 + 3, Some(4)).unwrap();
+        }
+        if i == 19 {
+            w.flush().unwrap();
+            w.end_step("0", T0 + 19 * 5_000 + 500, Some(0)).unwrap();
+        }
+    }
+    let mut end = row(30, batch(), SampleKind::End);
+    end.usage.processes = Some(1);
+    w.push(end.clone());
+    expect_batch.push(end);
+    w.end_step("batch", T0 + 30 * 5_000 + 10, Some(0)).unwrap();
+    w.close().unwrap();
+
+    let r = Reader::open(&path).unwrap();
+    let got = r.samples(&batch()).unwrap();
+    assert_eq!(got.len(), expect_batch.len());
+    for (g, e) in got.iter().zip(&expect_batch) {
+        assert_eq!(g, e, "at t = {}", g.t_unix_ms - T0);
+    }
+    let steps = r.steps().unwrap();
+    assert_eq!(steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(), ["extern", "batch", "0"]);
+    assert_eq!(steps[2].exit_status, Some(0));
+    assert_eq!(steps[2].tasks, Some(4));
+    assert!(r.samples(&Series::step("nope")).unwrap().is_empty());
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let stored: i64 = c
+        .query_row("SELECT count(*) FROM samples_packed WHERE series != 0", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, 1 + 9 + 1, "start, the 9 rows while step 0 ran, end");
+}
+
+#[test]
+fn reopened_writer_continues_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let rows: Vec<SampleRow> = (0..20).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    for r in &rows[..10] {
+        w.push(r.clone());
+    }
+    drop(w); // Drop flushes
+    let mut w = Writer::open_existing(&path).unwrap();
+    for r in &rows[10..] {
+        w.push(r.clone());
+    }
+    w.flush().unwrap();
+    // A live reader sees the rows while the writer is still open (WAL).
+    assert_eq!(Reader::open(&path).unwrap().samples(&Series::Job).unwrap(), rows);
+    w.close().unwrap();
+}
+
+#[test]
+fn create_refuses_a_symlink_and_an_existing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target");
+    std::fs::write(&target, b"precious").unwrap();
+    let link = dir.path().join("job.db");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let e = err_text(Writer::create(&link, &meta()));
+    assert!(e.contains("cannot create"), "{e}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    let e = err_text(Writer::create(&target, &meta()));
+    assert!(e.contains("exists"), "{e}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"precious");
+
+    // open_existing refuses a symlink to a real job file too.
+    let real = dir.path().join("real.db");
+    Writer::create(&real, &meta()).unwrap().close().unwrap();
+    let link2 = dir.path().join("link2.db");
+    std::os::unix::fs::symlink(&real, &link2).unwrap();
+    assert!(Writer::open_existing(&link2).is_err());
+}
+
+#[test]
+fn created_file_is_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let w = Writer::create(&path, &meta()).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    w.close().unwrap();
+}
+
+#[test]
+fn newer_schema_is_refused_with_a_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    Writer::create(&path, &meta()).unwrap().close().unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 7")
+        .unwrap();
+    let e = err_text(Reader::open(&path));
+    assert!(
+        e.contains("written by a newer slurmwatch (schema 7); this one reads up to 1 — upgrade slurmwatch"),
+        "{e}"
+    );
+    assert!(err_text(Writer::open_existing(&path)).contains("newer slurmwatch"));
+}
+
+#[test]
+fn garbage_truncated_and_foreign_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.db");
+    let bytes: Vec<u8> = (0..1000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    std::fs::write(&junk, &bytes).unwrap();
+    assert!(err_text(Reader::open(&junk)).contains("not an SQLite database"));
+
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(err_text(Reader::open(&empty)).contains("empty file"));
+
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    for i in 0..2000 {
+        w.push(row(i, Series::Job, SampleKind::Periodic));
+    }
+    w.close().unwrap();
+    let full = std::fs::read(&path).unwrap();
+    let half = dir.path().join("half.db");
+    std::fs::write(&half, &full[..full.len() / 2]).unwrap();
+    let e = err_text(Reader::open(&half));
+    assert!(e.contains("truncated"), "{e}");
+    let cut = dir.path().join("cut.db");
+    std::fs::write(&cut, &full[..full.len() - 100]).unwrap();
+    assert!(err_text(Reader::open(&cut)).contains("truncated"));
+
+    let foreign = dir.path().join("foreign.db");
+    rusqlite::Connection::open(&foreign)
+        .unwrap()
+        .execute_batch("CREATE TABLE t(x)")
+        .unwrap();
+    assert!(err_text(Reader::open(&foreign)).contains("not a slurmwatch file"));
+    assert!(err_text(Writer::open_existing(&foreign)).contains("not a slurmwatch file"));
+}
+
+fn snapshot(p: &Path) -> (Vec<u8>, std::time::SystemTime) {
+    (std::fs::read(p).unwrap(), std::fs::metadata(p).unwrap().modified().unwrap())
+}
+
+#[test]
+fn reading_never_modifies_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    for i in 0..100 {
+        w.push(row(i, Series::Job, SampleKind::Periodic));
+    }
+    w.close().unwrap();
+    let before = snapshot(&path);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    {
+        let r = Reader::open(&path).unwrap();
+        r.meta().unwrap();
+        r.steps().unwrap();
+        r.events().unwrap();
+        assert_eq!(r.samples(&Series::Job).unwrap().len(), 100);
+        r.last_two(&Series::step("batch")).unwrap();
+    }
+    assert_eq!(snapshot(&path), before);
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["job.db"], "no -wal/-shm/-journal left behind");
+}
+
+#[test]
+fn a_finished_file_reads_from_a_read_only_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("ro");
+    std::fs::create_dir(&sub).unwrap();
+    let path = sub.join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.push(row(1, Series::Job, SampleKind::Periodic));
+    w.close().unwrap();
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o500)).unwrap();
+    let n = Reader::open(&path).map(|r| r.samples(&Series::Job).unwrap().len());
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(n.unwrap(), 1);
+}
+
+#[test]
+fn archive_copy_is_consistent_private_and_atomic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let rows: Vec<SampleRow> = (0..50).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    for r in &rows {
+        w.push(r.clone());
+    }
+    w.flush().unwrap();
+    let dest_dir = dir.path().join("archive");
+    std::fs::create_dir(&dest_dir).unwrap();
+    std::fs::write(dest_dir.join("12345.db"), b"old").unwrap();
+    // Copy while the writer still has the file open.
+    let out = archive::copy_consistent(&path, &dest_dir, "12345.db").unwrap();
+    assert_eq!(out, dest_dir.join("12345.db"));
+    assert_eq!(Reader::open(&out).unwrap().samples(&Series::Job).unwrap(), rows);
+    let names: Vec<_> = std::fs::read_dir(&dest_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["12345.db"]);
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
+    assert!(archive::copy_consistent(&path, &dest_dir, "../x.db").is_err());
+
+    let backup = dir.path().join("backup.db");
+    w.backup_to(&backup).unwrap();
+    assert_eq!(Reader::open(&backup).unwrap().samples(&Series::Job).unwrap(), rows);
+    w.close().unwrap();
+}

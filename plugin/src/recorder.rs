@@ -1,0 +1,292 @@
+//! The step's sampler: one thread per recorded step, started at the first `task_post_fork`
+//! (the tasks exist, so their cgroup can be found from `/proc/<pid>/cgroup`), given a final
+//! reading in the last `task_exit` (Slurm removes the step cgroup before `slurm_spank_exit`),
+//! and joined in `slurm_spank_exit`.
+//!
+//! The thread runs inside slurmstepd, which has moved itself into the job's cgroup: its CPU,
+//! heap and SQLite page cache are charged to the job. So it reads a handful of small files per
+//! tick, keeps one small buffer, and records its own CPU time and bytes written in every row.
+//!
+//! It never calls Slurm's API or logs (see `log`): problems travel back to the callback
+//! thread as strings and are logged there.
+
+use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::sample::UsageReading;
+use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How often the sampler reads between stored rows, so peaks between rows are not lost.
+const FAST_READ: Duration = Duration::from_secs(1);
+/// Stored rows are committed at least this often (a reader sees data this fresh; a node
+/// crash loses at most this much).
+const FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
+const FINAL_WAIT: Duration = Duration::from_secs(2);
+
+/// What the callbacks know about the step when recording starts.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub job_id: u32,
+    pub step: String,
+    pub interval: Duration,
+    pub uid: u32,
+    pub gid: u32,
+    pub user: String,
+    pub node: String,
+    pub file: PathBuf,
+    pub cores_allocated: Option<u32>,
+    pub memory_allocated_bytes: Option<u64>,
+    pub local_tasks: Option<u32>,
+    /// Whether this step also records the job-level series (the batch or interactive step:
+    /// one writer per series).
+    pub records_job_series: bool,
+}
+
+enum Msg {
+    AddTask(u32),
+    /// Take the last reading now and acknowledge.
+    Final(Sender<()>),
+    Stop,
+}
+
+/// The handle the callbacks keep.
+pub struct Recorder {
+    tx: Sender<Msg>,
+    done: Receiver<Result<String, String>>,
+    thread: Option<JoinHandle<()>>,
+    pub tasks_exited: u32,
+}
+
+pub fn now_unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Recorder {
+    pub fn start(plan: Plan, first_task_pid: u32) -> Result<Recorder, String> {
+        let (tx, rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("slurmwatch".into())
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                crate::state::mark_sampler_thread();
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(plan, first_task_pid, rx)
+                }))
+                .unwrap_or_else(|p| {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    Err(format!("internal error (panic in the sampler): {msg}"))
+                });
+                let _ = done_tx.send(result);
+            })
+            .map_err(|e| format!("cannot start the sampler thread: {e}"))?;
+        Ok(Recorder {
+            tx,
+            done,
+            thread: Some(thread),
+            tasks_exited: 0,
+        })
+    }
+
+    pub fn add_task(&self, pid: u32) {
+        let _ = self.tx.send(Msg::AddTask(pid));
+    }
+
+    /// The last reading, while the step's cgroup still exists. Bounded wait.
+    pub fn final_reading(&self) {
+        let (ack_tx, ack) = mpsc::channel();
+        if self.tx.send(Msg::Final(ack_tx)).is_ok() {
+            let _ = ack.recv_timeout(FINAL_WAIT);
+        }
+    }
+
+    /// Stops the sampler and returns its outcome (a summary line, or the problem). A sampler
+    /// stuck past the bounded wait is left behind rather than blocking the step's end.
+    pub fn stop(mut self) -> Result<String, String> {
+        let _ = self.tx.send(Msg::Stop);
+        match self.done.recv_timeout(FINAL_WAIT) {
+            Ok(result) => {
+                if let Some(t) = self.thread.take() {
+                    let _ = t.join();
+                }
+                result
+            }
+            Err(_) => Err("the sampler did not stop in time; left it behind".into()),
+        }
+    }
+}
+
+/// The sampler thread's own cumulative CPU time, µs (`RUSAGE_THREAD`).
+fn thread_cpu_usec() -> Option<u64> {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return None;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Some(us(ru.ru_utime) + us(ru.ru_stime))
+}
+
+/// Bytes this thread has passed to write(2) (`wchar` of /proc/thread-self/io).
+fn thread_bytes_written() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/io").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("wchar:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Effective cores between two cumulative CPU readings; `None` when time does not advance or
+/// the counter went backwards (a reset is "no rate", never a negative one).
+fn cores_between(c0_usec: u64, t0_ms: i64, c1_usec: Option<u64>, t1_ms: i64) -> Option<f64> {
+    let c1 = c1_usec?;
+    (t1_ms > t0_ms && c1 >= c0_usec).then(|| (c1 - c0_usec) as f64 / ((t1_ms - t0_ms) as f64 * 1000.0))
+}
+
+/// Running maxima between two stored rows of one series.
+#[derive(Default)]
+struct Between {
+    working_set_max: Option<u64>,
+    cores_max: Option<f64>,
+    last: Option<(i64, Option<u64>)>,
+}
+
+impl Between {
+    fn observe(&mut self, t_ms: i64, r: &UsageReading) {
+        if let Some(ws) = r.memory_working_set_bytes {
+            self.working_set_max = Some(self.working_set_max.map_or(ws, |m| m.max(ws)));
+        }
+        if let Some((t0, Some(c0))) = self.last {
+            if let Some(cores) = cores_between(c0, t0, r.cpu_usage_usec, t_ms) {
+                self.cores_max = Some(self.cores_max.map_or(cores, |m: f64| m.max(cores)));
+            }
+        }
+        self.last = Some((t_ms, r.cpu_usage_usec));
+    }
+
+    fn take_row(&mut self, t_ms: i64, series: Series, kind: SampleKind, r: UsageReading, plan: &Plan) -> SampleRow {
+        let mut row = SampleRow::empty(t_ms, series, kind);
+        row.usage = r;
+        row.cores_allocated = plan.cores_allocated;
+        row.memory_working_set_max_bytes = self.working_set_max.take();
+        row.effective_cores_max = self.cores_max.take();
+        row.sampler_cpu_usec = thread_cpu_usec();
+        row.sampler_bytes_written = thread_bytes_written();
+        row
+    }
+}
+
+fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
+    let started = now_unix_ms();
+    let mut collector = JobCollector::new(
+        std::path::Path::new(CGROUP_ROOT),
+        std::path::Path::new(PROC_ROOT),
+        first_task_pid,
+        plan.job_id,
+    );
+    let meta = JobMeta {
+        job_id: u64::from(plan.job_id),
+        user: plan.user.clone(),
+        uid: plan.uid,
+        node: plan.node.clone(),
+        cluster: None,
+        plugin_version: env!("CARGO_PKG_VERSION").to_string(),
+        interval_seconds: plan.interval.as_secs() as u32,
+        source: collector.source(),
+        cores_allocated: plan.cores_allocated,
+        memory_allocated_bytes: plan.memory_allocated_bytes,
+        started_unix_ms: started,
+    };
+    let mut writer = match Writer::create_owned(&plan.file, &meta, plan.uid, plan.gid) {
+        Ok(w) => w,
+        Err(create_err) => Writer::open_existing(&plan.file)
+            .map_err(|e| format!("not recording: {create_err}; {e}"))?,
+    };
+    writer
+        .begin_step(&plan.step, started, plan.local_tasks)
+        .map_err(|e| e.to_string())?;
+
+    let mut job_between = Between::default();
+    let mut step_between = Between::default();
+    let mut rows = 0u64;
+    let mut store = |writer: &mut Writer, kind: SampleKind, collector: &mut JobCollector, jb: &mut Between, sb: &mut Between| {
+        let t = now_unix_ms();
+        if plan.records_job_series {
+            let r = collector.read_job();
+            jb.observe(t, &r);
+            writer.push(jb.take_row(t, Series::Job, kind, r, &plan));
+        }
+        let r = collector.read_step();
+        sb.observe(t, &r);
+        writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+        rows += 1;
+    };
+
+    store(&mut writer, SampleKind::Start, &mut collector, &mut job_between, &mut step_between);
+    let mut problem: Option<String> = writer.flush().err().map(|e| e.to_string());
+    let mut next_store = Instant::now() + plan.interval;
+    let mut last_flush = Instant::now();
+    let mut finished = false;
+    loop {
+        let wait = FAST_READ.min(next_store.saturating_duration_since(Instant::now()));
+        match rx.recv_timeout(wait) {
+            Ok(Msg::AddTask(pid)) => collector.add_task_pid(pid),
+            Ok(Msg::Final(ack)) => {
+                if !finished {
+                    store(&mut writer, SampleKind::End, &mut collector, &mut job_between, &mut step_between);
+                    let _ = writer.end_step(&plan.step, now_unix_ms(), None);
+                    if let Err(e) = writer.flush() {
+                        problem.get_or_insert(e.to_string());
+                    }
+                    finished = true;
+                }
+                let _ = ack.send(());
+            }
+            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                if finished {
+                    continue;
+                }
+                let now = Instant::now();
+                if now >= next_store {
+                    store(&mut writer, SampleKind::Periodic, &mut collector, &mut job_between, &mut step_between);
+                    next_store += plan.interval;
+                    if next_store < now {
+                        next_store = now + plan.interval;
+                    }
+                } else {
+                    // A fast read: only the running maxima, nothing stored.
+                    let t = now_unix_ms();
+                    if plan.records_job_series {
+                        job_between.observe(t, &collector.read_job());
+                    }
+                    step_between.observe(t, &collector.read_step());
+                }
+                if writer.buffered() > 0 && last_flush.elapsed() >= FLUSH_EVERY.min(plan.interval) {
+                    if let Err(e) = writer.flush() {
+                        problem.get_or_insert(e.to_string());
+                    }
+                    last_flush = Instant::now();
+                }
+            }
+        }
+    }
+    if !finished {
+        let _ = writer.end_step(&plan.step, now_unix_ms(), None);
+    }
+    writer.flush().map_err(|e| e.to_string())?;
+    writer.close().map_err(|e| e.to_string())?;
+    match problem {
+        Some(p) => Err(format!("recorded {rows} samples with a problem: {p}")),
+        None => Ok(format!("{rows} samples into {}", plan.file.display())),
+    }
+}
