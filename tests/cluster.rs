@@ -20,7 +20,10 @@ fn help_of_sbatch_srun_salloc_lists_the_option() {
             text.contains("--slurmwatch=[SECONDS]"),
             "{tool} --help does not list the option:\n{text}"
         );
-        assert!(text.contains("optional; default 5"), "{tool}: usage text missing");
+        assert!(
+            text.contains("optional; default 5"),
+            "{tool}: usage text missing"
+        );
     }
 }
 
@@ -31,11 +34,17 @@ fn a_job_that_asks_is_recorded_and_completes() {
         .arg("--slurmwatch=5")
         .submit();
     let line = job.wait(WAIT);
-    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("COMPLETED", "0:0"));
+    assert_eq!(
+        (line.state.as_str(), line.exit_code.as_str()),
+        ("COMPLETED", "0:0")
+    );
     assert_eq!(job.output(), "hello from the job\n");
     let lines = job.plugin_lines();
     assert!(
-        lines.iter().any(|l| l.contains(&format!("slurmwatch: job {} step batch: recording every 5 s", job.id))),
+        lines.iter().any(|l| l.contains(&format!(
+            "slurmwatch: job {} step batch: recording every 5 s",
+            job.id
+        ))),
         "no step line in the slurmd log: {lines:#?}"
     );
 }
@@ -47,7 +56,9 @@ fn a_job_given_the_bare_option_uses_the_default_interval() {
     let line = job.wait(WAIT);
     assert_eq!(line.state, "COMPLETED");
     assert!(
-        job.plugin_lines().iter().any(|l| l.contains("recording every 5 s")),
+        job.plugin_lines()
+            .iter()
+            .any(|l| l.contains("recording every 5 s")),
         "{:#?}",
         job.plugin_lines()
     );
@@ -58,10 +69,18 @@ fn a_job_given_the_bare_option_uses_the_default_interval() {
 fn a_job_that_does_not_ask_has_no_plugin_activity() {
     let job = Submit::new("quiet", "echo plain").submit();
     let line = job.wait(WAIT);
-    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("COMPLETED", "0:0"));
-    assert!(!job.log_lines().is_empty(), "the job's steps left no log lines at all");
+    assert_eq!(
+        (line.state.as_str(), line.exit_code.as_str()),
+        ("COMPLETED", "0:0")
+    );
+    assert!(
+        !job.log_lines().is_empty(),
+        "the job's steps left no log lines at all"
+    );
     assert_eq!(job.plugin_lines(), Vec::<String>::new());
-    assert!(!exists(&std::path::Path::new(SPOOL).join(job.id.to_string())));
+    assert!(!exists(
+        &std::path::Path::new(SPOOL).join(job.id.to_string())
+    ));
 }
 
 #[test]
@@ -74,7 +93,8 @@ fn hostile_option_values_are_refused_at_submission() {
         assert!(!o.status.success(), "{flag} was accepted: {}", stdout(&o));
         assert!(stdout(&o).trim().is_empty(), "{flag} printed a job id");
         assert!(
-            err.contains("slurmwatch: --slurmwatch=") && err.contains("whole number of seconds from 1 to 3600"),
+            err.contains("slurmwatch: --slurmwatch=")
+                && err.contains("whole number of seconds from 1 to 3600"),
             "{flag}: unclear message: {err}"
         );
     }
@@ -85,7 +105,11 @@ fn hostile_option_values_are_refused_at_submission() {
 fn srun_refuses_hostile_values_too() {
     let o = run("srun", &["--slurmwatch=abc", "true"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("slurmwatch: --slurmwatch=\"abc\""), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("slurmwatch: --slurmwatch=\"abc\""),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -97,8 +121,16 @@ fn the_plugin_exports_only_the_spank_symbols() {
         .lines()
         .filter_map(|l| l.split_whitespace().nth(2).map(String::from))
         .collect();
-    for required in ["plugin_name", "plugin_type", "plugin_version", "slurm_spank_init"] {
-        assert!(names.iter().any(|n| n == required), "{required} missing: {names:?}");
+    for required in [
+        "plugin_name",
+        "plugin_type",
+        "plugin_version",
+        "slurm_spank_init",
+    ] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "{required} missing: {names:?}"
+        );
     }
     let stray: Vec<&String> = names
         .iter()
@@ -124,12 +156,20 @@ fn a_panic_in_a_callback_never_harms_the_job() {
             ("COMPLETED", "0:0"),
             "panic in {callback}"
         );
-        assert_eq!(job.output(), "still fine\n", "panic in {callback} leaked into the output");
-        let logged = job
-            .plugin_lines()
-            .iter()
-            .any(|l| l.contains("internal error (panic") && l.contains(&format!("injected test panic in {callback}")));
-        assert!(logged, "panic in {callback} not logged: {:#?}", job.plugin_lines());
+        assert_eq!(
+            job.output(),
+            "still fine\n",
+            "panic in {callback} leaked into the output"
+        );
+        let logged = job.plugin_lines().iter().any(|l| {
+            l.contains("internal error (panic")
+                && l.contains(&format!("injected test panic in {callback}"))
+        });
+        assert!(
+            logged,
+            "panic in {callback} not logged: {:#?}",
+            job.plugin_lines()
+        );
     }
 }
 
@@ -137,8 +177,13 @@ fn a_panic_in_a_callback_never_harms_the_job() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_failing_job_keeps_its_exit_code() {
-    let job = Submit::new("fails", "echo out; exit 3").arg("--slurmwatch=1").submit();
+    let job = Submit::new("fails", "echo out; exit 3")
+        .arg("--slurmwatch=1")
+        .submit();
     let line = job.wait(WAIT);
-    assert_eq!((line.state.as_str(), line.exit_code.as_str()), ("FAILED", "3:0"));
+    assert_eq!(
+        (line.state.as_str(), line.exit_code.as_str()),
+        ("FAILED", "3:0")
+    );
     assert_eq!(job.output(), "out\n");
 }

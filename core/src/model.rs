@@ -114,8 +114,10 @@ impl Peaks {
                 self.working_set_max_t_unix_ms = Some(row.t_unix_ms);
             }
         }
-        self.lifetime_peak_bytes =
-            max_opt(self.lifetime_peak_bytes, row.usage.memory_lifetime_peak_bytes);
+        self.lifetime_peak_bytes = max_opt(
+            self.lifetime_peak_bytes,
+            row.usage.memory_lifetime_peak_bytes,
+        );
         let rate = self.prev.as_ref().and_then(|p| effective_cores(p, row));
         self.effective_cores_max = max_opt(
             self.effective_cores_max,
@@ -143,16 +145,28 @@ mod tests {
     fn effective_cores_is_delta_cpu_over_delta_t() {
         let c = effective_cores(&row(0, Some(1_000_000)), &row(5_000, Some(11_000_000)));
         assert_eq!(c, Some(2.0));
-        assert_eq!(effective_cores(&row(0, Some(7)), &row(1_000, Some(7))), Some(0.0));
+        assert_eq!(
+            effective_cores(&row(0, Some(7)), &row(1_000, Some(7))),
+            Some(0.0)
+        );
     }
 
     #[test]
     fn effective_cores_refuses_backwards_none_and_zero_dt() {
-        assert_eq!(effective_cores(&row(0, Some(10)), &row(5_000, Some(9))), None);
+        assert_eq!(
+            effective_cores(&row(0, Some(10)), &row(5_000, Some(9))),
+            None
+        );
         assert_eq!(effective_cores(&row(0, None), &row(5_000, Some(9))), None);
         assert_eq!(effective_cores(&row(0, Some(1)), &row(5_000, None)), None);
-        assert_eq!(effective_cores(&row(5_000, Some(1)), &row(5_000, Some(9))), None);
-        assert_eq!(effective_cores(&row(6_000, Some(1)), &row(5_000, Some(9))), None);
+        assert_eq!(
+            effective_cores(&row(5_000, Some(1)), &row(5_000, Some(9))),
+            None
+        );
+        assert_eq!(
+            effective_cores(&row(6_000, Some(1)), &row(5_000, Some(9))),
+            None
+        );
     }
 
     fn mem(ws: Option<u64>, limit: Option<u64>) -> SampleRow {
@@ -164,21 +178,39 @@ mod tests {
 
     #[test]
     fn memory_percent_uses_cgroup_limit_then_allocation() {
-        assert_eq!(memory_percent_of_limit(&mem(Some(50), Some(200)), Some(100)), Some(25.0));
-        assert_eq!(memory_percent_of_limit(&mem(Some(50), None), Some(100)), Some(50.0));
+        assert_eq!(
+            memory_percent_of_limit(&mem(Some(50), Some(200)), Some(100)),
+            Some(25.0)
+        );
+        assert_eq!(
+            memory_percent_of_limit(&mem(Some(50), None), Some(100)),
+            Some(50.0)
+        );
         assert_eq!(memory_percent_of_limit(&mem(Some(50), None), None), None);
         assert_eq!(memory_percent_of_limit(&mem(None, Some(100)), None), None);
         assert_eq!(memory_percent_of_limit(&mem(Some(50), Some(0)), None), None);
-        assert_eq!(memory_percent_of_limit(&mem(Some(0), Some(100)), None), Some(0.0));
+        assert_eq!(
+            memory_percent_of_limit(&mem(Some(0), Some(100)), None),
+            Some(0.0)
+        );
     }
 
     #[test]
     fn guard_thresholds() {
         assert_eq!(MemoryGuard::from_percent(84.99), MemoryGuard::Ok);
-        assert_eq!(MemoryGuard::from_percent(MEMORY_AMBER_PERCENT), MemoryGuard::Amber);
+        assert_eq!(
+            MemoryGuard::from_percent(MEMORY_AMBER_PERCENT),
+            MemoryGuard::Amber
+        );
         assert_eq!(MemoryGuard::from_percent(89.99), MemoryGuard::Amber);
-        assert_eq!(MemoryGuard::from_percent(MEMORY_RED_PERCENT), MemoryGuard::Red);
-        assert_eq!(MemoryGuard::of(&mem(Some(95), Some(100)), None), Some(MemoryGuard::Red));
+        assert_eq!(
+            MemoryGuard::from_percent(MEMORY_RED_PERCENT),
+            MemoryGuard::Red
+        );
+        assert_eq!(
+            MemoryGuard::of(&mem(Some(95), Some(100)), None),
+            Some(MemoryGuard::Red)
+        );
         assert_eq!(MemoryGuard::of(&mem(None, Some(100)), None), None);
     }
 

@@ -118,7 +118,9 @@ pub const PLUGSTACK_KEYS: &[&str] = &[
 fn parse_seconds_arg(key: &str, value: &str) -> Result<u32, OptionError> {
     if value.is_empty() || value.len() > 7 || !value.bytes().all(|b| b.is_ascii_digit()) {
         return Err(refuse(
-            format!("slurmwatch: plugstack argument {key}={value:?} is not a whole number of seconds."),
+            format!(
+                "slurmwatch: plugstack argument {key}={value:?} is not a whole number of seconds."
+            ),
             "Write it as e.g. interval=5.".into(),
         ));
     }
@@ -297,18 +299,34 @@ mod tests {
     #[test]
     fn interval_refuses_hostile_values() {
         for bad in [
-            "abc", "0", "-5", "1e9", "1000000000", "", " 5", "5 ", "+5", "0x10", "5.0", "3601",
-            "99999999999999999999", "٣",
+            "abc",
+            "0",
+            "-5",
+            "1e9",
+            "1000000000",
+            "",
+            " 5",
+            "5 ",
+            "+5",
+            "0x10",
+            "5.0",
+            "3601",
+            "99999999999999999999",
+            "٣",
         ] {
             let e = parse_interval(Some(bad), &cfg()).unwrap_err();
-            assert!(e.message.starts_with("slurmwatch: --slurmwatch="), "{bad}: {e}");
+            assert!(
+                e.message.starts_with("slurmwatch: --slurmwatch="),
+                "{bad}: {e}"
+            );
             assert!(e.hint.contains("1 to 3600"), "{bad}: {e}");
         }
     }
 
     #[test]
     fn interval_respects_site_bounds() {
-        let c = PluginConfig::parse(&["min_interval=10", "interval=30", "max_interval=60"]).unwrap();
+        let c =
+            PluginConfig::parse(&["min_interval=10", "interval=30", "max_interval=60"]).unwrap();
         assert_eq!(parse_interval(None, &c), Ok(30));
         assert!(parse_interval(Some("5"), &c).is_err());
         assert!(parse_interval(Some("61"), &c).is_err());

@@ -112,7 +112,9 @@ fn round_trip_is_exact_and_none_is_not_zero() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("job.db");
     let mut w = Writer::create(&path, &meta()).unwrap();
-    let mut rows: Vec<SampleRow> = (0..40).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    let mut rows: Vec<SampleRow> = (0..40)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
     rows[0].kind = SampleKind::Start;
     rows[5] = all_zero(rows[5].t_unix_ms);
     rows[6] = SampleRow::empty(rows[6].t_unix_ms, Series::Job, SampleKind::Periodic);
@@ -125,7 +127,8 @@ fn round_trip_is_exact_and_none_is_not_zero() {
             w.flush().unwrap();
         }
     }
-    w.event(T0 + 1, Some("batch"), "oom_kill", "1 process killed").unwrap();
+    w.event(T0 + 1, Some("batch"), "oom_kill", "1 process killed")
+        .unwrap();
     w.close().unwrap();
 
     let r = Reader::open(&path).unwrap();
@@ -134,7 +137,10 @@ fn round_trip_is_exact_and_none_is_not_zero() {
     assert_eq!(r.last_two(&Series::Job).unwrap(), rows[38..].to_vec());
     let ev = r.events().unwrap();
     assert_eq!(ev.len(), 1);
-    assert_eq!((ev[0].kind.as_str(), ev[0].step.as_deref()), ("oom_kill", Some("batch")));
+    assert_eq!(
+        (ev[0].kind.as_str(), ev[0].step.as_deref()),
+        ("oom_kill", Some("batch"))
+    );
 
     // The `samples` view decodes the packed table for sqlite3/pandas users.
     let c = rusqlite::Connection::open(&path).unwrap();
@@ -182,6 +188,9 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
             expect_batch.push(j);
         }
         w.push(b);
+        if (11..20).contains(&i) {
+            w.push(row(i, Series::step("0"), SampleKind::Periodic));
+        }
         if i == 10 {
             w.flush().unwrap();
             w.begin_step("0", T0 + 10 * 5_000 + 3, Some(4)).unwrap();
@@ -204,23 +213,44 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     for (g, e) in got.iter().zip(&expect_batch) {
         assert_eq!(g, e, "at t = {}", g.t_unix_ms - T0);
     }
+    assert_eq!(r.last_two(&batch()).unwrap(), got[got.len() - 2..].to_vec());
+    let zero = r.samples(&Series::step("0")).unwrap();
+    assert_eq!(
+        zero.len(),
+        9,
+        "step 0's own rows: never filled while batch ran"
+    );
+    assert_eq!(r.last_two(&Series::step("0")).unwrap(), zero[7..].to_vec());
     let steps = r.steps().unwrap();
-    assert_eq!(steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(), ["extern", "batch", "0"]);
+    assert_eq!(
+        steps.iter().map(|s| s.step.as_str()).collect::<Vec<_>>(),
+        ["extern", "batch", "0"]
+    );
     assert_eq!(steps[2].exit_status, Some(0));
     assert_eq!(steps[2].tasks, Some(4));
     assert!(r.samples(&Series::step("nope")).unwrap().is_empty());
     let c = rusqlite::Connection::open(&path).unwrap();
     let stored: i64 = c
-        .query_row("SELECT count(*) FROM samples_packed WHERE series != 0", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM samples_packed WHERE series != 0",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
-    assert_eq!(stored, 1 + 9 + 1, "start, the 9 rows while step 0 ran, end");
+    assert_eq!(
+        stored,
+        1 + 9 + 1 + 9,
+        "batch: start, 9 rows while step 0 ran, end; step 0: 9"
+    );
 }
 
 #[test]
 fn reopened_writer_continues_the_chain() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("job.db");
-    let rows: Vec<SampleRow> = (0..20).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    let rows: Vec<SampleRow> = (0..20)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
     let mut w = Writer::create(&path, &meta()).unwrap();
     for r in &rows[..10] {
         w.push(r.clone());
@@ -232,7 +262,10 @@ fn reopened_writer_continues_the_chain() {
     }
     w.flush().unwrap();
     // A live reader sees the rows while the writer is still open (WAL).
-    assert_eq!(Reader::open(&path).unwrap().samples(&Series::Job).unwrap(), rows);
+    assert_eq!(
+        Reader::open(&path).unwrap().samples(&Series::Job).unwrap(),
+        rows
+    );
     w.close().unwrap();
 }
 
@@ -246,7 +279,10 @@ fn create_refuses_a_symlink_and_an_existing_file() {
     let e = err_text(Writer::create(&link, &meta()));
     assert!(e.contains("cannot create"), "{e}");
     assert_eq!(std::fs::read(&target).unwrap(), b"precious");
-    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
     let e = err_text(Writer::create(&target, &meta()));
     assert!(e.contains("exists"), "{e}");
     assert_eq!(std::fs::read(&target).unwrap(), b"precious");
@@ -280,7 +316,9 @@ fn newer_schema_is_refused_with_a_hint() {
         .unwrap();
     let e = err_text(Reader::open(&path));
     assert!(
-        e.contains("written by a newer slurmwatch (schema 7); this one reads up to 1 — upgrade slurmwatch"),
+        e.contains(
+            "written by a newer slurmwatch (schema 7); this one reads up to 1 — upgrade slurmwatch"
+        ),
         "{e}"
     );
     assert!(err_text(Writer::open_existing(&path)).contains("newer slurmwatch"));
@@ -290,7 +328,9 @@ fn newer_schema_is_refused_with_a_hint() {
 fn garbage_truncated_and_foreign_files_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.db");
-    let bytes: Vec<u8> = (0..1000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..1000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     std::fs::write(&junk, &bytes).unwrap();
     assert!(err_text(Reader::open(&junk)).contains("not an SQLite database"));
 
@@ -323,7 +363,10 @@ fn garbage_truncated_and_foreign_files_are_refused_clearly() {
 }
 
 fn snapshot(p: &Path) -> (Vec<u8>, std::time::SystemTime) {
-    (std::fs::read(p).unwrap(), std::fs::metadata(p).unwrap().modified().unwrap())
+    (
+        std::fs::read(p).unwrap(),
+        std::fs::metadata(p).unwrap().modified().unwrap(),
+    )
 }
 
 #[test]
@@ -336,6 +379,10 @@ fn reading_never_modifies_the_file() {
     }
     w.close().unwrap();
     let before = snapshot(&path);
+    assert_eq!(
+        before.0[18], 1,
+        "a closed file is in rollback mode: self-contained"
+    );
     std::thread::sleep(std::time::Duration::from_millis(20));
     {
         let r = Reader::open(&path).unwrap();
@@ -346,7 +393,10 @@ fn reading_never_modifies_the_file() {
         r.last_two(&Series::step("batch")).unwrap();
     }
     assert_eq!(snapshot(&path), before);
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["job.db"], "no -wal/-shm/-journal left behind");
 }
 
@@ -369,7 +419,9 @@ fn a_finished_file_reads_from_a_read_only_directory() {
 fn archive_copy_is_consistent_private_and_atomic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("job.db");
-    let rows: Vec<SampleRow> = (0..50).map(|i| row(i, Series::Job, SampleKind::Periodic)).collect();
+    let rows: Vec<SampleRow> = (0..50)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
     let mut w = Writer::create(&path, &meta()).unwrap();
     for r in &rows {
         w.push(r.clone());
@@ -381,14 +433,29 @@ fn archive_copy_is_consistent_private_and_atomic() {
     // Copy while the writer still has the file open.
     let out = archive::copy_consistent(&path, &dest_dir, "12345.db").unwrap();
     assert_eq!(out, dest_dir.join("12345.db"));
-    assert_eq!(Reader::open(&out).unwrap().samples(&Series::Job).unwrap(), rows);
-    let names: Vec<_> = std::fs::read_dir(&dest_dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        Reader::open(&out).unwrap().samples(&Series::Job).unwrap(),
+        rows
+    );
+    let names: Vec<_> = std::fs::read_dir(&dest_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["12345.db"]);
-    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(
+        std::fs::metadata(&out).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     assert!(archive::copy_consistent(&path, &dest_dir, "../x.db").is_err());
 
     let backup = dir.path().join("backup.db");
     w.backup_to(&backup).unwrap();
-    assert_eq!(Reader::open(&backup).unwrap().samples(&Series::Job).unwrap(), rows);
+    assert_eq!(
+        Reader::open(&backup)
+            .unwrap()
+            .samples(&Series::Job)
+            .unwrap(),
+        rows
+    );
     w.close().unwrap();
 }

@@ -24,7 +24,9 @@ fn install_panic_hook() {
             // Only the callback thread logs through Slurm; a sampler thread's panic is
             // reported when it is joined.
             if crate::state::is_callback_thread() {
-                crate::log::problem(&format!("slurmwatch: internal error (panic{at}): {msg}; the job is not affected"));
+                crate::log::problem(&format!(
+                    "slurmwatch: internal error (panic{at}): {msg}; the job is not affected"
+                ));
             }
         }));
     });
@@ -36,7 +38,9 @@ pub fn guarded(callback: &str, body: impl FnOnce() -> Result<(), String>) -> i32
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => 0,
         Ok(Err(msg)) => {
-            crate::log::problem(&format!("slurmwatch: {callback}: {msg}; the job is not affected"));
+            crate::log::problem(&format!(
+                "slurmwatch: {callback}: {msg}; the job is not affected"
+            ));
             0
         }
         Err(_) => 0,

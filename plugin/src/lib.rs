@@ -59,7 +59,11 @@ extern "C" fn on_option(_val: c_int, optarg: *const c_char, remote: c_int) -> c_
     guard::guarded("option", || {
         let value = (!optarg.is_null())
             // SAFETY: Slurm passes a NUL-terminated argument or NULL.
-            .then(|| unsafe { CStr::from_ptr(optarg) }.to_string_lossy().into_owned())
+            .then(|| {
+                unsafe { CStr::from_ptr(optarg) }
+                    .to_string_lossy()
+                    .into_owned()
+            })
             // slurmstepd receives a bare `--slurmwatch` as an empty value.
             .filter(|v| !(remote != 0 && v.is_empty()));
         let config = state::config().unwrap_or_default();
@@ -93,7 +97,9 @@ fn register_option(sp: Spank) -> Result<(), String> {
     if rc == ffi::ESPANK_SUCCESS {
         Ok(())
     } else {
-        Err(format!("could not register --slurmwatch (SPANK error {rc})"))
+        Err(format!(
+            "could not register --slurmwatch (SPANK error {rc})"
+        ))
     }
 }
 
@@ -113,7 +119,11 @@ fn inject_fault(_sp: Spank, _callback: &str) {}
 /// # Safety
 /// Called by Slurm with a valid handle and plugstack argv.
 #[no_mangle]
-pub unsafe extern "C" fn slurm_spank_init(sp: ffi::spank_t, ac: c_int, av: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn slurm_spank_init(
+    sp: ffi::spank_t,
+    ac: c_int,
+    av: *mut *mut c_char,
+) -> c_int {
     let sp = Spank(sp);
     guard::guarded("init", || {
         let ctx = spank::context();
@@ -175,10 +185,13 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
             return Ok(());
         }
         inject_fault(sp, "task_post_fork");
+        let mut running = state::lock(&state::RECORDER);
+        if running.is_none() && state::lock(&state::PLAN).is_none() {
+            return Ok(()); // this step is not recorded
+        }
         let Some(pid) = sp.task_pid() else {
             return Err("no task pid".into());
         };
-        let mut running = state::lock(&state::RECORDER);
         match running.as_ref() {
             Some(r) => r.add_task(pid),
             None => {
@@ -220,7 +233,11 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
 /// # Safety
 /// Called by Slurm with a valid handle.
 #[no_mangle]
-pub unsafe extern "C" fn slurm_spank_exit(sp: ffi::spank_t, _ac: c_int, _av: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn slurm_spank_exit(
+    sp: ffi::spank_t,
+    _ac: c_int,
+    _av: *mut *mut c_char,
+) -> c_int {
     let sp = Spank(sp);
     guard::guarded("exit", || {
         if spank::context() != Context::Remote {
@@ -232,8 +249,12 @@ pub unsafe extern "C" fn slurm_spank_exit(sp: ffi::spank_t, _ac: c_int, _av: *mu
             let job = sp.job_id().unwrap_or(0);
             let step = sp.step_id().map(spank::step_name).unwrap_or_default();
             match r.stop() {
-                Ok(summary) => log::info(&format!("slurmwatch: job {job} step {step}: done, {summary}")),
-                Err(problem) => log::problem(&format!("slurmwatch: job {job} step {step}: {problem}; the job is not affected")),
+                Ok(summary) => log::info(&format!(
+                    "slurmwatch: job {job} step {step}: done, {summary}"
+                )),
+                Err(problem) => log::problem(&format!(
+                    "slurmwatch: job {job} step {step}: {problem}; the job is not affected"
+                )),
             }
         }
         Ok(())
@@ -249,7 +270,9 @@ fn user_name(uid: u32) -> String {
     let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
     if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
         // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside buf.
-        unsafe { CStr::from_ptr(pw.pw_name) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .into_owned()
     } else {
         uid.to_string()
     }
@@ -264,7 +287,9 @@ fn node_name() -> String {
     }
     buf[255] = 0;
     // SAFETY: NUL-terminated above.
-    let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned();
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
     name.split('.').next().unwrap_or("unknown").to_string()
 }
 

@@ -149,7 +149,8 @@ fn thread_bytes_written() -> Option<u64> {
 /// the counter went backwards (a reset is "no rate", never a negative one).
 fn cores_between(c0_usec: u64, t0_ms: i64, c1_usec: Option<u64>, t1_ms: i64) -> Option<f64> {
     let c1 = c1_usec?;
-    (t1_ms > t0_ms && c1 >= c0_usec).then(|| (c1 - c0_usec) as f64 / ((t1_ms - t0_ms) as f64 * 1000.0))
+    (t1_ms > t0_ms && c1 >= c0_usec)
+        .then(|| (c1 - c0_usec) as f64 / ((t1_ms - t0_ms) as f64 * 1000.0))
 }
 
 /// Running maxima between two stored rows of one series.
@@ -173,7 +174,14 @@ impl Between {
         self.last = Some((t_ms, r.cpu_usage_usec));
     }
 
-    fn take_row(&mut self, t_ms: i64, series: Series, kind: SampleKind, r: UsageReading, plan: &Plan) -> SampleRow {
+    fn take_row(
+        &mut self,
+        t_ms: i64,
+        series: Series,
+        kind: SampleKind,
+        r: UsageReading,
+        plan: &Plan,
+    ) -> SampleRow {
         let mut row = SampleRow::empty(t_ms, series, kind);
         row.usage = r;
         row.cores_allocated = plan.cores_allocated;
@@ -218,7 +226,11 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
     let mut job_between = Between::default();
     let mut step_between = Between::default();
     let mut rows = 0u64;
-    let mut store = |writer: &mut Writer, kind: SampleKind, collector: &mut JobCollector, jb: &mut Between, sb: &mut Between| {
+    let mut store = |writer: &mut Writer,
+                     kind: SampleKind,
+                     collector: &mut JobCollector,
+                     jb: &mut Between,
+                     sb: &mut Between| {
         let t = now_unix_ms();
         if plan.records_job_series {
             let r = collector.read_job();
@@ -231,7 +243,13 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         rows += 1;
     };
 
-    store(&mut writer, SampleKind::Start, &mut collector, &mut job_between, &mut step_between);
+    store(
+        &mut writer,
+        SampleKind::Start,
+        &mut collector,
+        &mut job_between,
+        &mut step_between,
+    );
     let mut problem: Option<String> = writer.flush().err().map(|e| e.to_string());
     let mut next_store = Instant::now() + plan.interval;
     let mut last_flush = Instant::now();
@@ -242,7 +260,13 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
             Ok(Msg::AddTask(pid)) => collector.add_task_pid(pid),
             Ok(Msg::Final(ack)) => {
                 if !finished {
-                    store(&mut writer, SampleKind::End, &mut collector, &mut job_between, &mut step_between);
+                    store(
+                        &mut writer,
+                        SampleKind::End,
+                        &mut collector,
+                        &mut job_between,
+                        &mut step_between,
+                    );
                     let _ = writer.end_step(&plan.step, now_unix_ms(), None);
                     if let Err(e) = writer.flush() {
                         problem.get_or_insert(e.to_string());
@@ -258,7 +282,13 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                 }
                 let now = Instant::now();
                 if now >= next_store {
-                    store(&mut writer, SampleKind::Periodic, &mut collector, &mut job_between, &mut step_between);
+                    store(
+                        &mut writer,
+                        SampleKind::Periodic,
+                        &mut collector,
+                        &mut job_between,
+                        &mut step_between,
+                    );
                     next_store += plan.interval;
                     if next_store < now {
                         next_store = now + plan.interval;

@@ -46,11 +46,18 @@ pub fn stderr(o: &Output) -> String {
 /// A fresh directory for one test job, writable by the test users.
 pub fn job_dir(name: &str) -> PathBuf {
     let n = SEQ.fetch_add(1, Ordering::SeqCst);
-    let dir = PathBuf::from(format!("/tmp/slurmwatch-it/{name}-{}-{n}", std::process::id()));
+    let dir = PathBuf::from(format!(
+        "/tmp/slurmwatch-it/{name}-{}-{n}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create job dir");
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions("/tmp/slurmwatch-it", std::fs::Permissions::from_mode(0o1777)).ok();
+    std::fs::set_permissions(
+        "/tmp/slurmwatch-it",
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .ok();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
     dir
 }
@@ -170,7 +177,10 @@ impl Job {
                     }
                 }
             }
-            assert!(Instant::now() < end, "job {id} did not finish within {timeout:?}");
+            assert!(
+                Instant::now() < end,
+                "job {id} did not finish within {timeout:?}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -184,7 +194,10 @@ impl Job {
             if stdout(&q).trim() == "RUNNING" {
                 return;
             }
-            assert!(Instant::now() < end, "job {id} did not start within {timeout:?}");
+            assert!(
+                Instant::now() < end,
+                "job {id} did not start within {timeout:?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -247,11 +260,66 @@ pub fn sacct_duration_seconds(s: &str) -> Option<f64> {
     };
     let parts: Vec<&str> = rest.split(':').collect();
     let secs = match parts.as_slice() {
-        [h, m, s] => h.parse::<f64>().ok()? * 3600.0 + m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?,
+        [h, m, s] => {
+            h.parse::<f64>().ok()? * 3600.0
+                + m.parse::<f64>().ok()? * 60.0
+                + s.parse::<f64>().ok()?
+        }
         [m, s] => m.parse::<f64>().ok()? * 60.0 + s.parse::<f64>().ok()?,
         _ => return None,
     };
     Some(days * 86400.0 + secs)
+}
+
+/// The job's file in the node-local spool.
+pub fn spool_file(job: u32) -> PathBuf {
+    Path::new(SPOOL).join(format!("{job}.sqlite"))
+}
+
+/// The job's recorded series, read through the library's reader.
+pub fn recorded(
+    job: u32,
+    series: &slurmwatch_core::store::Series,
+) -> Vec<slurmwatch_core::store::SampleRow> {
+    let reader = slurmwatch_core::store::Reader::open(&spool_file(job))
+        .unwrap_or_else(|e| panic!("job {job}: no readable file: {e}"));
+    reader
+        .samples(series)
+        .unwrap_or_else(|e| panic!("job {job}: {e}"))
+}
+
+/// Tests that rewrite plugstack.conf take this exclusively; every other test shares it.
+pub static PLUGSTACK: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+pub fn shared_plugstack() -> std::sync::RwLockReadGuard<'static, ()> {
+    PLUGSTACK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Rewrites plugstack.conf for the jobs submitted while the guard lives (slurmstepd reads
+/// it at every step start), and restores it on drop.
+pub struct PlugstackOverride {
+    original: String,
+    _lock: std::sync::RwLockWriteGuard<'static, ()>,
+}
+
+pub const PLUGSTACK_CONF: &str = "/etc/slurm/plugstack.conf";
+
+impl PlugstackOverride {
+    pub fn new(args: &str) -> PlugstackOverride {
+        let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
+        let original = std::fs::read_to_string(PLUGSTACK_CONF).expect("read plugstack.conf");
+        std::fs::write(PLUGSTACK_CONF, format!("optional {PLUGIN_SO} {args}\n")).unwrap();
+        PlugstackOverride {
+            original,
+            _lock: lock,
+        }
+    }
+}
+
+impl Drop for PlugstackOverride {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PLUGSTACK_CONF, &self.original);
+    }
 }
 
 pub fn exists(p: &Path) -> bool {

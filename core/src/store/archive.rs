@@ -9,8 +9,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::reader::Reader;
-use super::writer::vacuum_into;
 use super::sql_err;
+use super::writer::vacuum_into;
 use crate::error::{Error, Result};
 
 /// Copies `src` (a consistent snapshot, even while a writer appends) to
@@ -51,7 +51,11 @@ pub fn copy_consistent(src: &Path, dest_dir: &Path, final_name: &str) -> Result<
         file.sync_all().map_err(|e| sql_err(&tmp, e))?;
         Reader::open(&tmp)?; // the copy must read back before it replaces anything
         std::fs::rename(&tmp, &dest).map_err(|e| {
-            Error::Store(format!("cannot rename {} to {}: {e}", tmp.display(), dest.display()))
+            Error::Store(format!(
+                "cannot rename {} to {}: {e}",
+                tmp.display(),
+                dest.display()
+            ))
         })?;
         if let Ok(d) = std::fs::File::open(dest_dir) {
             let _ = d.sync_all();

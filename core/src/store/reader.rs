@@ -8,7 +8,9 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::codec::{decode, Chain, Values};
 use super::schema::{self, APPLICATION_ID, NVALUES, SCHEMA_VERSION, VALUE_COLUMNS};
-use super::{sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo};
+use super::{
+    sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo,
+};
 use crate::error::{Error, Result};
 use crate::sample::Source;
 
@@ -23,7 +25,8 @@ impl Reader {
     /// A file that is not SQLite, is truncated, is not slurmwatch's or comes from a newer
     /// slurmwatch gets one clear error.
     pub fn open(path: &Path) -> Result<Reader> {
-        let mut f = File::open(path).map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
+        let mut f = File::open(path)
+            .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
         let len = f.metadata().map_err(|e| sql_err(path, e))?.len();
         check_header(path, len, &mut f)?;
         drop(f);
@@ -37,11 +40,8 @@ impl Reader {
             // create the `-shm` it wants. With no `-wal` beside it nothing is uncommitted, so
             // reading it as immutable is exact.
             Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) && !wal_exists(path) => {
-                Connection::open_with_flags(
-                    immutable_uri(path),
-                    flags | OpenFlags::SQLITE_OPEN_URI,
-                )
-                .map_err(|e| db_err(path, e))?
+                Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(|e| db_err(path, e))?
             }
             Err(e) => return Err(db_err(path, e)),
         };
@@ -73,10 +73,14 @@ impl Reader {
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .and_then(|rows| rows.collect())
             .map_err(|e| db_err(&self.path, e))?;
-        let get = |k: &str| pairs.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        let need = |k: &str| {
-            get(k).ok_or_else(|| sql_err(&self.path, format!("meta has no '{k}'")))
+        let get = |k: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.as_str())
         };
+        let need =
+            |k: &str| get(k).ok_or_else(|| sql_err(&self.path, format!("meta has no '{k}'")));
         fn num<T: std::str::FromStr>(path: &Path, k: &str, v: &str) -> Result<T> {
             v.parse()
                 .map_err(|_| sql_err(path, format!("meta '{k}' is not a number: {v:?}")))
@@ -175,12 +179,128 @@ impl Reader {
     }
 
     /// The last two rows of a series (fewer if it has fewer), oldest first: what a live view
-    /// needs for rates.
+    /// needs for rates. Same result as the tail of [`samples`](Self::samples), without
+    /// decoding the whole series in Rust.
     pub fn last_two(&self, series: &Series) -> Result<Vec<SampleRow>> {
-        let mut rows = self.samples(series)?;
+        let name = match series {
+            Series::Job => return self.tail(0, series, i64::MAX, 2),
+            Series::Step(name) => name,
+        };
+        let steps = load_steps(&self.conn, &self.path)?;
+        let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
+            return Ok(Vec::new());
+        };
+        let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
+        let start = me.started_unix_ms.unwrap_or(i64::MAX);
+        let end = me.ended_unix_ms.unwrap_or(i64::MAX);
+        let mut rows = self.tail(*id, series, i64::MAX, 2)?;
+        let job = self.tail(0, &Series::Job, end, 2)?;
+        let covered = |r: &SampleRow| rows.iter().any(|s| s.t_unix_ms == r.t_unix_ms);
+        let eligible = |r: &SampleRow| {
+            r.kind == SampleKind::Periodic
+                && r.t_unix_ms >= start
+                && step_row_is_redundant(name, r.t_unix_ms, &infos)
+        };
+        // Exact only if no older job row can be among the last two: fall back otherwise.
+        if job.len() == 2 && !job.iter().all(|r| covered(r) || eligible(r)) {
+            let mut all = self.samples(series)?;
+            let keep = all.len().saturating_sub(2);
+            all.drain(..keep);
+            return Ok(all);
+        }
+        let eligible: Vec<SampleRow> = job
+            .into_iter()
+            .filter(|r| eligible(r) && !covered(r))
+            .map(|r| SampleRow {
+                series: series.clone(),
+                ..r
+            })
+            .collect();
+        rows.extend(eligible);
+        rows.sort_by_key(|r| r.t_unix_ms);
         let keep = rows.len().saturating_sub(2);
         rows.drain(..keep);
         Ok(rows)
+    }
+
+    /// The last `k` rows of series `id` with time ≤ `max_t_unix_ms`, decoded: one SUM over the
+    /// rows before them seeds the delta chain.
+    fn tail(&self, id: i64, series: &Series, max_t_unix_ms: i64, k: i64) -> Result<Vec<SampleRow>> {
+        let e = |e| db_err(&self.path, e);
+        let max_t_ms = max_t_unix_ms.saturating_sub(self.started_unix_ms);
+        let first: Option<i64> = self
+            .conn
+            .query_row(
+                "SELECT MIN(r) FROM (SELECT rowid AS r FROM samples_packed
+                 WHERE series = ?1 AND t_ms <= ?2 ORDER BY rowid DESC LIMIT ?3)",
+                rusqlite::params![id, max_t_ms, k],
+                |r| r.get(0),
+            )
+            .map_err(e)?;
+        let Some(first) = first else {
+            return Ok(Vec::new());
+        };
+        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+        let sums: Vec<String> = cols.iter().map(|c| format!("SUM({c})")).collect();
+        let mut v: Values = [None; NVALUES];
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT {} FROM samples_packed WHERE series = ?1 AND rowid < ?2",
+                    sums.join(", ")
+                ),
+                [id, first],
+                |r| {
+                    for (i, slot) in v.iter_mut().enumerate() {
+                        *slot = r.get(i)?;
+                    }
+                    Ok(())
+                },
+            )
+            .map_err(e)?;
+        let mut chain = Chain::from_sums(v);
+        // Every later row advances the chain, even one past `max_t` (a clock that stepped back).
+        let sql = format!(
+            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
+            cols.join(", ")
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(e)?;
+        let mut q = stmt.query([id, first]).map_err(e)?;
+        let mut out = Vec::new();
+        while let Some(r) = q.next().map_err(e)? {
+            self.push_decoded(r, &mut chain, series, &mut out)?;
+        }
+        out.retain(|r| r.t_unix_ms <= max_t_unix_ms);
+        let keep = out.len().saturating_sub(k as usize);
+        out.drain(..keep);
+        Ok(out)
+    }
+
+    fn push_decoded(
+        &self,
+        r: &rusqlite::Row<'_>,
+        chain: &mut Chain,
+        series: &Series,
+        out: &mut Vec<SampleRow>,
+    ) -> Result<()> {
+        let e = |e| db_err(&self.path, e);
+        let t_ms: i64 = r.get(0).map_err(e)?;
+        let kind: i64 = r.get(1).map_err(e)?;
+        let mut v: Values = [None; NVALUES];
+        for (i, slot) in v.iter_mut().enumerate() {
+            *slot = r.get(i + 2).map_err(e)?;
+        }
+        let abs = chain.undelta(&v);
+        // An unknown kind cannot come from this schema version; skip the row, keep the chain.
+        if let Some(kind) = SampleKind::from_code(kind) {
+            out.push(decode(
+                self.started_unix_ms + t_ms,
+                series.clone(),
+                kind,
+                &abs,
+            ));
+        }
+        Ok(())
     }
 
     fn decode_series(&self, id: i64, series: &Series) -> Result<Vec<SampleRow>> {
@@ -189,26 +309,12 @@ impl Reader {
             "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 ORDER BY rowid",
             cols.join(", ")
         );
-        let mut stmt = self
-            .conn
-            .prepare(&sql)
-            .map_err(|e| db_err(&self.path, e))?;
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| db_err(&self.path, e))?;
         let mut q = stmt.query([id]).map_err(|e| db_err(&self.path, e))?;
         let mut chain = Chain::default();
         let mut out = Vec::new();
         while let Some(r) = q.next().map_err(|e| db_err(&self.path, e))? {
-            let get = |i: usize| r.get::<_, Option<i64>>(i);
-            let t_ms: i64 = r.get(0).map_err(|e| db_err(&self.path, e))?;
-            let kind: i64 = r.get(1).map_err(|e| db_err(&self.path, e))?;
-            let mut v: Values = [None; NVALUES];
-            for (i, slot) in v.iter_mut().enumerate() {
-                *slot = get(i + 2).map_err(|e| db_err(&self.path, e))?;
-            }
-            let abs = chain.undelta(&v);
-            // An unknown kind cannot come from this schema version; skip the row, keep the chain.
-            if let Some(kind) = SampleKind::from_code(kind) {
-                out.push(decode(self.started_unix_ms + t_ms, series.clone(), kind, &abs));
-            }
+            self.push_decoded(r, &mut chain, series, &mut out)?;
         }
         Ok(out)
     }
@@ -253,7 +359,10 @@ pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
 /// page count in the header (a file cut short by a copy or a full disk).
 pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
     if len == 0 {
-        return Err(sql_err(path, "empty file (not a slurmwatch file, or creation was interrupted)"));
+        return Err(sql_err(
+            path,
+            "empty file (not a slurmwatch file, or creation was interrupted)",
+        ));
     }
     let mut h = [0u8; 100];
     if len < 100 || f.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {

@@ -119,7 +119,11 @@ pub(crate) const VALUE_COLUMNS: &[(&str, &str, Scale)] = &[
         Scale::Milli,
     ),
     ("sampler_cpu_usec", "sampler_cpu_usec", Scale::Plain),
-    ("sampler_bytes_written", "sampler_bytes_written", Scale::Plain),
+    (
+        "sampler_bytes_written",
+        "sampler_bytes_written",
+        Scale::Plain,
+    ),
 ];
 
 pub(crate) const NVALUES: usize = 25;
@@ -199,7 +203,9 @@ fn view_sql() -> String {
             Scale::Centi => format!("{sum} / 100.0"),
             Scale::Milli => format!("{sum} / 1000.0"),
         };
-        cols.push(format!("CASE WHEN {c} IS NULL THEN NULL ELSE {expr} END AS {v}"));
+        cols.push(format!(
+            "CASE WHEN {c} IS NULL THEN NULL ELSE {expr} END AS {v}"
+        ));
     }
     format!(
         "-- Decoded samples in plain units (stored rows only; see store/schema.rs).

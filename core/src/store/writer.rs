@@ -59,11 +59,16 @@ impl Writer {
             .map_err(|e| Error::Store(format!("cannot create {}: {e}", path.display())))?;
         let made = (|| {
             if let Some((uid, gid)) = owner {
-                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
-                    .map_err(|e| sql_err(path, format!("cannot hand the file to uid {uid}: {e}")))?;
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).map_err(|e| {
+                    sql_err(path, format!("cannot hand the file to uid {uid}: {e}"))
+                })?;
             }
             let conn = open_rw(path, &file)?;
-            let tx_sql = format!("BEGIN;\n{}\n{}COMMIT;", schema::create_sql(), meta_sql(meta));
+            let tx_sql = format!(
+                "BEGIN;\n{}\n{}COMMIT;",
+                schema::create_sql(),
+                meta_sql(meta)
+            );
             conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
@@ -163,8 +168,7 @@ impl Writer {
                 let series = match &row.series {
                     Series::Job => 0,
                     Series::Step(name) => {
-                        let id =
-                            ensure_step(&tx, path, name, row.t_unix_ms, &mut ids, &mut infos)?;
+                        let id = ensure_step(&tx, path, name, row.t_unix_ms, &mut ids, &mut infos)?;
                         if row.kind == SampleKind::Periodic
                             && step_row_is_redundant(name, row.t_unix_ms, &infos)
                         {
@@ -176,7 +180,10 @@ impl Writer {
                 if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(series) {
                     e.insert(load_chain(&tx, path, series)?);
                 }
-                let stored = chains.get_mut(&series).expect("inserted").delta(&encode(row));
+                let stored = chains
+                    .get_mut(&series)
+                    .expect("inserted")
+                    .delta(&encode(row));
                 let mut p: [Option<i64>; NVALUES + 3] = [None; NVALUES + 3];
                 p[0] = Some(row.t_unix_ms - base);
                 p[1] = Some(series);
@@ -238,7 +245,13 @@ impl Writer {
     }
 
     /// Appends an event (OOM kill, sampler error, ...) immediately.
-    pub fn event(&mut self, t_unix_ms: i64, step: Option<&str>, kind: &str, detail: &str) -> Result<()> {
+    pub fn event(
+        &mut self,
+        t_unix_ms: i64,
+        step: Option<&str>,
+        kind: &str,
+        detail: &str,
+    ) -> Result<()> {
         insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail)
     }
 
@@ -283,7 +296,8 @@ fn open_rw(path: &Path, file: &File) -> Result<Connection> {
     if (ours.dev(), ours.ino()) != (now.dev(), now.ino()) {
         return Err(sql_err(path, "the file was replaced while being opened"));
     }
-    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| db_err(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| db_err(path, e))?;
     conn.execute_batch(schema::WRITER_PRAGMAS)
         .map_err(|e| db_err(path, e))?;
     Ok(conn)
@@ -337,7 +351,13 @@ fn meta_sql(m: &JobMeta) -> String {
         kv.push(("memory_allocated_bytes", b.to_string()));
     }
     kv.iter()
-        .map(|(k, v)| format!("INSERT INTO meta(key, value) VALUES ({}, {});\n", q(k), q(v)))
+        .map(|(k, v)| {
+            format!(
+                "INSERT INTO meta(key, value) VALUES ({}, {});\n",
+                q(k),
+                q(v)
+            )
+        })
         .collect()
 }
 
