@@ -109,7 +109,7 @@ impl Peaks {
             row.memory_working_set_max_bytes,
         );
         if let Some(ws) = ws {
-            if self.working_set_max_bytes.map_or(true, |m| ws > m) {
+            if !matches!(self.working_set_max_bytes, Some(m) if m >= ws) {
                 self.working_set_max_bytes = Some(ws);
                 self.working_set_max_t_unix_ms = Some(row.t_unix_ms);
             }

@@ -144,7 +144,8 @@ fn round_trip_is_exact_and_none_is_not_zero() {
 
     // The `samples` view decodes the packed table for sqlite3/pandas users.
     let c = rusqlite::Connection::open(&path).unwrap();
-    let got: Vec<(i64, String, Option<i64>, Option<i64>, Option<f64>)> = c
+    type ViewRow = (i64, String, Option<i64>, Option<i64>, Option<f64>);
+    let got: Vec<ViewRow> = c
         .prepare("SELECT t_unix_ms, kind, cpu_usage_usec, memory_working_set_bytes, pressure_cpu_some_avg10_percent FROM samples WHERE series = 'job'")
         .unwrap()
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))

@@ -140,7 +140,7 @@ pub struct Event {
 pub const EXTERN_STEP: &str = "extern";
 
 fn running_at(s: &StepInfo, t: i64) -> bool {
-    s.started_unix_ms.is_some_and(|a| a <= t) && s.ended_unix_ms.map_or(true, |e| t <= e)
+    s.started_unix_ms.is_some_and(|a| a <= t) && !matches!(s.ended_unix_ms, Some(e) if t > e)
 }
 
 /// The one rule the writer (to skip) and the reader (to fill) share: a periodic row of `step`

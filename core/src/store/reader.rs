@@ -25,10 +25,10 @@ impl Reader {
     /// A file that is not SQLite, is truncated, is not slurmwatch's or comes from a newer
     /// slurmwatch gets one clear error.
     pub fn open(path: &Path) -> Result<Reader> {
-        let mut f = File::open(path)
+        let f = File::open(path)
             .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
         let len = f.metadata().map_err(|e| sql_err(path, e))?.len();
-        check_header(path, len, &mut f)?;
+        check_header(path, len, &f)?;
         drop(f);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = match Connection::open_with_flags(path, flags).and_then(|c| {
@@ -378,7 +378,8 @@ pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
     let pages = u64::from(u32::from_be_bytes([h[28], h[29], h[30], h[31]]));
     // The page count is valid only when "version-valid-for" matches the change counter.
     let counted = h[24..28] == h[92..96] && pages > 0;
-    if page_size < 512 || (counted && len < pages * page_size) || len % page_size != 0 {
+    if page_size < 512 || (counted && len < pages * page_size) || len / page_size * page_size != len
+    {
         return Err(sql_err(
             path,
             format!(
