@@ -223,7 +223,7 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
             r.tasks_exited += 1;
             // The last local task: take the final reading while the step cgroup still exists.
             if r.tasks_exited >= sp.local_task_count().unwrap_or(1) {
-                r.final_reading();
+                r.final_reading(sp.task_exit_status());
             }
         }
         Ok(())

@@ -47,8 +47,8 @@ pub struct Plan {
 
 enum Msg {
     AddTask(u32),
-    /// Take the last reading now and acknowledge.
-    Final(Sender<()>),
+    /// Take the last reading now (with the last task's wait status) and acknowledge.
+    Final(Sender<()>, Option<i32>),
     Stop,
 }
 
@@ -103,9 +103,9 @@ impl Recorder {
     }
 
     /// The last reading, while the step's cgroup still exists. Bounded wait.
-    pub fn final_reading(&self) {
+    pub fn final_reading(&self, exit_status: Option<i32>) {
         let (ack_tx, ack) = mpsc::channel();
-        if self.tx.send(Msg::Final(ack_tx)).is_ok() {
+        if self.tx.send(Msg::Final(ack_tx, exit_status)).is_ok() {
             let _ = ack.recv_timeout(FINAL_WAIT);
         }
     }
@@ -258,7 +258,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         let wait = FAST_READ.min(next_store.saturating_duration_since(Instant::now()));
         match rx.recv_timeout(wait) {
             Ok(Msg::AddTask(pid)) => collector.add_task_pid(pid),
-            Ok(Msg::Final(ack)) => {
+            Ok(Msg::Final(ack, exit_status)) => {
                 if !finished {
                     store(
                         &mut writer,
@@ -267,7 +267,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                         &mut job_between,
                         &mut step_between,
                     );
-                    let _ = writer.end_step(&plan.step, now_unix_ms(), None);
+                    let _ = writer.end_step(&plan.step, now_unix_ms(), exit_status);
                     if let Err(e) = writer.flush() {
                         problem.get_or_insert(e.to_string());
                     }
