@@ -27,6 +27,6 @@ if ! command -v cargo >/dev/null 2>&1; then
   done
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "deps: cargo not found: install a Rust toolchain >= 1.77 (rustup.rs) and run again" >&2
+  echo "deps: cargo not found: install a Rust toolchain >= 1.87 (rustup.rs) and run again" >&2
   exit 2
 fi

@@ -13,6 +13,7 @@ mod ffi {
     include!(concat!(env!("OUT_DIR"), "/spank.rs"));
 }
 
+mod as_user;
 mod guard;
 mod log;
 mod recorder;
@@ -301,15 +302,33 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let step = spank::step_name(step_id);
     let uid = sp.uid().ok_or("no job uid")?;
     let gid = sp.gid().ok_or("no job gid")?;
+    let user = user_name(uid);
+    let node = node_name();
+    let archive_dir = match &config.archive_template {
+        None => None,
+        Some(t) => Some(
+            options::expand_template(
+                t,
+                &options::TemplateIds {
+                    user: &user,
+                    uid,
+                    job_id,
+                    node: &node,
+                },
+            )
+            .ok_or("the archive template cannot be expanded safely for this job")?,
+        ),
+    };
     Ok(recorder::Plan {
+        archive_dir,
         job_id,
         records_job_series: matches!(step.as_str(), "batch" | "interactive"),
         step,
         interval: std::time::Duration::from_secs(u64::from(interval)),
         uid,
         gid,
-        user: user_name(uid),
-        node: node_name(),
+        user,
+        node,
         file: config.spool_dir.join(format!("{job_id}.sqlite")),
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: sp

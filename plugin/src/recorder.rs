@@ -23,6 +23,8 @@ const FAST_READ: Duration = Duration::from_secs(1);
 /// Stored rows are committed at least this often (a reader sees data this fresh; a node
 /// crash loses at most this much).
 const FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// A consistent copy goes to the archive this often while the step runs, and at its end.
+const ARCHIVE_EVERY: Duration = Duration::from_secs(300);
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 
@@ -37,6 +39,8 @@ pub struct Plan {
     pub user: String,
     pub node: String,
     pub file: PathBuf,
+    /// The archive directory (expanded from the site's template), written as the user.
+    pub archive_dir: Option<PathBuf>,
     pub cores_allocated: Option<u32>,
     pub memory_allocated_bytes: Option<u64>,
     pub local_tasks: Option<u32>,
@@ -193,6 +197,22 @@ impl Between {
     }
 }
 
+/// Copies the job's file to the archive with the user's credentials (see `as_user`).
+fn archive(plan: &Plan) -> Option<String> {
+    let dir = plan.archive_dir.as_ref()?;
+    let name = format!("{}.{}.sqlite", plan.job_id, plan.node);
+    let outcome = crate::as_user::with_user_fs(plan.uid, plan.gid, || {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        slurmwatch_core::store::archive::copy_consistent(&plan.file, dir, &name)
+            .map_err(|e| e.to_string())
+    });
+    match outcome {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) | Err(e) => Some(format!("archive copy failed: {e}")),
+    }
+}
+
 fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
     let started = now_unix_ms();
     let mut collector = JobCollector::new(
@@ -253,6 +273,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
     let mut problem: Option<String> = writer.flush().err().map(|e| e.to_string());
     let mut next_store = Instant::now() + plan.interval;
     let mut last_flush = Instant::now();
+    let mut last_archive = Instant::now();
     let mut finished = false;
     loop {
         let wait = FAST_READ.min(next_store.saturating_duration_since(Instant::now()));
@@ -270,6 +291,10 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                     let _ = writer.end_step(&plan.step, now_unix_ms(), exit_status);
                     if let Err(e) = writer.flush() {
                         problem.get_or_insert(e.to_string());
+                    }
+                    // The step's end: the archive gets the complete recording of this step.
+                    if let Some(p) = archive(&plan) {
+                        problem.get_or_insert(p);
                     }
                     finished = true;
                 }
@@ -300,6 +325,13 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                         job_between.observe(t, &collector.read_job());
                     }
                     step_between.observe(t, &collector.read_step());
+                }
+                if last_archive.elapsed() >= ARCHIVE_EVERY {
+                    let _ = writer.flush();
+                    if let Some(p) = archive(&plan) {
+                        problem.get_or_insert(p);
+                    }
+                    last_archive = Instant::now();
                 }
                 if writer.buffered() > 0 && last_flush.elapsed() >= FLUSH_EVERY.min(plan.interval) {
                     if let Err(e) = writer.flush() {

@@ -129,6 +129,7 @@ impl<'a> Submit<'a> {
 
     /// Submits and returns the job; panics with sbatch's message if it was refused.
     pub fn submit(&self) -> Job {
+        let log_offset = log_offset_now();
         let (o, dir) = self.sbatch();
         assert!(o.status.success(), "sbatch failed: {}", stderr(&o));
         let id: u32 = stdout(&o)
@@ -137,14 +138,26 @@ impl<'a> Submit<'a> {
             .next()
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| panic!("sbatch printed no job id: {}", stdout(&o)));
-        Job { id, dir }
+        Job {
+            id,
+            dir,
+            log_offset,
+        }
     }
+}
+
+/// The slurmd log's current length: a job's lines are read from here on (job ids restart
+/// after `scripts/cluster.sh wipe`, and the log keeps older jobs' lines).
+pub fn log_offset_now() -> u64 {
+    std::fs::metadata(SLURMD_LOG).map(|m| m.len()).unwrap_or(0)
 }
 
 /// A submitted job.
 pub struct Job {
     pub id: u32,
     pub dir: PathBuf,
+    /// Where this job's lines start in the slurmd log.
+    pub log_offset: u64,
 }
 
 /// One line of `sacct` for a job or step.
@@ -236,8 +249,9 @@ impl Job {
     /// slurmd log lines of this job's steps (`[<id>.batch]`, `[<id>.0]`, ...).
     pub fn log_lines(&self) -> Vec<String> {
         let tag = format!("[{}.", self.id);
-        std::fs::read_to_string(SLURMD_LOG)
-            .unwrap_or_default()
+        let bytes = std::fs::read(SLURMD_LOG).unwrap_or_default();
+        let from = (self.log_offset as usize).min(bytes.len());
+        String::from_utf8_lossy(&bytes[from..])
             .lines()
             .filter(|l| l.contains(&tag))
             .map(String::from)

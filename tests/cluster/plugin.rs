@@ -1,6 +1,4 @@
-//! The real-cluster tier: real jobs on the local Slurm that `scripts/test.sh` starts, with the
-//! real plugin loaded through plugstack.conf. Ignored by plain `cargo test`; run with
-//! `scripts/test.sh` (or `cargo test --test cluster -- --ignored` on a running test cluster).
+//! The plugin on the real cluster: option handling, logging, symbols, fault isolation.
 
 use slurmwatch_tests::*;
 use std::time::Duration;

@@ -265,10 +265,15 @@ fn a_planted_symlink_is_not_followed() {
     let target = dir.join("victim");
     std::fs::write(&target, "precious").unwrap();
     std::os::unix::fs::symlink(&target, spool_file(id)).unwrap();
+    let log_offset = log_offset_now();
     assert!(run("scontrol", &["release", &id.to_string()])
         .status
         .success());
-    let job = Job { id, dir };
+    let job = Job {
+        id,
+        dir,
+        log_offset,
+    };
     let line = job.wait(WAIT);
     assert_eq!(
         (line.state.as_str(), line.exit_code.as_str()),
@@ -354,10 +359,15 @@ fn faults_never_change_the_job() {
         .sbatch();
     let id: u32 = stdout(&o).trim().parse().unwrap();
     std::fs::write(spool_file(id), vec![0x42u8; 5000]).unwrap();
+    let log_offset = log_offset_now();
     assert!(run("scontrol", &["release", &id.to_string()])
         .status
         .success());
-    let job = Job { id, dir };
+    let job = Job {
+        id,
+        dir,
+        log_offset,
+    };
     let l = job.wait(WAIT);
     assert_eq!(
         (&l.state, &l.exit_code, &job.output()),
@@ -375,4 +385,96 @@ fn faults_never_change_the_job() {
         "{:#?}",
         job.plugin_lines()
     );
+}
+
+/// The archive copy: written as the job's user into a place the user controls, complete at
+/// the step's end, and a symlink the user planted at its name is replaced, never followed.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_archive_copy_is_written_as_the_user_and_never_through_a_symlink() {
+    use std::os::unix::fs::MetadataExt;
+    let base = "/tmp/slurmwatch-it/archive";
+    std::fs::create_dir_all(base).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let _o = PlugstackOverride::new(&format!("spool={SPOOL} archive={base}/%u"));
+    let user_dir = std::path::Path::new(base).join(USER1);
+    let (o, dir) = Submit::new("archive", "echo archived; sleep 1")
+        .arg("--slurmwatch=1")
+        .arg("--hold")
+        .user(USER1)
+        .sbatch();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id: u32 = stdout(&o).trim().parse().unwrap();
+    let node = stdout(&run("hostname", &["-s"])).trim().to_string();
+    // The user plants a symlink at the archive name, pointing at a root-only file.
+    let _ = run(
+        "runuser",
+        &[
+            "-u",
+            USER1,
+            "--",
+            "mkdir",
+            "-p",
+            &user_dir.display().to_string(),
+        ],
+    );
+    let victim = "/root/slurmwatch-victim";
+    std::fs::write(victim, "root's").unwrap();
+    let final_path = user_dir.join(format!("{id}.{node}.sqlite"));
+    let ln = run(
+        "runuser",
+        &[
+            "-u",
+            USER1,
+            "--",
+            "ln",
+            "-sf",
+            victim,
+            &final_path.display().to_string(),
+        ],
+    );
+    assert!(ln.status.success(), "{}", stderr(&ln));
+    let job = Job {
+        id,
+        dir,
+        log_offset: log_offset_now(),
+    };
+    assert!(run("scontrol", &["release", &id.to_string()])
+        .status
+        .success());
+    let line = job.wait(WAIT);
+    assert_eq!(
+        (line.state.as_str(), line.exit_code.as_str()),
+        ("COMPLETED", "0:0")
+    );
+    assert_eq!(job.output(), "archived\n");
+    assert_eq!(
+        std::fs::read_to_string(victim).unwrap(),
+        "root's",
+        "root wrote through the symlink"
+    );
+    let md = std::fs::symlink_metadata(&final_path).expect("archive copy exists");
+    assert!(
+        md.file_type().is_file(),
+        "archive copy is not a regular file"
+    );
+    let uid1 = stdout(&run("id", &["-u", USER1]))
+        .trim()
+        .parse::<u32>()
+        .unwrap();
+    assert_eq!(md.uid(), uid1, "archive copy not written as the user");
+    assert_eq!(
+        md.mode() & 0o077,
+        0,
+        "archive copy readable by others: {:o}",
+        md.mode()
+    );
+    let reader = slurmwatch_core::store::Reader::open(&final_path).expect("archive copy opens");
+    let rows = reader.samples(&Series::Job).unwrap();
+    assert!(
+        rows.iter().any(|r| r.kind == SampleKind::End),
+        "archive copy lacks the end row"
+    );
+    std::fs::remove_file(victim).ok();
 }

@@ -1,0 +1,6 @@
+//! The real-cluster tier, one test binary: real jobs on the local Slurm that
+//! `scripts/test.sh` starts, with the real plugin loaded through plugstack.conf. Every test is
+//! `#[ignore]`d so plain `cargo test` stays fast; `scripts/test.sh` runs them with `--ignored`.
+
+mod plugin;
+mod recorder;
