@@ -26,6 +26,7 @@ fn meta() -> JobMeta {
         cores_allocated: Some(4),
         memory_allocated_bytes: Some(8 << 30),
         started_unix_ms: 1_700_000_000_000,
+        incarnation: Some("boot:1".into()),
     }
 }
 

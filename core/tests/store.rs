@@ -21,6 +21,7 @@ fn meta() -> JobMeta {
         cores_allocated: Some(8),
         memory_allocated_bytes: Some(32 << 30),
         started_unix_ms: T0,
+        incarnation: Some("boot:1".into()),
     }
 }
 

@@ -10,7 +10,7 @@
 //! It never calls Slurm's API or logs (see `log`): problems travel back to the callback
 //! thread as strings and are logged there.
 
-use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::sample::UsageReading;
 use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
 use std::path::PathBuf;
@@ -213,6 +213,55 @@ fn archive(plan: &Plan) -> Option<String> {
     }
 }
 
+/// How long a step waits for another step of the same job that is creating the file.
+const CREATE_RACE_WAIT: Duration = Duration::from_millis(100);
+const CREATE_RACE_TRIES: u32 = 10;
+
+/// Creates the job's file, or joins the one an earlier step of *this* job made. A file left
+/// by an earlier job with the same id (another user's, or another incarnation) is moved
+/// aside inside the root-owned spool, never written into; anything unreadable is left alone
+/// and this step is not recorded.
+fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
+    let mut tries = 0;
+    loop {
+        let create_err = match Writer::create_owned(&plan.file, meta, plan.uid, plan.gid) {
+            Ok(w) => return Ok(w),
+            Err(e) => e,
+        };
+        match Writer::open_existing(&plan.file) {
+            Ok(w) => {
+                let uid = w.meta_value("uid").ok().flatten();
+                let incarnation = w.meta_value("incarnation").ok().flatten();
+                if uid == Some(plan.uid.to_string()) && incarnation == meta.incarnation {
+                    return Ok(w);
+                }
+                drop(w);
+                let aside = plan
+                    .file
+                    .with_extension(format!("stale-{}.sqlite", now_unix_ms()));
+                std::fs::rename(&plan.file, &aside).map_err(|e| {
+                    format!("not recording: cannot move an earlier job's file aside: {e}")
+                })?;
+                // Its WAL travels with it (it may hold rows not yet checkpointed).
+                for suffix in ["-wal", "-shm"] {
+                    let mut from = plan.file.clone().into_os_string();
+                    from.push(suffix);
+                    let mut to = aside.clone().into_os_string();
+                    to.push(suffix);
+                    let _ = std::fs::rename(from, to);
+                }
+            }
+            // Another step of this job may be creating it right now: wait a little.
+            Err(_) if tries < CREATE_RACE_TRIES => std::thread::sleep(CREATE_RACE_WAIT),
+            Err(e) => return Err(format!("not recording: {create_err}; {e}")),
+        }
+        tries += 1;
+        if tries > CREATE_RACE_TRIES + 1 {
+            return Err("not recording: cannot create the job's file".into());
+        }
+    }
+}
+
 fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
     let started = now_unix_ms();
     let mut collector = JobCollector::new(
@@ -233,12 +282,9 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         cores_allocated: plan.cores_allocated,
         memory_allocated_bytes: plan.memory_allocated_bytes,
         started_unix_ms: started,
+        incarnation: job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id),
     };
-    let mut writer = match Writer::create_owned(&plan.file, &meta, plan.uid, plan.gid) {
-        Ok(w) => w,
-        Err(create_err) => Writer::open_existing(&plan.file)
-            .map_err(|e| format!("not recording: {create_err}; {e}"))?,
-    };
+    let mut writer = open_job_file(&plan, &meta)?;
     writer
         .begin_step(&plan.step, started, plan.local_tasks)
         .map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 pub use cgroup_v1::{read_v1, V1Reader};
 pub use cgroup_v2::{read_v2, V2Reader};
 pub use location::{locate, parse_proc_cgroup, step_and_job_dirs, under_mount, CgroupLocation};
-pub use procfs::{find_step_pids, parse_stat, ProcStat, ProcTreeTracker};
+pub use procfs::{find_step_pids, job_incarnation, parse_stat, ProcStat, ProcTreeTracker};
 
 use crate::sample::{Source, UsageReading};
 

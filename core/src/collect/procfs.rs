@@ -435,6 +435,23 @@ pub fn find_step_pids(proc_root: &Path, job_id: u32) -> Vec<u32> {
     out
 }
 
+/// A key that tells two jobs with the same id apart on this node (Slurm reuses ids after a
+/// state loss or a wrap at MaxJobId): this boot's id plus the start time (clock ticks since
+/// boot) of the job's oldest live slurmstepd. Every step of one job sees the same key while
+/// any step of it (the extern step with `PrologFlags=Contain`) is alive.
+pub fn job_incarnation(proc_root: &Path, job_id: u32) -> Option<String> {
+    let boot_id = std::fs::read_to_string(proc_root.join("sys/kernel/random/boot_id")).ok()?;
+    let oldest = find_step_pids(proc_root, job_id)
+        .into_iter()
+        .filter_map(|pid| {
+            let text =
+                std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+            parse_stat(&text).map(|s| s.starttime)
+        })
+        .min()?;
+    Some(format!("{}:{oldest}", boot_id.trim()))
+}
+
 /// The job id in a slurmstepd title (`slurmstepd: [12.batch]`), from raw cmdline bytes
 /// (arguments NUL-separated, or the title padded with NULs or spaces).
 pub(crate) fn title_job_id(cmdline: &[u8]) -> Option<u32> {

@@ -114,6 +114,9 @@ pub struct JobMeta {
     pub memory_allocated_bytes: Option<u64>,
     /// Time base of the file: sample times are stored relative to it.
     pub started_unix_ms: i64,
+    /// Tells this job from an earlier one with the same id on this node (see
+    /// `collect::job_incarnation`); `None` when it could not be determined.
+    pub incarnation: Option<String>,
 }
 
 /// One row of the `steps` table.

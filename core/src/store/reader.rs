@@ -102,6 +102,7 @@ impl Reader {
                 .transpose()?,
             memory_allocated_bytes: opt_num("memory_allocated_bytes")?,
             started_unix_ms: self.started_unix_ms,
+            incarnation: get("incarnation").map(str::to_string),
         })
     }
 

@@ -131,6 +131,15 @@ impl Writer {
         &self.file
     }
 
+    /// One value of the `meta` table (e.g. `uid`, `incarnation`), `None` if absent.
+    pub fn meta_value(&self, key: &str) -> Result<Option<String>> {
+        use rusqlite::OptionalExtension;
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| db_err(&self.path, e))
+    }
+
     /// Rows waiting for the next [`flush`](Self::flush).
     pub fn buffered(&self) -> usize {
         self.buffer.len()
@@ -343,6 +352,9 @@ fn meta_sql(m: &JobMeta) -> String {
     ];
     if let Some(c) = &m.cluster {
         kv.push(("cluster", c.clone()));
+    }
+    if let Some(i) = &m.incarnation {
+        kv.push(("incarnation", i.clone()));
     }
     if let Some(c) = m.cores_allocated {
         kv.push(("cores_allocated", c.to_string()));
