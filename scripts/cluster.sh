@@ -3,6 +3,7 @@
 # without systemd, with slurmwatch's plugin loaded through plugstack.conf.
 #
 #   scripts/cluster.sh up [cgroup|proc] [PLUGIN.so] [plugstack args...]
+#   scripts/cluster.sh reinstall [PLUGIN.so]   # replace the plugin only, no restart
 #   scripts/cluster.sh down
 #   scripts/cluster.sh wipe          # down, then forget all jobs and accounting
 #
@@ -219,6 +220,16 @@ case "$cmd" in
       stop_pidfile mariadbd /run/mysqld/mysqld.pid
     fi
     log "wiped"
+    ;;
+  reinstall)
+    # Replace the plugin .so only (running steps keep their mapping; new steps load the new
+    # file); plugstack.conf and the daemons stay as they are.
+    so=${2:-target/release/libslurmwatch.so}
+    [ -f "$so" ] || die "plugin $so not found"
+    cp "$so" "$PLUGIN_DIR/.slurmwatch.so.new"
+    chmod 0755 "$PLUGIN_DIR/.slurmwatch.so.new"
+    mv -f "$PLUGIN_DIR/.slurmwatch.so.new" "$PLUGIN_DIR/slurmwatch.so"
+    log "plugin replaced from $so"
     ;;
   mode) cat "$RUN/mode" 2>/dev/null || echo down ;;
   *) die "usage: $0 up [cgroup|proc] [PLUGIN.so] [args...] | down | wipe | mode" ;;

@@ -1,1 +1,46 @@
-fn main() {}
+//! `slurmwatch`: a thin shell over `slurmwatch-core`. Each subcommand lives in its own module
+//! and returns the process exit code (documented in the README): 0 ok; 1 nothing live to
+//! show (pending, ended, not found) with the reason printed; 2 bad usage or an environment
+//! that cannot answer; 128+N on signal.
+
+mod report;
+mod watch;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "slurmwatch",
+    version,
+    about = "See what your Slurm job is doing: its own CPU, memory and GPUs, live and after the fact.",
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    watch: watch::WatchArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Post-mortem of a finished (or running) job: its recording joined with sacct.
+    Report(report::ReportArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Report(args)) => report::run(args),
+        None => watch::run(cli.watch),
+    };
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            // One sentence and a hint; never a backtrace.
+            eprintln!("slurmwatch: {e:#}");
+            2
+        }
+    };
+    std::process::exit(code);
+}

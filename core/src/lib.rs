@@ -6,4 +6,5 @@ pub mod error;
 pub mod model;
 pub mod options;
 pub mod sample;
+pub mod slurm;
 pub mod store;

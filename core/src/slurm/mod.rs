@@ -1,0 +1,7 @@
+//! Slurm's commands (`squeue`, `scontrol`, `sacct`) run with a bounded time, a pinned time
+//! format and locale, and their output parsed from captured fixtures.
+
+pub mod command;
+pub mod sacct;
+pub mod scontrol;
+pub mod squeue;
