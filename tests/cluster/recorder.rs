@@ -363,6 +363,10 @@ fn faults_never_change_the_job() {
         ("missing spool", "spool=/nonexistent/slurmwatch".to_string()),
         ("full spool", format!("spool={full}")),
         ("bad plugstack line", "spool=relative".to_string()),
+        (
+            "archive unreachable",
+            format!("spool={SPOOL} archive=/proc/slurmwatch-unreachable/%u"),
+        ),
     ];
     for (what, args) in cases {
         let _o = PlugstackOverride::new(&args);
