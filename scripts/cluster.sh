@@ -3,6 +3,7 @@
 # without systemd, with slurmwatch's plugin loaded through plugstack.conf.
 #
 #   scripts/cluster.sh up [cgroup|proc] [PLUGIN.so] [plugstack args...]
+#   NODES=3 scripts/cluster.sh up ...     # several slurmd on this one machine (sw1..sw3)
 #   scripts/cluster.sh reinstall [PLUGIN.so]   # replace the plugin only, no restart
 #   scripts/cluster.sh down
 #   scripts/cluster.sh wipe          # down, then forget all jobs and accounting
@@ -53,6 +54,34 @@ stop_pidfile() { # NAME PIDFILE
 
 mem_mb() { awk '/MemTotal/ {printf "%d", $2/1024*0.85}' /proc/meminfo; }
 
+# Four GPUs as count-style GRES, so Slurm itself sets CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS
+# for `--gres=gpu:N` (the fake NVML in tests/fake-nvml serves their readings). Slurm only
+# needs the device files to exist: character devices with NVIDIA's major number (195),
+# created here when the machine has no real ones.
+FAKE_GPUS=4
+ensure_gpu_devices() {
+  local i
+  for ((i = 0; i < FAKE_GPUS; i++)); do
+    [ -e "/dev/nvidia$i" ] || mknod -m 0666 "/dev/nvidia$i" c 195 "$i"
+  done
+}
+
+# Several nodes on one machine (DESIGN.md §4): every slurmd shares the host name, so each is
+# told its node name (`slurmd -N swK`) and gets its own port, spool, PID file and log.
+NODES=${NODES:-1}
+multi() { [ "$NODES" -gt 1 ]; }
+node_names() { if multi; then seq -f "sw%g" 1 "$NODES"; else echo "$NODE"; fi; }
+
+node_lines() { # CPUS
+  local cpus=$1
+  if multi; then
+    local mem=$(($(mem_mb) / NODES))
+    echo "NodeName=sw[1-$NODES] NodeHostname=$NODE NodeAddr=127.0.0.1 Port=[17001-$((17000 + NODES))] CPUs=$cpus RealMemory=$mem State=UNKNOWN"
+  else
+    echo "NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$(mem_mb) Gres=gpu:$FAKE_GPUS State=UNKNOWN"
+  fi
+}
+
 write_configs() { # MODE
   local mode=$1 cpus
   cpus=$(nproc)
@@ -77,11 +106,11 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+SlurmdSpoolDir=/var/spool/slurmd$(multi && echo /%n)
 SlurmctldPidFile=$RUN/slurmctld.pid
-SlurmdPidFile=$RUN/slurmd.pid
+SlurmdPidFile=$RUN/slurmd$(multi && echo -%n).pid
 SlurmctldLogFile=$LOGDIR/slurmctld.log
-SlurmdLogFile=$LOGDIR/slurmd.log
+SlurmdLogFile=$LOGDIR/slurmd$(multi && echo -%n).log
 SlurmdDebug=info
 SlurmctldDebug=info
 MailProg=/bin/true
@@ -89,6 +118,8 @@ ReturnToService=2
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+# Jobs without --mem get 1 GiB per CPU, not the whole node, so tests can run side by side.
+DefMemPerCPU=1024
 $track
 JobAcctGatherFrequency=task=1
 AccountingStorageType=accounting_storage/slurmdbd
@@ -100,9 +131,16 @@ MinJobAge=30
 InactiveLimit=0
 Waittime=0
 PlugStackConfig=$ETC/plugstack.conf
-NodeName=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$(mem_mb) State=UNKNOWN
+GresTypes=gpu
+$(node_lines "$cpus")
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
+  if multi; then
+    : > "$ETC/gres.conf" # the virtual nodes have no cards
+  else
+    ensure_gpu_devices
+    echo "Name=gpu File=/dev/nvidia[0-$((FAKE_GPUS - 1))]" > "$ETC/gres.conf"
+  fi
   cat > "$ETC/cgroup.conf" <<CONF
 CgroupPlugin=autodetect
 ConstrainCores=yes
@@ -169,8 +207,20 @@ start_slurm() {
   sacctmgr -n list cluster format=cluster | grep -qw "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
   /usr/sbin/slurmctld
   wait_for slurmctld "$LOGDIR/slurmctld.log" 60 scontrol ping
-  /usr/sbin/slurmd
-  wait_for slurmd "$LOGDIR/slurmd.log" 60 sh -c "sinfo -h -N -o %T -n $NODE | grep -Eq '^(idle|mixed|allocated)'"
+  local n
+  for n in $(node_names); do
+    if multi; then
+      mkdir -p "/var/spool/slurmd/$n"
+      /usr/sbin/slurmd -N "$n"
+    else
+      /usr/sbin/slurmd
+    fi
+  done
+  for n in $(node_names); do
+    local lf="$LOGDIR/slurmd.log"
+    multi && lf="$LOGDIR/slurmd-$n.log"
+    wait_for "slurmd ($n)" "$lf" 60 sh -c "sinfo -h -N -o %T -n $n | grep -Eq '^(idle|mixed|allocated)'"
+  done
 }
 
 ensure_users() {
@@ -180,7 +230,8 @@ ensure_users() {
 }
 
 stop_slurm() {
-  stop_pidfile slurmd "$RUN/slurmd.pid"
+  local f
+  for f in "$RUN"/slurmd*.pid; do [ -e "$f" ] && stop_pidfile slurmd "$f"; done
   stop_pidfile slurmctld "$RUN/slurmctld.pid"
   # Leftover step daemons of killed jobs would hold the old plugin and config.
   pkill -9 -x slurmstepd 2>/dev/null || true
@@ -202,6 +253,7 @@ case "$cmd" in
     start_mariadb
     start_slurm
     echo "$mode" > "$RUN/mode"
+    echo "$NODES" > "$RUN/nodes"
     log "up in $mode mode: $(sinfo -h -o '%P %D %T' | head -1)"
     ;;
   down)
@@ -209,7 +261,7 @@ case "$cmd" in
     stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
     stop_pidfile mariadbd /run/mysqld/mysqld.pid
     stop_pidfile munged /run/munge/munged.pid
-    rm -f "$RUN/mode"
+    rm -f "$RUN/mode" "$RUN/nodes"
     log "down"
     ;;
   wipe)

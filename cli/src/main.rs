@@ -3,6 +3,8 @@
 //! show (pending, ended, not found) with the reason printed; 2 bad usage or an environment
 //! that cannot answer; 128+N on signal.
 
+mod doctor;
+mod generate;
 mod report;
 mod watch;
 
@@ -13,7 +15,8 @@ use clap::{Parser, Subcommand};
     name = "slurmwatch",
     version,
     about = "See what your Slurm job is doing: its own CPU, memory and GPUs, live and after the fact.",
-    args_conflicts_with_subcommands = true
+    args_conflicts_with_subcommands = true,
+    after_help = watch::EXAMPLES
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,12 +29,22 @@ struct Cli {
 enum Command {
     /// Post-mortem of a finished (or running) job: its recording joined with sacct.
     Report(report::ReportArgs),
+    /// Check this node's set-up (plugstack line, plugin version, spool, archive, cgroups,
+    /// NVML, sacct); exit 0 only when it is ready to record jobs.
+    Doctor(doctor::DoctorArgs),
+    /// Write man pages or print shell completions (for packagers).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Report(args)) => report::run(args),
+        Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Generate(args)) => {
+            generate::run(args, <Cli as clap::CommandFactory>::command())
+        }
         None => watch::run(cli.watch),
     };
     let code = match result {

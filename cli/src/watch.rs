@@ -1,11 +1,564 @@
-//! `slurmwatch [JOB]`: the live dashboard and the scripting interface.
+//! `slurmwatch [JOB]`: the live dashboard and the scripting interface (`--once`, `--json`,
+//! CSV, `--log`).
+//!
+//! Finding the job (squeue), choosing the source (the plugin's file, else direct readings on
+//! the node, else the same command on the node through `srun --overlap`), then one of three
+//! outputs drawn from the same [`Snapshot`].
 
-#[derive(clap::Args, Default)]
+mod feed;
+mod find;
+mod live;
+pub mod screen;
+mod signals;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use slurmwatch_core::options::{expand_template, PluginConfig, TemplateIds};
+use slurmwatch_core::render::{csv, json};
+use slurmwatch_core::slurm::command::{self, CommandError};
+use slurmwatch_core::slurm::scontrol;
+use slurmwatch_core::slurm::squeue::{self, QueryError, QueueEntry, TimeLimit};
+use slurmwatch_core::snapshot::{
+    JobFacts, JobState, Reading, Snapshot, SnapshotSource, TimeBudget,
+};
+use slurmwatch_core::store::Series;
+
+use feed::Feed;
+
+pub const EXAMPLES: &str = "\
+Examples:
+  slurmwatch                      pick one of your running jobs and watch it
+  slurmwatch 12345                watch job 12345 (also 12345_3, 12345.0, 123+1)
+  slurmwatch 12345 --once --json  one snapshot as JSON, then exit
+  slurmwatch 12345 --once         the same as CSV (header and one row)
+  slurmwatch 12345 --log run.jsonl --interval 10   log every 10 s until the job ends (.jsonl or .csv)
+
+Exit codes: 0 ok; 1 nothing live to show (pending, ended, not found); 2 bad usage or an
+environment that cannot answer (no Slurm, unreadable file); 128+N on signal N.";
+
+#[derive(clap::Args, Default, Debug)]
 pub struct WatchArgs {
-    /// Job id (12345, 12345_3, 12345.0); none lists your running and pending jobs.
+    /// Job id (12345, 12345_3, 12345.0, 123+1); none lists your running and pending jobs.
     pub job: Option<String>,
+    /// Print one snapshot and exit: CSV (header and one row), or JSON with --json.
+    #[arg(long)]
+    pub once: bool,
+    /// One snapshot as JSON (implies --once).
+    #[arg(long)]
+    pub json: bool,
+    /// Headless: write a snapshot to FILE every interval until the job ends; the format
+    /// follows the extension (.jsonl or .csv).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// With --log: add to FILE instead of replacing it.
+    #[arg(long, requires = "log")]
+    pub append: bool,
+    /// Seconds between refreshes (screen: 1; --log: the recording interval).
+    #[arg(long, value_name = "SECONDS")]
+    pub interval: Option<f64>,
+    /// Plain ASCII screen: no box drawing or block characters.
+    #[arg(long)]
+    pub ascii: bool,
+    /// Read this slurmwatch file (e.g. an archive copy) instead of finding the job's own.
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
 }
 
-pub fn run(_args: WatchArgs) -> anyhow::Result<i32> {
-    anyhow::bail!("the live view is not built yet")
+/// How the command ends: an exit code and, for failures, one sentence and a hint.
+#[derive(Debug)]
+pub struct Outcome {
+    pub code: i32,
+    pub message: Option<(String, String)>,
+}
+
+impl Outcome {
+    pub fn code(code: i32) -> Outcome {
+        Outcome {
+            code,
+            message: None,
+        }
+    }
+
+    pub fn fail(code: i32, sentence: impl Into<String>, hint: impl Into<String>) -> Outcome {
+        Outcome {
+            code,
+            message: Some((sentence.into(), hint.into())),
+        }
+    }
+}
+
+/// `e` as a sentence: one final full stop, whether or not the message brought its own.
+fn sentence(e: impl std::fmt::Display) -> String {
+    let s = e.to_string();
+    let t = s.trim_end();
+    if t.ends_with(['.', '!', '?']) {
+        t.to_string()
+    } else {
+        format!("{t}.")
+    }
+}
+
+/// Set on the inner run of an `srun --overlap` hop: mark the source and never hop again.
+const HOP_ENV: &str = "SLURMWATCH_HOP";
+
+pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
+    let o = match main(args) {
+        Ok(code) => Outcome::code(code),
+        Err(o) => o,
+    };
+    if let Some((sentence, hint)) = &o.message {
+        let mut e = std::io::stderr().lock();
+        let _ = writeln!(e, "slurmwatch: {sentence}");
+        if !hint.is_empty() {
+            let _ = writeln!(e, "hint: {hint}");
+        }
+    }
+    Ok(o.code)
+}
+
+enum Mode {
+    Json,
+    Csv,
+    Log(PathBuf),
+    Screen,
+}
+
+fn usage(sentence: impl Into<String>) -> Outcome {
+    Outcome::fail(
+        2,
+        sentence,
+        "See slurmwatch --help for the options and examples.",
+    )
+}
+
+fn main(args: WatchArgs) -> Result<i32, Outcome> {
+    let mode = match (&args.log, args.once || args.json) {
+        (Some(_), true) => return Err(usage("--log and --once/--json do not go together.")),
+        (Some(p), false) => Mode::Log(p.clone()),
+        (None, true) if args.json => Mode::Json,
+        (None, true) => Mode::Csv,
+        (None, false) => Mode::Screen,
+    };
+    if let Some(i) = args.interval {
+        if !(0.2..=3600.0).contains(&i) {
+            return Err(usage(format!(
+                "--interval {i} is out of range: give seconds between 0.2 and 3600."
+            )));
+        }
+    }
+    if let Mode::Log(p) = &mode {
+        log_format(p)?;
+    }
+    let hopped = std::env::var_os(HOP_ENV).is_some();
+
+    // An explicit file: read it as it is, with Slurm's facts when Slurm is here.
+    if let Some(path) = &args.file {
+        let spec = args
+            .job
+            .as_deref()
+            .map(find::parse_spec)
+            .transpose()
+            .map_err(usage)?;
+        let series = spec
+            .as_ref()
+            .and_then(|s| s.step.clone())
+            .map_or(Series::Job, Series::Step);
+        let feed = Feed::open_file(path, series).map_err(|e| {
+            Outcome::fail(
+                2,
+                sentence(&e),
+                "Check the path; slurmwatch reads the .sqlite files its plugin writes.",
+            )
+        })?;
+        let meta = feed.meta().cloned().expect("file feed has meta");
+        let entry = squeue::query_job(&meta.job_id.to_string())
+            .ok()
+            .and_then(|e| e.into_iter().next());
+        let mut facts = JobFacts {
+            job_id: meta.job_id.to_string(),
+            step: spec.and_then(|s| s.step),
+            ..JobFacts::default()
+        };
+        let mut queue = QueueInfo::default();
+        if let Some(e) = entry {
+            queue = QueueInfo::from_entry(&e);
+            fill_facts(&mut facts, &e);
+        }
+        return output(mode, feed, facts, queue, &args, None);
+    }
+
+    let spec = match &args.job {
+        Some(j) => Some(find::parse_spec(j).map_err(usage)?),
+        None => None,
+    };
+    let entry = match &spec {
+        None => find::choose_own_job()?,
+        Some(spec) => resolve(&spec.query)?,
+    };
+    check_owner(&entry)?;
+    if entry.is_pending() {
+        let why = if entry.reason.is_empty() || entry.reason == "None" {
+            String::new()
+        } else {
+            format!(" (reason: {})", entry.reason)
+        };
+        return Err(Outcome::fail(
+            1,
+            format!(
+                "job {} is pending{why}: it has not started, so there is nothing live to show yet.",
+                entry.display_id
+            ),
+            "squeue --start -j ID shows Slurm's estimate of when it starts; run slurmwatch again once it runs.",
+        ));
+    }
+    if !entry.is_running() {
+        return Err(ended(&entry.display_id, &entry.state, entry.job_id));
+    }
+    let step = spec.as_ref().and_then(|s| s.step.clone());
+    let mut facts = JobFacts {
+        job_id: entry.display_id.clone(),
+        step: step.clone(),
+        ..JobFacts::default()
+    };
+    fill_facts(&mut facts, &entry);
+    let queue = QueueInfo::from_entry(&entry);
+    let series = step.clone().map_or(Series::Job, Series::Step);
+
+    // 1. The plugin's file, in the spool on the node or the archive copy.
+    let mut notes = Vec::new();
+    for path in candidate_files(&entry) {
+        if !path.exists() {
+            continue;
+        }
+        match Feed::open_file(&path, series.clone()) {
+            Ok(f) if f.meta().is_some_and(|m| m.job_id == entry.job_id) => {
+                let hop = hopped.then_some(SnapshotSource::SrunHop);
+                return output(mode, f, facts, queue, &args, hop);
+            }
+            Ok(_) => notes.push(format!("{} belongs to another job", path.display())),
+            Err(e) => notes.push(e),
+        }
+    }
+    for n in &notes {
+        eprintln!("slurmwatch: note: {n}; reading the job directly instead");
+    }
+    // 2. Directly, when the job has processes on this node.
+    let slot = args.interval.map_or(1, |i| i.round().max(1.0) as u32);
+    match scontrol::task_pid(entry.job_id) {
+        Ok(Some(pid)) => {
+            if let Some(st) = facts.step.take() {
+                eprintln!(
+                    "slurmwatch: note: step {st} is not recorded; direct readings cover the whole job"
+                );
+            }
+            let feed = Feed::direct(pid, entry.job_id, slot);
+            let hop = hopped.then_some(SnapshotSource::SrunHop);
+            return output(mode, feed, facts, queue, &args, hop);
+        }
+        Ok(None) => {}
+        Err(CommandError::NotFound { .. }) => {}
+        Err(e) => eprintln!("slurmwatch: note: {e}"),
+    }
+    // 3. On the job's node, through srun.
+    if !hopped {
+        if let Some(node) = entry.first_node() {
+            return hop(&entry, &node, &mode);
+        }
+    }
+    Err(Outcome::fail(
+        2,
+        format!(
+            "job {} is running but this machine has neither its recording nor its processes.",
+            entry.display_id
+        ),
+        format!(
+            "Run slurmwatch on {} (srun --jobid={} --overlap --pty slurmwatch {}), or record the job with #SBATCH --slurmwatch.",
+            if entry.nodes.is_empty() { "the job's node" } else { &entry.nodes },
+            entry.job_id,
+            entry.display_id
+        ),
+    ))
+}
+
+fn log_format(p: &Path) -> Result<LogFormat, Outcome> {
+    match p.extension().and_then(|e| e.to_str()) {
+        Some("jsonl") | Some("ndjson") => Ok(LogFormat::Jsonl),
+        Some("csv") => Ok(LogFormat::Csv),
+        _ => Err(usage(format!(
+            "--log {}: the format follows the extension, and it is neither .jsonl nor .csv.",
+            p.display()
+        ))),
+    }
+}
+
+#[derive(Clone, Copy)]
+enum LogFormat {
+    Jsonl,
+    Csv,
+}
+
+/// The job as squeue sees it, for an id the user typed.
+fn resolve(query: &str) -> Result<QueueEntry, Outcome> {
+    match squeue::query_job(query) {
+        Ok(entries) if entries.len() == 1 => Ok(entries.into_iter().next().expect("one entry")),
+        Ok(entries) => find::pick(entries, &format!("Job {query} has several tasks")),
+        Err(QueryError::Command(e)) => Err(find::no_slurm(&e)),
+        Err(QueryError::UnknownJob(id)) => {
+            // squeue forgets a job MinJobAge after it ends; the accounting still knows it.
+            match sacct_state(&id) {
+                Some(state) => Err(ended(&id, &state, 0)),
+                None => Err(Outcome::fail(
+                    1,
+                    format!("Slurm knows no job {id}."),
+                    "Check the id with squeue --me (running and pending) or sacct (finished).",
+                )),
+            }
+        }
+        Err(e) => Err(Outcome::fail(
+            2,
+            sentence(&e),
+            "Check that Slurm is up: squeue should answer.",
+        )),
+    }
+}
+
+fn ended(id: &str, state: &str, _job_id: u64) -> Outcome {
+    Outcome::fail(
+        1,
+        format!("job {id} has ended ({state}): there is nothing live to show."),
+        format!("slurmwatch report {id} shows what it did."),
+    )
+}
+
+/// The job's final state from accounting, when Slurm has one.
+fn sacct_state(id: &str) -> Option<String> {
+    let f = command::run(
+        "sacct",
+        &["-n", "-X", "-P", "-j", id, "-o", "State"],
+        command::DEFAULT_TIMEOUT,
+    )
+    .ok()?;
+    let state = f
+        .stdout
+        .lines()
+        .next()?
+        .split_whitespace()
+        .next()?
+        .to_string();
+    (f.success && !state.is_empty()).then_some(state)
+}
+
+/// Only the job's owner (or root) watches a job: its file is the owner's alone.
+fn check_owner(e: &QueueEntry) -> Result<(), Outcome> {
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    match e.uid {
+        Some(uid) if uid != me && me != 0 => Err(Outcome::fail(
+            1,
+            format!(
+                "job {} belongs to {}: slurmwatch shows only your own jobs.",
+                e.display_id, e.user
+            ),
+            "Name one of your jobs (squeue --me lists them).",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn fill_facts(f: &mut JobFacts, e: &QueueEntry) {
+    f.job_name = Some(e.name.clone());
+    f.user = Some(e.user.clone());
+    f.node = e.first_node();
+    // Per node: the file's own figures win; these fill in for direct readings.
+    let nodes = e.node_count.unwrap_or(1).max(1);
+    f.cores_allocated = e.cpus.map(|c| c / nodes);
+    f.memory_allocated_bytes = e.memory_per_node_bytes;
+    f.state = Some(if e.is_running() {
+        JobState::Running
+    } else {
+        JobState::Ended
+    });
+}
+
+/// The time budget from the last squeue answer, carried forward by the clock between polls.
+#[derive(Default, Clone)]
+struct QueueInfo {
+    elapsed_seconds: Option<u64>,
+    limit: Option<TimeLimit>,
+    ends_at: Option<String>,
+    asked: Option<Instant>,
+}
+
+impl QueueInfo {
+    fn from_entry(e: &QueueEntry) -> QueueInfo {
+        QueueInfo {
+            elapsed_seconds: e.elapsed_seconds,
+            limit: Some(e.limit),
+            ends_at: e.end.clone(),
+            asked: Some(Instant::now()),
+        }
+    }
+
+    fn budget(&self, running: bool) -> TimeBudget {
+        let Some(asked) = self.asked else {
+            return TimeBudget::unknown("Slurm was not asked (file read on its own)");
+        };
+        let since = if running {
+            asked.elapsed().as_secs()
+        } else {
+            0
+        };
+        TimeBudget {
+            elapsed_seconds: Reading::from_option(self.elapsed_seconds.map(|e| e + since), || {
+                "squeue gave no elapsed time".into()
+            }),
+            limit_seconds: match self.limit {
+                Some(TimeLimit::Seconds(s)) => Reading::ok(s),
+                Some(TimeLimit::Unlimited) => Reading::missing("unlimited"),
+                _ => Reading::missing("squeue gave no time limit"),
+            },
+            ends_at: match (&self.ends_at, self.limit) {
+                (_, Some(TimeLimit::Unlimited)) => Reading::missing("unlimited"),
+                (Some(e), _) => Reading::ok(e.clone()),
+                (None, _) => Reading::missing("squeue gave no end time"),
+            },
+        }
+    }
+}
+
+/// Slurm's spool and archive settings from plugstack.conf (defaults when unreadable).
+fn plugin_config() -> PluginConfig {
+    let conf = std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .and_then(|p| p.parent().map(|d| d.join("plugstack.conf")))
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/plugstack.conf"));
+    let Ok(text) = std::fs::read_to_string(conf) else {
+        return PluginConfig::default();
+    };
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.contains("slurmwatch"))
+        .and_then(|l| {
+            // `required|optional PATH ARGS...`
+            let args: Vec<&str> = l.split_whitespace().skip(2).collect();
+            PluginConfig::parse(&args).ok()
+        })
+        .unwrap_or_default()
+}
+
+/// The job's file in the node-local spool, then the archive copy.
+fn candidate_files(e: &QueueEntry) -> Vec<PathBuf> {
+    let cfg = plugin_config();
+    let name = format!("{}.sqlite", e.job_id);
+    let mut out = vec![cfg.spool_dir.join(&name)];
+    if let (Some(t), Some(uid), Some(node), Ok(job_id)) = (
+        &cfg.archive_template,
+        e.uid,
+        e.first_node(),
+        u32::try_from(e.job_id),
+    ) {
+        let ids = TemplateIds {
+            user: &e.user,
+            uid,
+            job_id,
+            node: &node,
+        };
+        if let Some(dir) = expand_template(t, &ids) {
+            out.push(dir.join(&name));
+        }
+    }
+    out
+}
+
+/// Runs this same command on the job's node inside the job (`srun --overlap`), where the
+/// file or the cgroup is; the inner run marks its output `srun_hop`.
+fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, Outcome> {
+    let exe = std::env::current_exe()
+        .map_err(|err| Outcome::fail(2, format!("cannot find my own executable: {err}."), ""))?;
+    if matches!(mode, Mode::Screen) {
+        eprintln!(
+            "slurmwatch: job {} has no recording here; running on {node} through srun --overlap",
+            e.display_id
+        );
+    }
+    let mut cmd = std::process::Command::new("srun");
+    cmd.arg(format!("--jobid={}", e.job_id))
+        .args(["--overlap", "-N1", "-n1", "--quiet"])
+        .arg(format!("--nodelist={node}"));
+    if matches!(mode, Mode::Screen) {
+        cmd.arg("--pty");
+    }
+    cmd.arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(HOP_ENV, "1");
+    match cmd.status() {
+        Ok(s) => Ok(s.code().unwrap_or(1)),
+        Err(err) => Err(Outcome::fail(
+            2,
+            format!("cannot run srun to reach the job's node {node}: {err}."),
+            "Run slurmwatch on the job's node, or record the job with #SBATCH --slurmwatch.",
+        )),
+    }
+}
+
+/// A snapshot of the feed with Slurm's facts.
+fn take(feed: &Feed, facts: &JobFacts, queue: &QueueInfo, hop: Option<SnapshotSource>) -> Snapshot {
+    let mut s = feed.snapshot(facts);
+    s.time = queue.budget(s.state == JobState::Running);
+    if let Some(h) = hop {
+        s.source = h;
+    }
+    s
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is a clean end, not an error.
+fn print(text: &str) -> Result<i32, Outcome> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(Outcome::fail(
+            2,
+            format!("cannot write the output: {e}."),
+            "",
+        )),
+    }
+}
+
+fn output(
+    mode: Mode,
+    mut feed: Feed,
+    facts: JobFacts,
+    queue: QueueInfo,
+    args: &WatchArgs,
+    hop: Option<SnapshotSource>,
+) -> Result<i32, Outcome> {
+    let read_err = |e: String| {
+        Outcome::fail(
+            2,
+            sentence(&e),
+            "The file may still be being created; try again in a few seconds.",
+        )
+    };
+    match mode {
+        Mode::Json | Mode::Csv => {
+            feed.refresh().map_err(read_err)?;
+            feed.settle(Duration::from_millis(500)).map_err(read_err)?;
+            let s = take(&feed, &facts, &queue, hop);
+            let text = if matches!(mode, Mode::Json) {
+                format!("{}\n", json::to_line(&s))
+            } else {
+                format!("{}\n{}\n", csv::header(&s), csv::row(&s))
+            };
+            print(&text)
+        }
+        Mode::Log(path) => {
+            let format = log_format(&path)?;
+            live::log(&path, format, args, feed, facts, queue, hop)
+        }
+        Mode::Screen => live::screen(args, feed, facts, queue, hop),
+    }
 }

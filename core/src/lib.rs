@@ -1,10 +1,15 @@
 //! slurmwatch's library: collect → store → model → analysis → render.
 //! The plugin, the epilog and the CLI are thin shells over this crate.
 
+pub mod analysis;
 pub mod collect;
+pub mod doctor;
 pub mod error;
 pub mod model;
 pub mod options;
+pub mod render;
+pub mod report;
 pub mod sample;
 pub mod slurm;
+pub mod snapshot;
 pub mod store;

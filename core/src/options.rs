@@ -90,6 +90,10 @@ pub struct PluginConfig {
     /// Optional archive template on a filesystem reachable from login nodes, e.g.
     /// `/shared/slurmwatch/%u/%j`; expanded only with Slurm-provided ids.
     pub archive_template: Option<String>,
+    /// The NVML library the sampler loads for GPU readings (`nvml=`): the site's choice,
+    /// never the job's environment. `None`: the driver's `libnvidia-ml.so.1` via the
+    /// loader's default search (ld.so.cache; slurmstepd's own environment).
+    pub nvml_library: Option<PathBuf>,
 }
 
 impl std::default::Default for PluginConfig {
@@ -101,6 +105,7 @@ impl std::default::Default for PluginConfig {
             max_interval_seconds: DEFAULT_MAX_INTERVAL_SECONDS,
             spool_dir: PathBuf::from(DEFAULT_SPOOL_DIR),
             archive_template: None,
+            nvml_library: None,
         }
     }
 }
@@ -113,6 +118,7 @@ pub const PLUGSTACK_KEYS: &[&str] = &[
     "max_interval",
     "spool",
     "archive",
+    "nvml",
 ];
 
 fn parse_seconds_arg(key: &str, value: &str) -> Result<u32, OptionError> {
@@ -146,7 +152,11 @@ fn parse_abs_path(key: &str, value: &str) -> Result<PathBuf, OptionError> {
     if !ok {
         return Err(refuse(
             format!("slurmwatch: plugstack argument {key}={value:?} is not an absolute path without '..'."),
-            "Write it as e.g. spool=/var/spool/slurmwatch.".into(),
+            format!("Write an absolute path, e.g. {key}={}.", match key {
+                "nvml" => "/usr/lib64/libnvidia-ml.so.1",
+                "archive" => "/shared/slurmwatch/%u",
+                _ => "/var/spool/slurmwatch",
+            }),
         ));
     }
     Ok(PathBuf::from(value))
@@ -182,6 +192,7 @@ impl PluginConfig {
                 "min_interval" => c.min_interval_seconds = parse_seconds_arg(key, value)?,
                 "max_interval" => c.max_interval_seconds = parse_seconds_arg(key, value)?,
                 "spool" => c.spool_dir = parse_abs_path(key, value)?,
+                "nvml" => c.nvml_library = Some(parse_abs_path(key, value)?),
                 "archive" => {
                     parse_abs_path(key, value)?;
                     validate_template(value)?;
@@ -363,6 +374,26 @@ mod tests {
             assert!(PluginConfig::parse(&[bad]).is_err(), "{bad}");
         }
         assert!(PluginConfig::parse(&["min_interval=10", "max_interval=5"]).is_err());
+    }
+
+    #[test]
+    fn plugstack_nvml_library_is_an_absolute_path() {
+        assert_eq!(PluginConfig::default().nvml_library, None);
+        let c = PluginConfig::parse(&["nvml=/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"]).unwrap();
+        assert_eq!(
+            c.nvml_library,
+            Some(PathBuf::from("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"))
+        );
+        for bad in [
+            "nvml=libnvidia-ml.so.1",
+            "nvml=",
+            "nvml=/opt/../tmp/libnvidia-ml.so.1",
+            "nvml=/opt//lib.so",
+            "nvml=/opt/./lib.so",
+        ] {
+            let e = PluginConfig::parse(&[bad]).unwrap_err();
+            assert!(e.message.contains("nvml="), "{bad}: {e}");
+        }
     }
 
     #[test]

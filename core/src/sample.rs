@@ -5,6 +5,7 @@
 //! Rates and percentages are derived later (see `model`) from two samples and their `dt`.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
 
 /// How the job's usage was measured; stored with every sample so a reader knows what a
 /// figure means (a /proc sum has no page cache and no kernel high-water mark).
@@ -76,4 +77,219 @@ pub struct UsageReading {
     pub processes: Option<u64>,
     pub threads: Option<u64>,
     pub pressure: Pressure,
+}
+
+/// Why an NVML reading could not be taken: the NVML return code's name (`nvmlReturn_t`),
+/// folded into 15 values so a whole sample's errors pack into one integer column (4 bits per
+/// reading; see `store::schema`). A reading that failed is never stored as 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[repr(u8)]
+pub enum GpuError {
+    NotSupported = 1,
+    NoPermission = 2,
+    GpuIsLost = 3,
+    Unknown = 4,
+    Timeout = 5,
+    NoData = 6,
+    InvalidArgument = 7,
+    Uninitialized = 8,
+    /// The driver's NVML lacks the function (older driver): `NVML_ERROR_FUNCTION_NOT_FOUND`.
+    FunctionNotFound = 9,
+    InsufficientSize = 10,
+    DriverNotLoaded = 11,
+    ResetRequired = 12,
+    NotFound = 13,
+    InUse = 14,
+    /// Any other return code (see the slurmd log for the number).
+    Other = 15,
+}
+
+impl GpuError {
+    pub const ALL: [GpuError; 15] = [
+        GpuError::NotSupported,
+        GpuError::NoPermission,
+        GpuError::GpuIsLost,
+        GpuError::Unknown,
+        GpuError::Timeout,
+        GpuError::NoData,
+        GpuError::InvalidArgument,
+        GpuError::Uninitialized,
+        GpuError::FunctionNotFound,
+        GpuError::InsufficientSize,
+        GpuError::DriverNotLoaded,
+        GpuError::ResetRequired,
+        GpuError::NotFound,
+        GpuError::InUse,
+        GpuError::Other,
+    ];
+
+    /// NVML's name without the `NVML_ERROR_` prefix, e.g. `NOT_SUPPORTED`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuError::NotSupported => "NOT_SUPPORTED",
+            GpuError::NoPermission => "NO_PERMISSION",
+            GpuError::GpuIsLost => "GPU_IS_LOST",
+            GpuError::Unknown => "UNKNOWN",
+            GpuError::Timeout => "TIMEOUT",
+            GpuError::NoData => "NO_DATA",
+            GpuError::InvalidArgument => "INVALID_ARGUMENT",
+            GpuError::Uninitialized => "UNINITIALIZED",
+            GpuError::FunctionNotFound => "FUNCTION_NOT_FOUND",
+            GpuError::InsufficientSize => "INSUFFICIENT_SIZE",
+            GpuError::DriverNotLoaded => "DRIVER_NOT_LOADED",
+            GpuError::ResetRequired => "RESET_REQUIRED",
+            GpuError::NotFound => "NOT_FOUND",
+            GpuError::InUse => "IN_USE",
+            GpuError::Other => "OTHER",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<GpuError> {
+        GpuError::ALL.into_iter().find(|e| e.name() == s)
+    }
+
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(c: u8) -> Option<GpuError> {
+        GpuError::ALL.into_iter().find(|e| e.code() == c)
+    }
+
+    /// From an `nvmlReturn_t` value (nvml.h); `None` for `NVML_SUCCESS`.
+    pub fn from_nvml_return(rc: u32) -> Option<GpuError> {
+        Some(match rc {
+            0 => return None,
+            1 => GpuError::Uninitialized,
+            2 => GpuError::InvalidArgument,
+            3 => GpuError::NotSupported,
+            4 => GpuError::NoPermission,
+            6 => GpuError::NotFound,
+            7 => GpuError::InsufficientSize,
+            9 => GpuError::DriverNotLoaded,
+            10 => GpuError::Timeout,
+            13 => GpuError::FunctionNotFound,
+            15 => GpuError::GpuIsLost,
+            16 => GpuError::ResetRequired,
+            19 => GpuError::InUse,
+            21 => GpuError::NoData,
+            999 => GpuError::Unknown,
+            _ => GpuError::Other,
+        })
+    }
+}
+
+impl fmt::Display for GpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One GPU reading: the value, or the NVML error that prevented it.
+pub type GpuReading<T> = std::result::Result<T, GpuError>;
+
+/// A card the job holds, fixed for the job (the `gpus` table). Keyed by UUID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuCard {
+    /// NVML's UUID, e.g. `GPU-5f1c…`: the key (indices differ between numberings).
+    pub uuid: String,
+    /// The position in the job's `CUDA_VISIBLE_DEVICES`: the card is `cuda:<this>` to the
+    /// user's code. `None` when the job's environment names no order (NVML order then).
+    pub cuda_index: Option<u32>,
+    /// NVML's (and nvidia-smi's) index on the node.
+    pub nvml_index: u32,
+    /// `domain:bus:device.function`, e.g. `00000000:3B:00.0`.
+    pub pci_bus_id: Option<String>,
+    pub name: Option<String>,
+    pub memory_total_bytes: Option<u64>,
+    /// The card's rated maximum SM clock.
+    pub sm_clock_max_mhz: Option<u32>,
+    /// The enforced power limit when recording started (each sample carries the current one).
+    pub power_limit_watts: Option<f64>,
+    /// NVLink links that are up (0 on a PCIe-only card; `None` when NVML cannot say).
+    pub nvlink_links: Option<u32>,
+}
+
+impl GpuCard {
+    /// How the user's code addresses the card: `cuda:N`, else `nvml:N`.
+    pub fn label(&self) -> String {
+        match self.cuda_index {
+            Some(i) => format!("cuda:{i}"),
+            None => format!("nvml:{}", self.nvml_index),
+        }
+    }
+}
+
+/// GPU memory of the processes on a card, split into the job's and everyone else's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuProcesses {
+    /// The job's compute processes on the card and their memory.
+    pub job_processes: u32,
+    pub job_memory_bytes: u64,
+    /// Processes that are not the job's (a neighbour sharing the card): never credited.
+    pub other_processes: u32,
+    pub other_memory_bytes: u64,
+}
+
+/// Cumulative NVLink data counters summed over every active link, KiB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvlinkCounters {
+    pub tx_kib: u64,
+    pub rx_kib: u64,
+}
+
+/// How two of the job's cards are wired (`nvmlDeviceGetTopologyCommonAncestor`, or NVLink).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuLink {
+    pub a_uuid: String,
+    pub b_uuid: String,
+    /// `nvlink` (with `nvlink_links` direct links), or the PCIe common ancestor:
+    /// `internal`, `single` (one switch), `multiple` (switches), `hostbridge`, `node`
+    /// (NUMA node, across host bridges), `system` (across CPU sockets).
+    pub level: String,
+    pub nvlink_links: u32,
+}
+
+/// One reading of one card. Every field carries the value or the NVML error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSample {
+    /// Busy percentage over NVML's last sample period (kernel running on the card).
+    pub utilization_percent: GpuReading<u32>,
+    /// Memory-controller busy percentage.
+    pub memory_utilization_percent: GpuReading<u32>,
+    /// Card memory in use by anyone (all processes plus the driver's reserve).
+    pub memory_used_bytes: GpuReading<u64>,
+    pub power_draw_milliwatts: GpuReading<u32>,
+    pub power_limit_milliwatts: GpuReading<u32>,
+    pub temperature_celsius: GpuReading<u32>,
+    pub sm_clock_mhz: GpuReading<u32>,
+    /// `nvmlClocksThrottleReasons` bit mask (see `collect::gpu::derive::throttle_names`).
+    pub throttle_reasons: GpuReading<u64>,
+    /// Cumulative energy since the driver loaded, millijoules.
+    pub energy_millijoules: GpuReading<u64>,
+    pub processes: GpuReading<GpuProcesses>,
+    /// Volatile (since last driver load) uncorrected ECC errors.
+    pub ecc_uncorrected: GpuReading<u64>,
+    pub nvlink: GpuReading<NvlinkCounters>,
+}
+
+impl GpuSample {
+    /// Every reading failed with the same error (a lost card, a timed-out read).
+    pub fn all_failed(e: GpuError) -> GpuSample {
+        GpuSample {
+            utilization_percent: Err(e),
+            memory_utilization_percent: Err(e),
+            memory_used_bytes: Err(e),
+            power_draw_milliwatts: Err(e),
+            power_limit_milliwatts: Err(e),
+            temperature_celsius: Err(e),
+            sm_clock_mhz: Err(e),
+            throttle_reasons: Err(e),
+            energy_millijoules: Err(e),
+            processes: Err(e),
+            ecc_uncorrected: Err(e),
+            nvlink: Err(e),
+        }
+    }
 }

@@ -30,10 +30,15 @@ fn v1_step_vanishing_between_readings_reads_as_unreadable() {
     let before = reader.read();
     assert!(before.cpu_usage_usec.is_some() && before.memory_usage_bytes.is_some());
     for ctrl in ["memory", "cpuacct"] {
-        std::fs::remove_dir_all(dir.path().join(ctrl).join(step.strip_prefix("/").unwrap())).unwrap();
+        std::fs::remove_dir_all(dir.path().join(ctrl).join(step.strip_prefix("/").unwrap()))
+            .unwrap();
     }
     let after = reader.read();
-    assert_eq!(after, slurmwatch_core::sample::UsageReading::default(), "{after:?}");
+    assert_eq!(
+        after,
+        slurmwatch_core::sample::UsageReading::default(),
+        "{after:?}"
+    );
 }
 
 #[test]
@@ -46,5 +51,9 @@ fn v2_job_vanishing_between_readings_reads_as_unreadable() {
     assert!(before.cpu_usage_usec.is_some() && before.memory_working_set_bytes.is_some());
     std::fs::remove_dir_all(dir.path().join(job.strip_prefix("/").unwrap())).unwrap();
     let after = reader.read();
-    assert_eq!(after, slurmwatch_core::sample::UsageReading::default(), "{after:?}");
+    assert_eq!(
+        after,
+        slurmwatch_core::sample::UsageReading::default(),
+        "{after:?}"
+    );
 }

@@ -1,1 +1,74 @@
-fn main() {}
+//! `slurmwatch-epilog`: summarise a finished job's file into its `summary` table.
+//!
+//! Runs as root, either as (part of) Slurm's `Epilog=` program, or from the plugin's
+//! `job_epilog` callback. Contract (DESIGN.md §2.8, §7): always exits 0 (a failing epilog
+//! drains the node), never calls a Slurm command, never follows a user-controlled path — the
+//! only path it opens is `<spool>/<job id>.sqlite` in the root-owned spool, built from a job id
+//! that must be all digits, opened with `O_NOFOLLOW` and refused unless a regular file.
+//! Problems go to stderr as one line (slurmd logs an epilog's stderr) and nothing else.
+//!
+//! ```text
+//! slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]
+//! ```
+//! The job id defaults to `SLURM_JOB_ID` (set in the epilog's environment by slurmd).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use slurmwatch_core::analysis::summary;
+
+const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
+
+fn main() {
+    // Whatever happens — a panic included — the exit status is 0.
+    let outcome = std::panic::catch_unwind(run);
+    match outcome {
+        Ok(Ok(Some(msg))) => eprintln!("slurmwatch-epilog: {msg}"),
+        Ok(Ok(None)) => {}
+        Ok(Err(e)) => eprintln!("slurmwatch-epilog: {e}"),
+        Err(_) => eprintln!("slurmwatch-epilog: internal error (panic); nothing written"),
+    }
+    std::process::exit(0);
+}
+
+/// `Ok(Some(msg))` for a note worth logging, `Err` for a failure; both exit 0.
+fn run() -> Result<Option<String>, String> {
+    let mut spool = PathBuf::from(DEFAULT_SPOOL);
+    let mut job: Option<String> = None;
+    let mut quiet = false;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--spool" => spool = PathBuf::from(args.next().ok_or("--spool needs a directory")?),
+            "--quiet" => quiet = true,
+            "-h" | "--help" => {
+                println!("usage: slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]  (JOBID defaults to $SLURM_JOB_ID)");
+                return Ok(None);
+            }
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s => job = Some(s.to_string()),
+        }
+    }
+    let job = job
+        .or_else(|| std::env::var("SLURM_JOB_ID").ok())
+        .ok_or("no job id (give one, or run from Slurm's epilog where SLURM_JOB_ID is set)")?;
+    // Strict: the id becomes a file name inside the spool.
+    if job.is_empty() || job.len() > 20 || !job.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{job:?} is not a job id"));
+    }
+    let job_id: u32 = job
+        .parse()
+        .map_err(|_| format!("{job:?} is not a job id"))?;
+    let t0 = Instant::now();
+    match summary::summarise_job_file(&spool, job_id).map_err(|e| e.to_string())? {
+        // Not recorded (the user did not ask): nothing to do, nothing to say.
+        summary::EpilogOutcome::NotRecorded => Ok(None),
+        summary::EpilogOutcome::Written => Ok((!quiet).then(|| {
+            format!(
+                "job {job}: summary written to {} in {} ms",
+                spool.join(format!("{job}.sqlite")).display(),
+                t0.elapsed().as_millis()
+            )
+        })),
+    }
+}

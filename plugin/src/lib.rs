@@ -13,6 +13,7 @@ mod ffi {
     include!(concat!(env!("OUT_DIR"), "/spank.rs"));
 }
 
+mod archive;
 mod as_user;
 mod guard;
 mod log;
@@ -231,6 +232,44 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
     })
 }
 
+/// Runs once per job and node when the job ends (a separate root process in the job-script
+/// context): writes the summary into the job's file and refreshes the archive copy, so the
+/// archived file is complete.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and plugstack argv.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_epilog(
+    sp: ffi::spank_t,
+    ac: c_int,
+    av: *mut *mut c_char,
+) -> c_int {
+    let sp = Spank(sp);
+    guard::guarded("job_epilog", || {
+        if spank::context() != Context::JobScript {
+            return Ok(());
+        }
+        use slurmwatch_core::analysis::summary::{summarise_job_file, EpilogOutcome};
+        let config = load_config(ac, av)?;
+        let job_id = sp.job_id().ok_or("no job id")?;
+        let started = std::time::Instant::now();
+        match summarise_job_file(&config.spool_dir, job_id).map_err(|e| e.to_string())? {
+            EpilogOutcome::NotRecorded => return Ok(()),
+            EpilogOutcome::Written => log::info(&format!(
+                "slurmwatch: job {job_id}: summary written in {} ms",
+                started.elapsed().as_millis()
+            )),
+        }
+        let (uid, gid) = (sp.uid().ok_or("no job uid")?, sp.gid().ok_or("no job gid")?);
+        let (user, node) = (user_name(uid), node_name());
+        if let Some(dir) = archive::dir_for(&config, &user, uid, job_id, &node)? {
+            let file = config.spool_dir.join(format!("{job_id}.sqlite"));
+            archive::copy_as_user(&file, &dir, &archive::file_name(job_id, &node), uid, gid)?;
+        }
+        Ok(())
+    })
+}
+
 /// # Safety
 /// Called by Slurm with a valid handle.
 #[no_mangle]
@@ -294,6 +333,24 @@ fn node_name() -> String {
     name.split('.').next().unwrap_or("unknown").to_string()
 }
 
+/// The step's GPUs: the cards its environment names (as Slurm set it for the step) and the
+/// site's NVML library. `None` when no card is named: NVML is then never loaded.
+fn plan_gpus(sp: Spank, config: &PluginConfig) -> Option<recorder::GpuPlan> {
+    use slurmwatch_core::collect::gpu::{wanted_cards, GpuEnv, DEFAULT_NVML_LIB};
+    let env = GpuEnv::from_lookup(|name| sp.getenv(name));
+    let wanted = wanted_cards(&env);
+    if wanted.is_empty() {
+        return None;
+    }
+    Some(recorder::GpuPlan {
+        lib_path: config
+            .nvml_library
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NVML_LIB.into()),
+        wanted,
+    })
+}
+
 /// What this step records and where. The file name is built only from Slurm's numeric job
 /// id inside the root-owned spool: nothing the user controls chooses a path.
 fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
@@ -304,21 +361,7 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let gid = sp.gid().ok_or("no job gid")?;
     let user = user_name(uid);
     let node = node_name();
-    let archive_dir = match &config.archive_template {
-        None => None,
-        Some(t) => Some(
-            options::expand_template(
-                t,
-                &options::TemplateIds {
-                    user: &user,
-                    uid,
-                    job_id,
-                    node: &node,
-                },
-            )
-            .ok_or("the archive template cannot be expanded safely for this job")?,
-        ),
-    };
+    let archive_dir = archive::dir_for(config, &user, uid, job_id, &node)?;
     Ok(recorder::Plan {
         archive_dir,
         job_id,
@@ -336,5 +379,6 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
             .filter(|m| *m > 0)
             .map(|m| m * 1024 * 1024),
         local_tasks: sp.local_task_count(),
+        gpu: plan_gpus(sp, config),
     })
 }

@@ -10,6 +10,8 @@
 //! It never calls Slurm's API or logs (see `log`): problems travel back to the callback
 //! thread as strings and are logged there.
 
+use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
+use slurmwatch_core::collect::gpu::Wanted;
 use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::sample::UsageReading;
 use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
@@ -27,6 +29,17 @@ const FLUSH_EVERY: Duration = Duration::from_secs(5);
 const ARCHIVE_EVERY: Duration = Duration::from_secs(300);
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
+/// The longest a stored row waits for the GPU readings (NVML runs on its own thread; a
+/// late answer is recorded as TIMEOUT). Well inside FINAL_WAIT.
+const GPU_READ_WAIT: Duration = Duration::from_millis(500);
+
+/// The job's GPUs for this step: the site's NVML library and the cards the step's
+/// environment names (see `collect::gpu::select`).
+#[derive(Debug, Clone)]
+pub struct GpuPlan {
+    pub lib_path: PathBuf,
+    pub wanted: Vec<Wanted>,
+}
 
 /// What the callbacks know about the step when recording starts.
 #[derive(Debug, Clone)]
@@ -47,6 +60,8 @@ pub struct Plan {
     /// Whether this step also records the job-level series (the batch or interactive step:
     /// one writer per series).
     pub records_job_series: bool,
+    /// `None`: the step's environment names no GPU (no GPU section, NVML never loaded).
+    pub gpu: Option<GpuPlan>,
 }
 
 enum Msg {
@@ -200,17 +215,8 @@ impl Between {
 /// Copies the job's file to the archive with the user's credentials (see `as_user`).
 fn archive(plan: &Plan) -> Option<String> {
     let dir = plan.archive_dir.as_ref()?;
-    let name = format!("{}.{}.sqlite", plan.job_id, plan.node);
-    let outcome = crate::as_user::with_user_fs(plan.uid, plan.gid, || {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        slurmwatch_core::store::archive::copy_consistent(&plan.file, dir, &name)
-            .map_err(|e| e.to_string())
-    });
-    match outcome {
-        Ok(Ok(_)) => None,
-        Ok(Err(e)) | Err(e) => Some(format!("archive copy failed: {e}")),
-    }
+    let name = crate::archive::file_name(plan.job_id, &plan.node);
+    crate::archive::copy_as_user(&plan.file, dir, &name, plan.uid, plan.gid).err()
 }
 
 /// How long a step waits for another step of the same job that is creating the file.
@@ -262,6 +268,105 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
     }
 }
 
+/// The GPU side of the sampler: NVML opens on its own thread while the step runs; once the
+/// cards are known they are registered in the file and read with every stored row.
+struct Gpus {
+    worker: GpuWorker,
+    /// `gpus.id` of each card this step records (`None`: another step records it).
+    ids: Option<Vec<Option<i64>>>,
+}
+
+impl Gpus {
+    fn start(plan: &Plan) -> Option<Gpus> {
+        let g = plan.gpu.as_ref()?;
+        Some(Gpus {
+            worker: GpuWorker::start(GpuWorkerConfig {
+                lib_path: g.lib_path.clone(),
+                wanted: g.wanted.clone(),
+                proc_root: PathBuf::from(PROC_ROOT),
+                job_id: plan.job_id,
+            }),
+            ids: None,
+        })
+    }
+
+    /// Registers the cards once NVML has opened (never waits); records why there are none.
+    fn poll_open(this: &mut Option<Gpus>, writer: &mut Writer, step: &str) {
+        let Some(g) = this else { return };
+        if g.ids.is_some() {
+            return;
+        }
+        match g.worker.poll_open(Duration::ZERO) {
+            Opened::Pending => {}
+            Opened::Ready { cards, topology } => {
+                let t = now_unix_ms();
+                match writer.register_gpus(step, t, &cards, &topology) {
+                    Ok(ids) => {
+                        let names: Vec<String> = cards
+                            .iter()
+                            .zip(&ids)
+                            .map(|(c, (_, mine))| {
+                                format!(
+                                    "{} = {} (nvml {}, {}){}",
+                                    c.label(),
+                                    c.uuid,
+                                    c.nvml_index,
+                                    c.pci_bus_id.as_deref().unwrap_or("?"),
+                                    if *mine {
+                                        ""
+                                    } else {
+                                        ", recorded by another step"
+                                    }
+                                )
+                            })
+                            .collect();
+                        let _ = writer.event(t, Some(step), "gpu", &names.join("; "));
+                        g.ids = Some(
+                            ids.into_iter()
+                                .map(|(id, mine)| mine.then_some(id))
+                                .collect(),
+                        );
+                    }
+                    Err(e) => {
+                        let _ =
+                            writer.event(t, Some(step), "gpu", &format!("not recording GPUs: {e}"));
+                        *this = None;
+                    }
+                }
+            }
+            Opened::None(why) => {
+                let _ = writer.event(
+                    now_unix_ms(),
+                    Some(step),
+                    "gpu",
+                    &format!("no GPU section: {why}"),
+                );
+                *this = None;
+            }
+        }
+    }
+
+    /// One reading of every card this step records, buffered with the row at `t`.
+    fn store(this: &mut Option<Gpus>, writer: &mut Writer, step: &str, t: i64) {
+        Gpus::poll_open(this, writer, step);
+        let Some(g) = this else { return };
+        let Some(ids) = &g.ids else { return };
+        if ids.iter().all(Option::is_none) {
+            return;
+        }
+        // The step's processes descend from this slurmstepd (used where there is no job
+        // cgroup to tell the job's processes from a neighbour's).
+        let roots = [std::process::id()];
+        if let Some(samples) = g.worker.read(&roots, GPU_READ_WAIT) {
+            for (id, s) in ids.iter().zip(samples) {
+                if let Some(id) = id {
+                    writer.push_gpu(t, *id, s);
+                }
+            }
+        }
+    }
+}
+
 fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
     let started = now_unix_ms();
     let mut collector = JobCollector::new(
@@ -292,11 +397,14 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
     let mut job_between = Between::default();
     let mut step_between = Between::default();
     let mut rows = 0u64;
+    // NVML starts loading now, on its own thread; nothing here waits for it.
+    let mut gpus = Gpus::start(&plan);
     let mut store = |writer: &mut Writer,
                      kind: SampleKind,
                      collector: &mut JobCollector,
                      jb: &mut Between,
-                     sb: &mut Between| {
+                     sb: &mut Between,
+                     gpus: &mut Option<Gpus>| {
         let t = now_unix_ms();
         if plan.records_job_series {
             let r = collector.read_job();
@@ -306,6 +414,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         let r = collector.read_step();
         sb.observe(t, &r);
         writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+        Gpus::store(gpus, writer, &plan.step, t);
         rows += 1;
     };
 
@@ -315,6 +424,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         &mut collector,
         &mut job_between,
         &mut step_between,
+        &mut gpus,
     );
     let mut problem: Option<String> = writer.flush().err().map(|e| e.to_string());
     let mut next_store = Instant::now() + plan.interval;
@@ -333,6 +443,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                         &mut collector,
                         &mut job_between,
                         &mut step_between,
+                        &mut gpus,
                     );
                     let _ = writer.end_step(&plan.step, now_unix_ms(), exit_status);
                     if let Err(e) = writer.flush() {
@@ -359,6 +470,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                         &mut collector,
                         &mut job_between,
                         &mut step_between,
+                        &mut gpus,
                     );
                     next_store += plan.interval;
                     if next_store < now {
@@ -366,6 +478,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                     }
                 } else {
                     // A fast read: only the running maxima, nothing stored.
+                    Gpus::poll_open(&mut gpus, &mut writer, &plan.step);
                     let t = now_unix_ms();
                     if plan.records_job_series {
                         job_between.observe(t, &collector.read_job());

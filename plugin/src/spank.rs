@@ -110,12 +110,12 @@ impl Spank {
         (rc == ffi::ESPANK_SUCCESS).then_some(v)
     }
 
-    /// A variable of the job's environment (remote context). What comes back is the job
-    /// owner's text: never use it as a path or a command.
-    #[cfg_attr(not(feature = "fault-injection"), allow(dead_code))]
+    /// A variable of the job's environment (remote context), up to 4 KiB (eight GPU UUIDs
+    /// need more than 256 bytes). What comes back is the job owner's text: parse it strictly,
+    /// never use it as a path or a command.
     pub fn getenv(&self, name: &str) -> Option<String> {
         let name = CString::new(name).ok()?;
-        let mut buf = [0 as c_char; 256];
+        let mut buf = vec![0 as c_char; 4096];
         // SAFETY: buf is writable for its length; spank_getenv NUL-terminates on success.
         let rc = unsafe {
             ffi::spank_getenv(self.0, name.as_ptr(), buf.as_mut_ptr(), buf.len() as c_int)

@@ -2,5 +2,10 @@
 //! `scripts/test.sh` starts, with the real plugin loaded through plugstack.conf. Every test is
 //! `#[ignore]`d so plain `cargo test` stays fast; `scripts/test.sh` runs them with `--ignored`.
 
+mod cli;
+mod doctor;
+mod gpu;
+mod package;
 mod plugin;
 mod recorder;
+mod report;

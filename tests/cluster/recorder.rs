@@ -589,3 +589,62 @@ fn a_reused_job_id_never_writes_into_an_earlier_jobs_file() {
         "rows added to the old file"
     );
 }
+
+/// Polls until the job's file (or a copy) carries the epilog's summary.
+fn wait_for_summary(path: &std::path::Path) -> Vec<(String, String)> {
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = slurmwatch_core::store::Reader::open(path) {
+            if let Ok(Some(pairs)) = slurmwatch_core::store::summary::read(&r) {
+                return pairs;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "no summary in {} after 60 s",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// The plugin's `job_epilog` writes the summary into the job's file when the job ends, and
+/// refreshes the archive copy so it carries the summary too.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_job_epilog_writes_the_summary_and_refreshes_the_archive() {
+    use std::os::unix::fs::PermissionsExt;
+    let base = "/tmp/slurmwatch-it/archive-epilog";
+    std::fs::create_dir_all(base).unwrap();
+    std::fs::set_permissions(base, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let _o = PlugstackOverride::new(&format!("spool={SPOOL} archive={base}/%u"));
+    let job = Submit::new(
+        "epilog",
+        "python3 -c 'b = bytearray(50 << 20); import time; time.sleep(2)'",
+    )
+    .arg("--slurmwatch=1")
+    .user(USER1)
+    .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED");
+    let pairs = wait_for_summary(&spool_file(job.id));
+    let keys: Vec<&str> = pairs.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(!keys.is_empty(), "empty summary");
+    let node = stdout(&run("hostname", &["-s"])).trim().to_string();
+    let copy = std::path::Path::new(base)
+        .join(USER1)
+        .join(format!("{}.{node}.sqlite", job.id));
+    let copied = wait_for_summary(&copy);
+    assert_eq!(
+        copied, pairs,
+        "the archive copy's summary differs from the spool file's"
+    );
+    assert!(
+        job.log_lines()
+            .iter()
+            .any(|l| l.contains(&format!("slurmwatch: job {}: summary written", job.id)))
+            || std::fs::read_to_string(SLURMD_LOG)
+                .unwrap_or_default()
+                .contains(&format!("slurmwatch: job {}: summary written", job.id)),
+        "no epilog line in the slurmd log"
+    );
+}

@@ -319,6 +319,17 @@ pub struct PlugstackOverride {
 pub const PLUGSTACK_CONF: &str = "/etc/slurm/plugstack.conf";
 
 impl PlugstackOverride {
+    /// The plugstack line for another plugin path (e.g. the packaged one).
+    pub fn with_plugin(plugin: &str, args: &str) -> PlugstackOverride {
+        let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
+        let original = std::fs::read_to_string(PLUGSTACK_CONF).expect("read plugstack.conf");
+        std::fs::write(PLUGSTACK_CONF, format!("optional {plugin} {args}\n")).unwrap();
+        PlugstackOverride {
+            original,
+            _lock: lock,
+        }
+    }
+
     pub fn new(args: &str) -> PlugstackOverride {
         let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
         let original = std::fs::read_to_string(PLUGSTACK_CONF).expect("read plugstack.conf");
@@ -338,6 +349,79 @@ impl Drop for PlugstackOverride {
 
 pub fn exists(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok()
+}
+
+/// The target directory the tests were built into (`CARGO_TARGET_DIR` or `<repo>/target`).
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+fn built_bin(env: &str, name: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env) {
+        return PathBuf::from(p);
+    }
+    let t = target_dir();
+    for profile in ["release", "debug"] {
+        let p = t.join(profile).join(name);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("{name} is not built: cargo build -p slurmwatch-cli -p slurmwatch-epilog (or set {env})")
+}
+
+/// The CLI: `SLURMWATCH_BIN`, else `<target>/release/slurmwatch`, else `<target>/debug/…`.
+pub fn slurmwatch_bin() -> PathBuf {
+    built_bin("SLURMWATCH_BIN", "slurmwatch")
+}
+
+/// The epilog: `SLURMWATCH_EPILOG_BIN`, else the release build, else the debug build.
+pub fn epilog_bin() -> PathBuf {
+    built_bin("SLURMWATCH_EPILOG_BIN", "slurmwatch-epilog")
+}
+
+/// Where the cluster tests install the fake NVML (root-owned, like a driver's library).
+pub const FAKE_NVML_INSTALLED: &str = "/usr/local/lib/slurmwatch/test/libnvidia-ml.so.1";
+/// The fake's default state file: slurmstepd does not pass FAKE_NVML_STATE on.
+pub const FAKE_NVML_STATE: &str = "/tmp/slurmwatch-fake-nvml/state.json";
+
+/// Installs the built fake NVML (`cargo build -p fake-nvml`; `FAKE_NVML_SO` names another
+/// build) at [`FAKE_NVML_INSTALLED`] and returns that path.
+pub fn install_fake_nvml() -> PathBuf {
+    let built = std::env::var_os("FAKE_NVML_SO")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let t = target_dir();
+            ["release", "debug"]
+                .iter()
+                .map(|p| t.join(p).join("libfake_nvml.so"))
+                .find(|p| p.exists())
+        })
+        .expect(
+            "the fake NVML is not built: cargo build --release -p fake-nvml (or set FAKE_NVML_SO)",
+        );
+    let dest = Path::new(FAKE_NVML_INSTALLED);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    let tmp = dest.with_extension("new");
+    std::fs::copy(&built, &tmp).unwrap();
+    std::fs::rename(&tmp, dest).unwrap();
+    dest.to_path_buf()
+}
+
+/// Writes the fake NVML's state (a new file renamed over the old: the fake re-reads it).
+pub fn set_fake_nvml_state(state: &serde_json::Value) {
+    let p = Path::new(FAKE_NVML_STATE);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    let tmp = p.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(state).unwrap()).unwrap();
+    std::fs::rename(&tmp, p).unwrap();
+}
+
+/// Whether the test cluster's node has GPU GRES (scripts/cluster.sh with fake device files).
+pub fn cluster_has_gpu_gres() -> bool {
+    stdout(&run("sinfo", &["-h", "-N", "-o", "%G"])).contains("gpu")
 }
 
 #[cfg(test)]

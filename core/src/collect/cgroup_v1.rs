@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{clock_ticks_per_sec, count_members, keyed, read_opt, read_u64, ticks_to_usec};
+use super::parse::{
+    clock_ticks_per_sec, count_members, keyed, read_opt, read_u64, sum_tree, ticks_to_usec,
+};
 use crate::sample::UsageReading;
 
 /// `memory.limit_in_bytes` of an unlimited group is `PAGE_COUNTER_MAX` rounded to pages
@@ -35,7 +37,6 @@ pub struct V1Reader {
     limit: PathBuf,
     stat: PathBuf,
     failcnt: PathBuf,
-    oom_control: PathBuf,
     cpuacct_usage: PathBuf,
     cpuacct_stat: PathBuf,
     blkio_bytes: Option<PathBuf>,
@@ -63,7 +64,6 @@ impl V1Reader {
             limit: memory_dir.join("memory.limit_in_bytes"),
             stat: memory_dir.join("memory.stat"),
             failcnt: memory_dir.join("memory.failcnt"),
-            oom_control: memory_dir.join("memory.oom_control"),
             memory_dir,
             cpuacct_usage: cpu_dir.join("cpuacct.usage"),
             cpuacct_stat: cpu_dir.join("cpuacct.stat"),
@@ -105,8 +105,17 @@ impl V1Reader {
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
         r.memory_limit_hits = read_u64(buf, &self.failcnt);
-        // `oom_kill N` exists since Linux 4.13; older kernels: unknown, not zero.
-        r.memory_oom_kills = read_opt(buf, &self.oom_control).and_then(|t| keyed(t, "oom_kill"));
+        // `oom_kill N` exists since Linux 4.13; older kernels: unknown, not zero. v1 counts a
+        // kill only in the memcg whose limit was hit — Slurm sets the same limit on the step,
+        // so a job's kills show up in `step_*`, not in `job_*` (seen on the test cluster) —
+        // hence the sum over the subtree.
+        r.memory_oom_kills = sum_tree(
+            buf,
+            &self.memory_dir,
+            "memory.oom_control",
+            MEMBER_DEPTH,
+            &|t| keyed(t, "oom_kill"),
+        );
 
         // CPU. cpuacct.usage is nanoseconds; cpuacct.stat is USER_HZ ticks.
         r.cpu_usage_usec = read_u64(buf, &self.cpuacct_usage).map(|ns| ns / 1000);

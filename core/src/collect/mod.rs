@@ -7,6 +7,7 @@
 
 pub mod cgroup_v1;
 pub mod cgroup_v2;
+pub mod gpu;
 pub mod location;
 mod parse;
 pub mod procfs;

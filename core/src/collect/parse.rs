@@ -78,21 +78,28 @@ pub(crate) fn ticks_to_usec(ticks: u64, ticks_per_sec: u64) -> u64 {
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
-/// Number of cgroup members listed in `file` of `dir` and of every subdirectory.
-///
-/// Why recursive: `cgroup.procs`/`cgroup.threads` (v2) and `cgroup.procs`/`tasks` (v1) list
-/// only the cgroup's *own* members, and Slurm puts tasks in child directories (`task_N`,
-/// `user/task_N`, `slurm`), so the job and step directories themselves are often empty.
-/// Depth is bounded and symlinks are never followed (`DirEntry::file_type` does not follow).
-/// The top directory's file must be readable (else `None`); a subdirectory that vanishes
-/// while we walk (a task exiting) is skipped, any other error makes the count `None`.
+/// Counts the lines of `file` in `dir` and its subdirectories (cgroup membership files
+/// list only their own directory's members; Slurm puts tasks in child directories).
 pub(crate) fn count_members(
     buf: &mut String,
     dir: &Path,
     file: &str,
     max_depth: u32,
 ) -> Option<u64> {
-    let mut total = count_lines(read_opt(buf, &dir.join(file))?);
+    sum_tree(buf, dir, file, max_depth, &|t| Some(count_lines(t)))
+}
+
+/// Sums `value(file)` over `dir` and its subdirectories down to `max_depth`. `None` when a
+/// directory that still exists cannot be read (a partial sum would be a lie); a task
+/// directory removed while we walk is skipped.
+pub(crate) fn sum_tree(
+    buf: &mut String,
+    dir: &Path,
+    file: &str,
+    max_depth: u32,
+    value: &dyn Fn(&str) -> Option<u64>,
+) -> Option<u64> {
+    let mut total = value(read_opt(buf, &dir.join(file))?)?;
     if max_depth == 0 {
         return Some(total);
     }
@@ -108,9 +115,8 @@ pub(crate) fn count_members(
             continue;
         }
         let sub = entry.path();
-        match count_members(buf, &sub, file, max_depth - 1) {
+        match sum_tree(buf, &sub, file, max_depth - 1, value) {
             Some(n) => total += n,
-            // A task directory removed between read_dir and our read: not an error.
             None if !sub.exists() => {}
             None => return None,
         }

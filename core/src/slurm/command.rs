@@ -1,1 +1,139 @@
-//! Slurm command runner (bounded time, pinned SLURM_TIME_FORMAT=standard, LC_ALL=C).
+//! Runs Slurm's commands with a bounded time, a pinned time format and locale, so their
+//! output is the same on every site and a hung `slurmctld` never hangs the caller.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// How long a Slurm query may take before we give up on it (a busy controller answers in
+/// well under a second; a dead one never does).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a Slurm command gave no usable output.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    /// The program is not on `PATH`: no Slurm client here.
+    #[error("{program} is not on PATH (no Slurm client on this machine)")]
+    NotFound { program: String },
+    #[error("{program} did not answer within {seconds} s (is slurmctld up?)")]
+    Timeout { program: String, seconds: u64 },
+    #[error("cannot run {program}: {message}")]
+    Spawn { program: String, message: String },
+}
+
+/// What a finished command printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finished {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Finished {
+    /// The first line of stderr, trimmed: Slurm puts its one-sentence reason there.
+    pub fn reason(&self) -> String {
+        self.stderr.lines().next().unwrap_or("").trim().to_string()
+    }
+}
+
+/// Runs `program args…` with `SLURM_TIME_FORMAT=standard` and `LC_ALL=C`, killing it after
+/// `timeout`. Output is read on threads, so a large answer never blocks on a full pipe.
+pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Finished, CommandError> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("SLURM_TIME_FORMAT", "standard")
+        .env("LC_ALL", "C")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => CommandError::NotFound {
+                program: program.to_string(),
+            },
+            _ => CommandError::Spawn {
+                program: program.to_string(),
+                message: e.to_string(),
+            },
+        })?;
+    let pid = child.id();
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let err_thread = std::thread::spawn(move || {
+            let mut s = Vec::new();
+            if let Some(e) = err.as_mut() {
+                let _ = e.read_to_end(&mut s);
+            }
+            s
+        });
+        let mut o = Vec::new();
+        if let Some(out) = out.as_mut() {
+            let _ = out.read_to_end(&mut o);
+        }
+        let e = err_thread.join().unwrap_or_default();
+        let status = child.wait();
+        let _ = tx.send((status, o, e));
+    });
+    match rx.recv_timeout(timeout) {
+        Ok((status, o, e)) => {
+            let status = status.map_err(|e| CommandError::Spawn {
+                program: program.to_string(),
+                message: e.to_string(),
+            })?;
+            Ok(Finished {
+                success: status.success(),
+                code: status.code(),
+                stdout: String::from_utf8_lossy(&o).into_owned(),
+                stderr: String::from_utf8_lossy(&e).into_owned(),
+            })
+        }
+        Err(_) => {
+            // SAFETY: plain kill(2) of the child we spawned; it has not been reaped (the
+            // waiting thread is still blocked on its pipes), so the pid is still ours.
+            unsafe {
+                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+            }
+            Err(CommandError::Timeout {
+                program: program.to_string(),
+                seconds: timeout.as_secs(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_program_is_not_found() {
+        let e = run("slurmwatch-no-such-program", &[], DEFAULT_TIMEOUT).unwrap_err();
+        assert!(matches!(e, CommandError::NotFound { .. }), "{e}");
+    }
+
+    #[test]
+    fn output_and_status_are_returned() {
+        let f = run(
+            "sh",
+            &["-c", "echo $LC_ALL; echo oops >&2; exit 3"],
+            DEFAULT_TIMEOUT,
+        )
+        .unwrap();
+        assert_eq!(f.stdout, "C\n");
+        assert_eq!(f.reason(), "oops");
+        assert_eq!(f.code, Some(3));
+        assert!(!f.success);
+    }
+
+    #[test]
+    fn a_hung_command_is_killed() {
+        let t = std::time::Instant::now();
+        let e = run("sleep", &["30"], Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(e, CommandError::Timeout { .. }));
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+}

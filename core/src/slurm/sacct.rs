@@ -1,1 +1,756 @@
-//! `sacct`.
+//! `sacct`: what Slurm's accounting recorded about a job and its steps.
+//!
+//! The traps this module exists for (DESIGN.md §4), each handled where it is parsed:
+//! - the output format is pinned: `SLURM_TIME_FORMAT=standard` and `LC_ALL=C` (a user's
+//!   `SLURM_TIME_FORMAT=relative` or a locale would rewrite every timestamp), and the header
+//!   line is kept so columns are found by name, never by position;
+//! - `--parsable2 --delimiter=$'\x1f'`: a `|` inside a job name, work dir or constraint would
+//!   shift every later column of `--parsable2`'s default delimiter; `|` is only the fallback for
+//!   a `sacct` that refuses `--delimiter`, and a line with the wrong field count is skipped;
+//! - `ReqMem` `0n` means "all of each node's memory", never zero; `Mn`/`Mc` suffixes are per
+//!   node / per CPU (before 21.08), `ReqMem` without a suffix is per node;
+//! - `AllocTRES` `mem=` is the allocation total over all nodes (per node = total / nodes);
+//! - `MaxRSS` and a meaningful `TotalCPU` exist only on step lines (`.batch`, `.N`);
+//! - a `RUNNING` record with `End=Unknown` may outlive the job (a lost end record): callers
+//!   check squeue or the recording before believing the elapsed time;
+//! - GPUs are spelled `gres/gpu=4`, `gres/gpu:a100=4` (usually beside the untyped one) or, before
+//!   20.11, `AllocGRES=gpu:4`;
+//! - `Reserved` was renamed `Planned` in 23.02: a field that this `sacct` calls invalid is
+//!   swapped for its other name (or dropped) and the query retried once;
+//! - `sacct` missing, hanging (slurmdbd down: it can wait for minutes) or failing gets one
+//!   sentence, after a bounded wait.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// The fields asked for, in this order. Each is looked up by name in the header.
+pub const FIELDS: &[&str] = &[
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "User",
+    "UID",
+    "Group",
+    "Account",
+    "Partition",
+    "QOS",
+    "Cluster",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Reason",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "Timelimit",
+    "TimelimitRaw",
+    "Planned",
+    "NNodes",
+    "NCPUS",
+    "ReqCPUS",
+    "AllocCPUS",
+    "ReqMem",
+    "ReqTRES",
+    "AllocTRES",
+    "NTasks",
+    "NodeList",
+    "TotalCPU",
+    "UserCPU",
+    "SystemCPU",
+    "MaxRSS",
+    "MaxRSSNode",
+    "MaxRSSTask",
+    "AveRSS",
+    "MaxVMSize",
+    "MaxDiskRead",
+    "MaxDiskWrite",
+    "WorkDir",
+];
+
+/// Fields known under two names across Slurm releases (newer, older).
+const RENAMED: &[(&str, &str)] = &[("Planned", "Reserved")];
+
+/// The unit separator: never in a job name typed at a shell, unlike `|`.
+pub const DELIMITER: char = '\u{1f}';
+
+/// How long `sacct` may take before the report gives up on it (slurmdbd down makes it hang).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why sacct could not answer. Each `Display` is one sentence for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum SacctError {
+    #[error("sacct is not installed here ({0}); run the report on a node with Slurm's client commands, or give --file and --no-sacct")]
+    Missing(String),
+    #[error("sacct did not answer within {0} s (is slurmdbd up?); try again, or use --no-sacct")]
+    TimedOut(u64),
+    #[error("sacct failed: {0}")]
+    Failed(String),
+    #[error("sacct knows no job {0} (wrong id, another cluster, or purged from accounting)")]
+    UnknownJob(String),
+}
+
+/// A state, with the `by <uid>` of `CANCELLED by 0` split off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct State {
+    /// `COMPLETED`, `FAILED`, `OUT_OF_MEMORY`, `TIMEOUT`, `CANCELLED`, `RUNNING`, ...
+    pub name: String,
+    /// Who cancelled (sacct prints only the uid).
+    pub cancelled_by_uid: Option<u32>,
+}
+
+impl State {
+    pub fn parse(s: &str) -> State {
+        let mut it = s.split_whitespace();
+        let name = it.next().unwrap_or("").to_string();
+        let cancelled_by_uid = match (it.next(), it.next()) {
+            (Some("by"), Some(uid)) => uid.parse().ok(),
+            _ => None,
+        };
+        State {
+            name,
+            cancelled_by_uid,
+        }
+    }
+}
+
+/// `ExitCode` `code:signal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ExitCode {
+    pub code: i32,
+    pub signal: i32,
+}
+
+impl ExitCode {
+    pub fn parse(s: &str) -> Option<ExitCode> {
+        let (c, sig) = s.split_once(':')?;
+        Some(ExitCode {
+            code: c.trim().parse().ok()?,
+            signal: sig.trim().parse().ok()?,
+        })
+    }
+}
+
+/// A TRES list (`cpu=2,mem=1G,node=1,gres/gpu=4,gres/gpu:a100=4,billing=2`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Tres {
+    pub cpus: Option<u64>,
+    /// Total over all nodes of the allocation.
+    pub memory_bytes: Option<u64>,
+    pub nodes: Option<u64>,
+    /// GPUs over all nodes: the untyped `gres/gpu` count, else the sum of the typed ones.
+    pub gpus: Option<u64>,
+    /// `a100` from `gres/gpu:a100=4`.
+    pub gpu_types: Vec<String>,
+}
+
+impl Tres {
+    pub fn parse(s: &str) -> Tres {
+        let mut t = Tres::default();
+        let mut untyped = None;
+        let mut typed: Option<u64> = None;
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((k, v)) = part.split_once('=') else {
+                continue;
+            };
+            match k {
+                "cpu" => t.cpus = v.parse().ok(),
+                "mem" => t.memory_bytes = parse_size(v, 1 << 20),
+                "node" => t.nodes = v.parse().ok(),
+                "gres/gpu" => untyped = v.parse().ok(),
+                _ => {
+                    if let Some(ty) = k.strip_prefix("gres/gpu:") {
+                        if let Ok(n) = v.parse::<u64>() {
+                            typed = Some(typed.unwrap_or(0) + n);
+                            t.gpu_types.push(ty.to_string());
+                        }
+                    }
+                }
+            }
+        }
+        t.gpus = untyped.or(typed);
+        t
+    }
+}
+
+/// Pre-20.11 `AllocGRES`/`ReqGRES`: `gpu:4`, `gpu:tesla:2`, `gpu:2(IDX:0-1)`, comma-separated.
+pub fn parse_gres_gpus(s: &str) -> Option<u64> {
+    let mut total = None;
+    for part in s.split(',') {
+        let part = part.split('(').next().unwrap_or("");
+        let mut f = part.split(':');
+        if f.next() != Some("gpu") {
+            continue;
+        }
+        let n = f
+            .next_back()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(1);
+        total = Some(total.unwrap_or(0) + n);
+    }
+    total
+}
+
+/// What `ReqMem` asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "per")]
+pub enum ReqMem {
+    /// Per node. `bytes: 0` (`0n`, `--mem=0`) means all of each node's memory.
+    Node { bytes: u64 },
+    /// Per allocated CPU (`--mem-per-cpu`).
+    Cpu { bytes: u64 },
+}
+
+impl ReqMem {
+    pub fn parse(s: &str) -> Option<ReqMem> {
+        let s = s.trim();
+        if s.is_empty() {
+            return None;
+        }
+        let (body, per_cpu) = match s.as_bytes()[s.len() - 1] {
+            b'n' => (&s[..s.len() - 1], false),
+            b'c' => (&s[..s.len() - 1], true),
+            _ => (s, false),
+        };
+        let bytes = parse_size(body, 1 << 20)?;
+        Some(if per_cpu {
+            ReqMem::Cpu { bytes }
+        } else {
+            ReqMem::Node { bytes }
+        })
+    }
+
+    /// True for `0n`: the whole node, not "no memory".
+    pub fn is_whole_node(&self) -> bool {
+        matches!(self, ReqMem::Node { bytes: 0 })
+    }
+}
+
+/// `105460K`, `600.05M`, `1G`, `0`: binary units. `default_unit` for a bare number (sacct
+/// prints MaxRSS bare in bytes when under 1 KiB; ReqMem and TRES `mem=` bare are MiB).
+pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&s[..i], &s[i..]),
+        None => (s, ""),
+    };
+    let mult: u64 = match unit {
+        "" => default_unit,
+        "K" | "k" => 1 << 10,
+        "M" | "m" => 1 << 20,
+        "G" | "g" => 1 << 30,
+        "T" | "t" => 1 << 40,
+        "P" | "p" => 1 << 50,
+        _ => return None,
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v >= 0.0).then(|| (v * mult as f64).round() as u64)
+}
+
+/// `[DD-[HH:]]MM:SS[.mmm]` (Elapsed, TotalCPU, Timelimit) into seconds. `UNLIMITED`,
+/// `Partition_Limit`, `INVALID` and empty are `None`.
+pub fn parse_duration(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<f64>().ok()?, r),
+        None => (0.0, s),
+    };
+    let parts: Vec<&str> = rest.split(':').collect();
+    let n = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let secs = match parts.as_slice() {
+        [h, m, s] => n(h)? * 3600.0 + n(m)? * 60.0 + n(s)?,
+        [m, s] => n(m)? * 60.0 + n(s)?,
+        _ => return None,
+    };
+    Some(days * 86400.0 + secs)
+}
+
+/// `2026-11-30T10:44:58` in the local zone (the `standard` format) into Unix seconds.
+/// `Unknown`, `None` and anything else are `None`.
+pub fn parse_time(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let (date, time) = s.split_once('T')?;
+    let d: Vec<i32> = date
+        .split('-')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let t: Vec<i32> = time
+        .split(':')
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    if d.len() != 3 || t.len() != 3 {
+        return None;
+    }
+    // SAFETY: tm is plain data; mktime only reads and normalises it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = d[0] - 1900;
+    tm.tm_mon = d[1] - 1;
+    tm.tm_mday = d[2];
+    tm.tm_hour = t[0];
+    tm.tm_min = t[1];
+    tm.tm_sec = t[2];
+    tm.tm_isdst = -1;
+    let v = unsafe { libc::mktime(&mut tm) };
+    (v != -1).then_some(v as i64)
+}
+
+/// One line of sacct: the job (`12345`) or a step (`12345.batch`, `12345.0`, `12345.extern`).
+/// `fields` keeps every value as sacct printed it (for `--json`); the typed members are
+/// parsed from it, `None` where sacct printed nothing or something unreadable.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Line {
+    pub job_id: String,
+    /// The part after the dot for a step line.
+    pub step: Option<String>,
+    pub job_name: String,
+    pub user: Option<String>,
+    pub uid: Option<u32>,
+    pub state: State,
+    pub exit_code: Option<ExitCode>,
+    pub submit_unix: Option<i64>,
+    pub eligible_unix: Option<i64>,
+    pub start_unix: Option<i64>,
+    pub end_unix: Option<i64>,
+    pub elapsed_seconds: Option<u64>,
+    /// Minutes; `None` for UNLIMITED (and on step lines).
+    pub timelimit_minutes: Option<u64>,
+    /// `Planned` (23.02+) or `Reserved`: time between eligible and start.
+    pub planned_seconds: Option<f64>,
+    pub nodes: Option<u64>,
+    pub cpus: Option<u64>,
+    pub req_cpus: Option<u64>,
+    pub req_mem: Option<ReqMem>,
+    pub req_tres: Tres,
+    pub alloc_tres: Tres,
+    /// From pre-20.11 `AllocGRES` where present.
+    pub alloc_gres_gpus: Option<u64>,
+    pub node_list: Option<String>,
+    pub partition: Option<String>,
+    pub total_cpu_seconds: Option<f64>,
+    pub user_cpu_seconds: Option<f64>,
+    pub system_cpu_seconds: Option<f64>,
+    /// Step lines only: the largest task RSS sampled by jobacct_gather.
+    pub max_rss_bytes: Option<u64>,
+    pub ave_rss_bytes: Option<u64>,
+    pub work_dir: Option<String>,
+    pub fields: BTreeMap<String, String>,
+}
+
+fn non_empty(s: Option<&String>) -> Option<String> {
+    s.map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+impl Line {
+    fn from_fields(fields: BTreeMap<String, String>) -> Option<Line> {
+        let get = |k: &str| fields.get(k).map(String::as_str).unwrap_or("");
+        let num = |k: &str| get(k).trim().parse::<u64>().ok();
+        let job_id = get("JobID").trim().to_string();
+        if job_id.is_empty() {
+            return None;
+        }
+        let step = job_id.split_once('.').map(|(_, s)| s.to_string());
+        let planned = fields
+            .get("Planned")
+            .or_else(|| fields.get("Reserved"))
+            .and_then(|v| parse_duration(v));
+        let gpus_gres = fields.get("AllocGRES").and_then(|v| parse_gres_gpus(v));
+        Some(Line {
+            step,
+            job_name: get("JobName").to_string(),
+            user: non_empty(fields.get("User")),
+            uid: num("UID").map(|u| u as u32),
+            state: State::parse(get("State")),
+            exit_code: ExitCode::parse(get("ExitCode")),
+            submit_unix: parse_time(get("Submit")),
+            eligible_unix: parse_time(get("Eligible")),
+            start_unix: parse_time(get("Start")),
+            end_unix: parse_time(get("End")),
+            elapsed_seconds: num("ElapsedRaw")
+                .or_else(|| parse_duration(get("Elapsed")).map(|s| s as u64)),
+            timelimit_minutes: num("TimelimitRaw")
+                .or_else(|| parse_duration(get("Timelimit")).map(|s| (s / 60.0) as u64)),
+            planned_seconds: planned,
+            nodes: num("NNodes"),
+            cpus: num("NCPUS").or_else(|| num("AllocCPUS")),
+            req_cpus: num("ReqCPUS"),
+            req_mem: ReqMem::parse(get("ReqMem")),
+            req_tres: Tres::parse(get("ReqTRES")),
+            alloc_tres: Tres::parse(get("AllocTRES")),
+            alloc_gres_gpus: gpus_gres,
+            node_list: non_empty(fields.get("NodeList")).filter(|n| n != "None assigned"),
+            partition: non_empty(fields.get("Partition")),
+            total_cpu_seconds: parse_duration(get("TotalCPU")),
+            user_cpu_seconds: parse_duration(get("UserCPU")),
+            system_cpu_seconds: parse_duration(get("SystemCPU")),
+            max_rss_bytes: parse_size(get("MaxRSS"), 1),
+            ave_rss_bytes: parse_size(get("AveRSS"), 1),
+            work_dir: non_empty(fields.get("WorkDir")),
+            job_id,
+            fields,
+        })
+    }
+
+    /// GPUs allocated: TRES (either spelling), else the old `AllocGRES`.
+    pub fn gpus_allocated(&self) -> Option<u64> {
+        self.alloc_tres.gpus.or(self.alloc_gres_gpus)
+    }
+
+    /// Memory per node of the allocation: AllocTRES `mem=` is the total over all nodes.
+    pub fn memory_per_node_bytes(&self) -> Option<u64> {
+        let total = self.alloc_tres.memory_bytes?;
+        let nodes = self.alloc_tres.nodes.or(self.nodes).filter(|&n| n > 0)?;
+        Some(total / nodes)
+    }
+}
+
+/// A job's accounting: the job line and its step lines.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Record {
+    pub job: Line,
+    pub steps: Vec<Line>,
+    /// Lines that could not be parsed (a field count that does not match the header).
+    pub skipped_lines: usize,
+}
+
+impl Record {
+    /// True when sacct still says RUNNING/PENDING without an end: the record is open, and may
+    /// be stale (a lost end record) — its elapsed time grows with the clock.
+    pub fn is_open(&self) -> bool {
+        self.job.end_unix.is_none()
+            && matches!(
+                self.job.state.name.as_str(),
+                "RUNNING" | "PENDING" | "REQUEUED" | "SUSPENDED" | "COMPLETING"
+            )
+    }
+
+    /// The largest MaxRSS over the steps (the job line never has one).
+    pub fn max_rss_bytes(&self) -> Option<u64> {
+        self.steps.iter().filter_map(|s| s.max_rss_bytes).max()
+    }
+
+    /// CPU seconds over the steps (the job line's TotalCPU is not reliable on its own).
+    pub fn steps_total_cpu_seconds(&self) -> Option<f64> {
+        let v: Vec<f64> = self
+            .steps
+            .iter()
+            .filter_map(|s| s.total_cpu_seconds)
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum())
+    }
+
+    /// Seconds between eligible (or submit) and start.
+    pub fn queue_wait_seconds(&self) -> Option<i64> {
+        let from = self.job.eligible_unix.or(self.job.submit_unix)?;
+        let start = self.job.start_unix?;
+        (start >= from).then_some(start - from)
+    }
+}
+
+/// Parses `sacct --parsable2` output *with* its header line. Lines of a different job than
+/// the first (an array's other tasks, when asked for `12345_*`) are kept apart by JobIDRaw
+/// only for the first job; the rest are ignored.
+pub fn parse(text: &str, delimiter: char) -> Option<Record> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines.next()?.split(delimiter).map(str::trim).collect();
+    let mut job: Option<Line> = None;
+    let mut steps = Vec::new();
+    let mut skipped = 0;
+    for l in lines {
+        let mut vals: Vec<String> = l.split(delimiter).map(str::to_string).collect();
+        if vals.len() > header.len() && delimiter != DELIMITER {
+            match repair(&header, &vals, delimiter) {
+                Some(v) => vals = v,
+                None => {
+                    skipped += 1;
+                    continue;
+                }
+            }
+        }
+        if vals.len() != header.len() {
+            skipped += 1;
+            continue;
+        }
+        let fields: BTreeMap<String, String> = header
+            .iter()
+            .zip(vals)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let Some(line) = Line::from_fields(fields) else {
+            skipped += 1;
+            continue;
+        };
+        match (&job, &line.step) {
+            (None, None) => job = Some(line),
+            (Some(j), Some(_)) if line.job_id.starts_with(&format!("{}.", j.job_id)) => {
+                steps.push(line)
+            }
+            (None, Some(_)) => steps.push(line),
+            _ => {}
+        }
+    }
+    let job = job?;
+    steps.retain(|s| s.job_id.starts_with(&format!("{}.", job.job_id)));
+    Some(Record {
+        job,
+        steps,
+        skipped_lines: skipped,
+    })
+}
+
+/// With the `|` fallback a `|` typed into a job name or work dir splits one field in two.
+/// Rejoin the surplus at the one user-typed column that makes the line consistent (a work dir
+/// that is absolute, a JobID that is an id); `None` when no single choice fits.
+fn repair(header: &[&str], vals: &[String], delimiter: char) -> Option<Vec<String>> {
+    let extra = vals.len() - header.len();
+    let idx = |name: &str| header.iter().position(|h| *h == name);
+    let fits = |v: &[String]| {
+        let id_ok = idx("JobID").is_none_or(|i| {
+            v[i].chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._+".contains(c))
+        });
+        let wd_ok = idx("WorkDir").is_none_or(|i| v[i].is_empty() || v[i].starts_with('/'));
+        id_ok && wd_ok
+    };
+    let mut found = None;
+    for col in ["JobName", "WorkDir"] {
+        let Some(i) = idx(col) else { continue };
+        let mut v: Vec<String> = vals[..i].to_vec();
+        v.push(vals[i..=i + extra].join(&delimiter.to_string()));
+        v.extend_from_slice(&vals[i + extra + 1..]);
+        if fits(&v) {
+            if found.is_some() {
+                return None; // ambiguous
+            }
+            found = Some(v);
+        }
+    }
+    found
+}
+
+/// How to run sacct.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// The program: `sacct` on PATH unless `SLURMWATCH_SACCT` names another (tests use a fake).
+    pub program: PathBuf,
+    pub timeout: Duration,
+}
+
+impl Default for Query {
+    fn default() -> Self {
+        Query {
+            program: std::env::var_os("SLURMWATCH_SACCT")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("sacct")),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+}
+
+impl Query {
+    /// The job's record. `job` must be a job id (`12345`, `12345_3`); checked here since it
+    /// goes on a command line.
+    pub fn job(&self, job: &str) -> Result<Record, SacctError> {
+        if job.is_empty()
+            || !job
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
+        {
+            return Err(SacctError::Failed(format!("{job:?} is not a job id")));
+        }
+        let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        let mut delimiter = DELIMITER;
+        // At most one retry per cause: a renamed field, then the delimiter.
+        for _ in 0..4 {
+            let mut args: Vec<String> = vec![
+                "-j".into(),
+                job.into(),
+                "--parsable2".into(),
+                "-o".into(),
+                fields.join(","),
+            ];
+            if delimiter == DELIMITER {
+                args.push(format!("--delimiter={DELIMITER}"));
+            }
+            let out = run_bounded(&self.program, &args, self.timeout)?;
+            if out.status_ok {
+                let rec = parse(&out.stdout, delimiter)
+                    .ok_or_else(|| SacctError::UnknownJob(job.to_string()))?;
+                return Ok(rec);
+            }
+            let err = out.stderr.trim().to_string();
+            if let Some(bad) = invalid_field(&err) {
+                let pos = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad));
+                let Some(pos) = pos else {
+                    return Err(SacctError::Failed(first_line(&err)));
+                };
+                let alt = RENAMED.iter().find_map(|(a, b)| {
+                    if a.eq_ignore_ascii_case(&bad) {
+                        Some(*b)
+                    } else if b.eq_ignore_ascii_case(&bad) {
+                        Some(*a)
+                    } else {
+                        None
+                    }
+                });
+                match alt {
+                    Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
+                    _ => {
+                        fields.remove(pos);
+                    }
+                }
+                continue;
+            }
+            if delimiter == DELIMITER && err.contains("delimiter") {
+                delimiter = '|';
+                continue;
+            }
+            return Err(SacctError::Failed(first_line(&err)));
+        }
+        Err(SacctError::Failed(
+            "sacct refused every field list tried".into(),
+        ))
+    }
+}
+
+fn first_line(s: &str) -> String {
+    let l = s.lines().next().unwrap_or("").trim();
+    if l.is_empty() {
+        "it exited with an error and printed nothing".into()
+    } else {
+        l.chars().take(300).collect()
+    }
+}
+
+/// `sacct: error: Invalid field requested: "Planned"` → `Planned`.
+fn invalid_field(stderr: &str) -> Option<String> {
+    let l = stderr
+        .lines()
+        .find(|l| l.contains("Invalid field requested"))?;
+    let rest = l.split("Invalid field requested").nth(1)?;
+    let name: String = rest
+        .trim_start_matches([':', ' '])
+        .trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace())
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+struct Output {
+    status_ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs a Slurm command with a pinned time format and locale and a bounded wait; kills it
+/// on timeout. (Private: core/src/slurm/command.rs will hold the shared runner.)
+fn run_bounded(
+    program: &PathBuf,
+    args: &[String],
+    timeout: Duration,
+) -> Result<Output, SacctError> {
+    let mut child = Command::new(program)
+        .args(args)
+        .env("SLURM_TIME_FORMAT", "standard")
+        .env("LC_ALL", "C")
+        .env_remove("SACCT_FORMAT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                SacctError::Missing(format!("{} not found", program.display()))
+            }
+            _ => SacctError::Missing(format!("cannot run {}: {e}", program.display())),
+        })?;
+    let mut so = child.stdout.take().expect("piped");
+    let mut se = child.stderr.take().expect("piped");
+    // Readers on threads: a full pipe must never block the child while we wait.
+    let t_out = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = so.read_to_end(&mut b);
+        b
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = se.read_to_end(&mut b);
+        b
+    });
+    let end = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                // The pipes may be held open by a grandchild: do not join the readers.
+                return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
+            }
+            Err(e) => return Err(SacctError::Failed(format!("cannot wait for sacct: {e}"))),
+        }
+    };
+    let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
+    Ok(Output {
+        status_ok: status.success(),
+        stdout,
+        stderr,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_durations_states() {
+        assert_eq!(parse_size("105460K", 1), Some(105460 * 1024));
+        assert_eq!(
+            parse_size("600.05M", 1),
+            Some((600.05 * 1048576.0_f64).round() as u64)
+        );
+        assert_eq!(parse_size("0", 1), Some(0));
+        assert_eq!(parse_size("", 1), None);
+        assert_eq!(parse_size("12X", 1), None);
+        assert_eq!(parse_duration("00:04.135"), Some(4.135));
+        assert_eq!(parse_duration("1-02:03:04"), Some(93784.0));
+        assert_eq!(parse_duration("UNLIMITED"), None);
+        assert_eq!(
+            State::parse("CANCELLED by 0"),
+            State {
+                name: "CANCELLED".into(),
+                cancelled_by_uid: Some(0)
+            }
+        );
+        assert_eq!(
+            ExitCode::parse("0:125"),
+            Some(ExitCode {
+                code: 0,
+                signal: 125
+            })
+        );
+    }
+
+    #[test]
+    fn invalid_field_is_found() {
+        assert_eq!(
+            invalid_field("sacct: error: Invalid field requested: \"Planned\"\n"),
+            Some("Planned".into())
+        );
+        assert_eq!(invalid_field("other"), None);
+    }
+}

@@ -5,14 +5,17 @@
 
 pub mod archive;
 mod codec;
+pub mod gpu;
 mod reader;
 pub mod schema;
+pub mod summary;
 mod writer;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sample::{Source, UsageReading};
 
+pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
 pub use reader::Reader;
 pub use schema::SCHEMA_VERSION;
 pub use writer::Writer;

@@ -106,6 +106,55 @@ impl Reader {
         })
     }
 
+    fn has_table(&self, name: &str) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [name],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n > 0)
+            .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// The job's cards recorded on this node, in `cuda:N` order (empty: no GPU section).
+    pub fn gpus(&self) -> Result<Vec<super::StoredGpu>> {
+        if !self.has_table("gpus")? {
+            return Ok(Vec::new());
+        }
+        super::gpu::load_gpus(&self.conn, &self.path)
+    }
+
+    /// How each pair of the job's cards is wired (NVLink or the PCIe common ancestor).
+    pub fn gpu_links(&self) -> Result<Vec<crate::sample::GpuLink>> {
+        if !self.has_table("gpu_links")? {
+            return Ok(Vec::new());
+        }
+        super::gpu::load_links(&self.conn, &self.path)
+    }
+
+    /// Every reading of card `gpu_id` (`StoredGpu::id`), oldest first.
+    pub fn gpu_samples(&self, gpu_id: i64) -> Result<Vec<super::GpuRow>> {
+        if !self.has_table("gpu_samples")? {
+            return Ok(Vec::new());
+        }
+        super::gpu::load_samples(&self.conn, &self.path, self.started_unix_ms, gpu_id, None)
+    }
+
+    /// The last `n` readings of card `gpu_id`, oldest first (a live view's rates).
+    pub fn gpu_last(&self, gpu_id: i64, n: u32) -> Result<Vec<super::GpuRow>> {
+        if !self.has_table("gpu_samples")? {
+            return Ok(Vec::new());
+        }
+        super::gpu::load_samples(
+            &self.conn,
+            &self.path,
+            self.started_unix_ms,
+            gpu_id,
+            Some(n),
+        )
+    }
+
     /// The steps seen on this node, in the order they were first recorded.
     pub fn steps(&self) -> Result<Vec<StepInfo>> {
         Ok(load_steps(&self.conn, &self.path)?

@@ -25,7 +25,16 @@
 //!
 //!   No secondary index: rows are only appended, and readers scan one series at a time.
 //!   Measured (benches/store.rs): 60–75 bytes per job row, 7.3–9.1 MB for 7 days at 5 s.
-//! - `events(t_unix_ms, step, kind, detail)`: step start/end, OOM kills, sampler errors.
+//! - `events(t_unix_ms, step, kind, detail)`: step start/end, OOM kills, sampler errors,
+//!   `gpu` (why a step has no GPU section, or which cards it records).
+//! - `gpus(id, uuid, label, cuda_index, nvml_index, pci_bus_id, name, memory_total_bytes,
+//!   power_limit_watts, sm_clock_max_mhz, nvlink_links, step, first_unix_ms)`: the job's
+//!   cards, once each, keyed by UUID; `label` is `cuda:N` as the job's code addresses it.
+//! - `gpu_links(a, b, level, nvlink_links)`: how each pair of the job's cards is wired.
+//! - `gpu_samples(t_ms, gpu, <readings>, errors)`: one row per card per stored sample, plain
+//!   (not delta-packed); NULL = unreadable and `errors` holds the NVML error, 4 bits per
+//!   reading (see `store/gpu.rs`). View `gpu_readings` decodes it: plain units and one
+//!   `<reading>_error` text column per reading. Measured (benches/gpu.rs): see README.
 //! - view `samples`: the packed table decoded: `t_unix_ms`, `series` ('job' or the step name),
 //!   `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`, `_usec`,
 //!   `_percent`, cores).
@@ -178,11 +187,13 @@ CREATE TABLE events (
     detail    TEXT NOT NULL
 );
 {}
+{}
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 ",
         values.join(",\n"),
-        view_sql()
+        view_sql(),
+        super::gpu::create_sql()
     )
 }
 

@@ -32,6 +32,8 @@ pub struct Writer {
     /// Per series id: the delta chain (see `schema`). Loaded from the file on first use.
     chains: HashMap<i64, Chain>,
     dropped: u64,
+    /// GPU rows waiting for the next flush: (t_unix_ms, gpus.id, reading).
+    gpu_buffer: Vec<(i64, i64, crate::sample::GpuSample)>,
 }
 
 impl Writer {
@@ -119,6 +121,7 @@ impl Writer {
             buffer: Vec::with_capacity(64),
             chains: HashMap::new(),
             dropped: 0,
+            gpu_buffer: Vec::new(),
         }
     }
 
@@ -142,7 +145,33 @@ impl Writer {
 
     /// Rows waiting for the next [`flush`](Self::flush).
     pub fn buffered(&self) -> usize {
-        self.buffer.len()
+        self.buffer.len() + self.gpu_buffer.len()
+    }
+
+    /// Records the job's cards (once each, by UUID) and how they are wired, for `step`.
+    /// Returns each card's `gpus.id`, and whether this step records it (the first step to
+    /// register a card owns it; another step's cards are not recorded twice).
+    pub fn register_gpus(
+        &mut self,
+        step: &str,
+        t_unix_ms: i64,
+        cards: &[crate::sample::GpuCard],
+        links: &[crate::sample::GpuLink],
+    ) -> Result<Vec<(i64, bool)>> {
+        let path = &self.path;
+        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+        let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
+        tx.commit().map_err(|e| db_err(path, e))?;
+        Ok(ids)
+    }
+
+    /// Buffers one card's reading (written with the next [`flush`](Self::flush)).
+    pub fn push_gpu(&mut self, t_unix_ms: i64, gpu_id: i64, sample: crate::sample::GpuSample) {
+        if self.gpu_buffer.len() >= MAX_BUFFERED_ROWS * 8 {
+            self.gpu_buffer.remove(0);
+            self.dropped += 1;
+        }
+        self.gpu_buffer.push((t_unix_ms, gpu_id, sample));
     }
 
     /// Buffers a row; no I/O. Call [`flush`](Self::flush) every few rows or seconds.
@@ -157,7 +186,7 @@ impl Writer {
     /// Writes the buffered rows in one transaction. On error nothing is written and the rows
     /// stay buffered for the next try.
     pub fn flush(&mut self) -> Result<()> {
-        if self.buffer.is_empty() && self.dropped == 0 {
+        if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
             return Ok(());
         }
         let path = &self.path;
@@ -202,6 +231,22 @@ impl Writer {
                     .execute(rusqlite::params_from_iter(p.iter()))
                     .map_err(|e| db_err(path, e))?;
             }
+            if !self.gpu_buffer.is_empty() {
+                let mut insert = tx
+                    .prepare_cached(super::gpu::INSERT_SAMPLE)
+                    .map_err(|e| db_err(path, e))?;
+                for (t, gpu, sample) in &self.gpu_buffer {
+                    let (v, errors) = super::gpu::encode(sample);
+                    let mut p: [Option<i64>; 19] = [None; 19];
+                    p[0] = Some(t - base);
+                    p[1] = Some(*gpu);
+                    p[2..18].copy_from_slice(&v);
+                    p[18] = Some(errors);
+                    insert
+                        .execute(rusqlite::params_from_iter(p.iter()))
+                        .map_err(|e| db_err(path, e))?;
+                }
+            }
             if self.dropped > 0 {
                 let now = self.buffer.last().map_or(base, |r| r.t_unix_ms);
                 tx.execute(
@@ -214,6 +259,7 @@ impl Writer {
         tx.commit().map_err(|e| db_err(path, e))?;
         self.chains = chains;
         self.buffer.clear();
+        self.gpu_buffer.clear();
         self.dropped = 0;
         Ok(())
     }

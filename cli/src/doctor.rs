@@ -1,0 +1,145 @@
+//! `slurmwatch doctor`: checks this node's set-up, one line per check with what to do.
+//! Exit 0 only when the node is ready to record jobs.
+
+use slurmwatch_core::doctor::{self, Check, Verdict};
+use slurmwatch_core::slurm::command;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct DoctorArgs {
+    /// Print the checks as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// plugstack.conf to read (default: PlugStackConfig from slurm.conf, else
+    /// /etc/slurm/plugstack.conf).
+    #[arg(long, value_name = "FILE")]
+    pub plugstack: Option<PathBuf>,
+}
+
+/// `PlugStackConfig=` from slurm.conf (SLURM_CONF or /etc/slurm/slurm.conf).
+fn plugstack_path() -> PathBuf {
+    let conf = std::env::var_os("SLURM_CONF")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
+    let from_conf = std::fs::read_to_string(&conf).ok().and_then(|t| {
+        t.lines().find_map(|l| {
+            let l = l.trim();
+            let (k, v) = l.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case("PlugStackConfig")
+                .then(|| PathBuf::from(v.trim()))
+        })
+    });
+    from_conf.unwrap_or_else(|| conf.with_file_name("plugstack.conf"))
+}
+
+fn plugin_version(path: &Path) -> Option<u32> {
+    doctor::plugin_version_from_elf(&std::fs::read(path).ok()?)
+}
+
+fn slurmd_version() -> Option<String> {
+    let out = command::run("slurmd", &["-V"], Duration::from_secs(5)).ok()?;
+    out.stdout
+        .split_whitespace()
+        .nth(1)
+        .map(str::to_string)
+        .filter(|_| out.success)
+}
+
+fn check_nvml() -> Check {
+    // SAFETY: dlopen of the driver's library by its well-known name; closed right away.
+    let present = unsafe {
+        let h = libc::dlopen(
+            c"libnvidia-ml.so.1".as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_LOCAL,
+        );
+        let ok = !h.is_null();
+        if ok {
+            libc::dlclose(h);
+        }
+        ok
+    };
+    Check {
+        name: "nvml",
+        verdict: if present { Verdict::Ok } else { Verdict::Note },
+        finding: if present {
+            "libnvidia-ml.so.1 loads: GPU readings are on for jobs that hold cards".into()
+        } else {
+            "no libnvidia-ml.so.1: no GPU readings on this node".into()
+        },
+        fix: String::new(),
+    }
+}
+
+fn check_sacct() -> Check {
+    match command::run(
+        "sacct",
+        &["-n", "-X", "-S", "now-1minutes", "-o", "JobID"],
+        Duration::from_secs(10),
+    ) {
+        Ok(f) if f.success => Check {
+            name: "sacct",
+            verdict: Verdict::Ok,
+            finding: "sacct answers (reports can join accounting)".into(),
+            fix: String::new(),
+        },
+        Ok(f) => Check {
+            name: "sacct",
+            verdict: Verdict::Fail,
+            finding: format!("sacct failed: {}", f.reason()),
+            fix: "check slurmdbd and AccountingStorageType".into(),
+        },
+        Err(e) => Check {
+            name: "sacct",
+            verdict: Verdict::Fail,
+            finding: e.to_string(),
+            fix: "install the Slurm client and check slurmdbd".into(),
+        },
+    }
+}
+
+pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
+    let conf = args.plugstack.unwrap_or_else(plugstack_path);
+    let (plug, config, line) = doctor::check_plugstack(&conf);
+    let mut checks = vec![plug];
+    if let Some(line) = &line {
+        checks.push(doctor::check_plugin_version(
+            plugin_version(&line.plugin),
+            slurmd_version().as_deref(),
+        ));
+    }
+    let config = config.unwrap_or_default();
+    checks.push(doctor::check_spool(&config.spool_dir));
+    checks.push(doctor::check_archive(config.archive_template.as_deref()));
+    checks.push(doctor::check_cgroup(Path::new("/sys/fs/cgroup")));
+    checks.push(check_nvml());
+    checks.push(check_sacct());
+    let ready = doctor::ready(&checks);
+    if args.json {
+        let v = serde_json::json!({ "schema": 1, "ready": ready, "checks": checks });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        for c in &checks {
+            let word = match c.verdict {
+                Verdict::Ok => "ok  ",
+                Verdict::Note => "note",
+                Verdict::Fail => "FAIL",
+            };
+            if c.fix.is_empty() {
+                println!("{word}  {:<15} {}", c.name, c.finding);
+            } else {
+                println!("{word}  {:<15} {} — fix: {}", c.name, c.finding, c.fix);
+            }
+        }
+        println!(
+            "{}",
+            if ready {
+                "this node is ready to record jobs"
+            } else {
+                "this node is NOT ready: fix the FAIL lines above"
+            }
+        );
+    }
+    Ok(if ready { 0 } else { 1 })
+}

@@ -1,0 +1,176 @@
+//! Where the figures come from: the plugin's file, or direct readings of the job's cgroup.
+//! Both end as stored-row shaped [`SampleRow`]s, so one builder makes every snapshot.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
+use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series};
+
+/// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
+const DIRECT_ROWS_MAX: usize = 86_400;
+
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Size and modification time of the file and its WAL: a change means new rows.
+type FileSig = [(u64, Option<SystemTime>); 2];
+
+fn file_sig(path: &Path) -> FileSig {
+    let one = |p: &Path| std::fs::metadata(p).map_or((0, None), |m| (m.len(), m.modified().ok()));
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    [one(path), one(Path::new(&wal))]
+}
+
+pub enum Feed {
+    File {
+        reader: Box<Reader>,
+        path: PathBuf,
+        meta: Box<JobMeta>,
+        series: Series,
+        rows: Vec<SampleRow>,
+        sig: Option<FileSig>,
+    },
+    Direct {
+        collector: Box<JobCollector>,
+        rows: Vec<SampleRow>,
+        slot_seconds: u32,
+    },
+}
+
+impl Feed {
+    /// Opens a job's file; the error is the store's one clear sentence.
+    pub fn open_file(path: &Path, series: Series) -> Result<Feed, String> {
+        let reader = Reader::open(path).map_err(|e| e.to_string())?;
+        let meta = reader.meta().map_err(|e| e.to_string())?;
+        Ok(Feed::File {
+            reader: Box::new(reader),
+            path: path.to_path_buf(),
+            meta: Box::new(meta),
+            series,
+            rows: Vec::new(),
+            sig: None,
+        })
+    }
+
+    /// Reads the job's own cgroup through `task_pid` (a process of the job on this node).
+    pub fn direct(task_pid: u32, job_id: u64, slot_seconds: u32) -> Feed {
+        let job = u32::try_from(job_id).unwrap_or(u32::MAX);
+        Feed::Direct {
+            collector: Box::new(JobCollector::new(
+                Path::new(CGROUP_ROOT),
+                Path::new(PROC_ROOT),
+                task_pid,
+                job,
+            )),
+            rows: Vec::new(),
+            slot_seconds: slot_seconds.max(1),
+        }
+    }
+
+    pub fn meta(&self) -> Option<&JobMeta> {
+        match self {
+            Feed::File { meta, .. } => Some(meta),
+            Feed::Direct { .. } => None,
+        }
+    }
+
+    /// Reads what is new: the file's rows when it changed, or one direct reading.
+    /// `Ok(true)` when there is something new to show.
+    pub fn refresh(&mut self) -> Result<bool, String> {
+        match self {
+            Feed::File {
+                reader,
+                path,
+                series,
+                rows,
+                sig,
+                ..
+            } => {
+                let now = file_sig(path);
+                if sig.as_ref() == Some(&now) {
+                    return Ok(false);
+                }
+                *rows = reader.samples(series).map_err(|e| e.to_string())?;
+                *sig = Some(now);
+                Ok(true)
+            }
+            Feed::Direct {
+                collector, rows, ..
+            } => {
+                let mut r = SampleRow::empty(now_ms(), Series::Job, SampleKind::Periodic);
+                r.usage = collector.read_job();
+                r.memory_working_set_max_bytes = r.usage.memory_working_set_bytes;
+                rows.push(r);
+                if rows.len() > DIRECT_ROWS_MAX {
+                    rows.drain(..rows.len() - DIRECT_ROWS_MAX);
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// For `--once` on direct readings: a rate needs two readings, so take a second one
+    /// after `gap`. The file needs no wait: its rows already span time.
+    pub fn settle(&mut self, gap: Duration) -> Result<(), String> {
+        if let Feed::Direct { rows, .. } = self {
+            if rows.len() < 2 {
+                std::thread::sleep(gap);
+                self.refresh()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Has the job's recording ended? (The file's last row is an end row, or the cgroup is
+    /// gone.) Slurm's answer is authoritative; this catches the end between queue polls.
+    pub fn looks_ended(&self) -> bool {
+        match self {
+            Feed::File { rows, .. } => rows.last().is_some_and(|r| r.kind == SampleKind::End),
+            Feed::Direct { rows, .. } => rows
+                .last()
+                .is_some_and(|r| r.usage.cpu_usage_usec.is_none() && rows.len() > 1),
+        }
+    }
+
+    pub fn interval_seconds(&self) -> Option<u32> {
+        match self {
+            Feed::File { meta, .. } => Some(meta.interval_seconds),
+            Feed::Direct { slot_seconds, .. } => Some(*slot_seconds),
+        }
+    }
+
+    pub fn snapshot(&self, facts: &JobFacts) -> Snapshot {
+        match self {
+            Feed::File { meta, rows, .. } => {
+                let mut s =
+                    snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
+                if facts.state.is_none() && s.state == JobState::Unknown {
+                    s.state = JobState::Running;
+                }
+                s
+            }
+            Feed::Direct {
+                collector,
+                rows,
+                slot_seconds,
+            } => {
+                // Skip the trailing unreadable row of a vanished cgroup: show the last real one.
+                let shown = match rows.iter().rposition(|r| r.usage.cpu_usage_usec.is_some()) {
+                    Some(i) => &rows[..=i],
+                    None => &rows[..],
+                };
+                let mut s = snapshot::from_rows(SnapshotSource::Direct, None, facts, shown, false);
+                s.measured_by = Some(collector.source());
+                s.interval_seconds = Some(*slot_seconds);
+                s.history = snapshot::history(shown, *slot_seconds, snapshot::HISTORY_SLOTS);
+                s
+            }
+        }
+    }
+}

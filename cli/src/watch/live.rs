@@ -1,0 +1,213 @@
+//! The two loops: the dashboard and the headless `--log`.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use slurmwatch_core::render::{csv, json};
+use slurmwatch_core::slurm::squeue::{self, QueryError};
+use slurmwatch_core::snapshot::{JobFacts, JobState, SnapshotSource};
+
+use super::feed::{now_ms, Feed};
+use super::screen::{self, View};
+use super::{signals, take, LogFormat, Outcome, QueueInfo, WatchArgs};
+
+/// How often Slurm is asked again (state, time budget): rarely, since every squeue costs
+/// the controller and this process CPU, and the elapsed time is carried by the clock.
+const QUEUE_POLL: Duration = Duration::from_secs(15);
+/// The dashboard's default refresh.
+const SCREEN_REFRESH_SECONDS: f64 = 1.0;
+
+/// Follows the job's state between polls; `Ended` once Slurm no longer runs it.
+fn poll_queue(facts: &mut JobFacts, queue: &mut QueueInfo, feed: &Feed) {
+    if feed.looks_ended() {
+        facts.state = Some(JobState::Ended);
+    }
+    let Some(asked) = queue.asked else {
+        return; // a file read without Slurm
+    };
+    if asked.elapsed() < QUEUE_POLL || facts.state == Some(JobState::Ended) {
+        return;
+    }
+    match squeue::query_job(&facts.job_id) {
+        Ok(entries) => {
+            if let Some(e) = entries.into_iter().next() {
+                *queue = QueueInfo::from_entry(&e);
+                if !e.is_running() {
+                    facts.state = Some(JobState::Ended);
+                }
+            }
+        }
+        Err(QueryError::UnknownJob(_)) => facts.state = Some(JobState::Ended),
+        // Slurm busy or gone for a moment: keep the clock-carried figures, ask again later.
+        Err(_) => queue.asked = Some(Instant::now()),
+    }
+}
+
+fn today() -> Option<String> {
+    // SAFETY: localtime_r into a struct we own.
+    unsafe {
+        let t = libc::time(std::ptr::null_mut());
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&t, &mut tm).is_null() {
+            return None;
+        }
+        Some(format!(
+            "{:04}-{:02}-{:02}",
+            tm.tm_year + 1900,
+            tm.tm_mon + 1,
+            tm.tm_mday
+        ))
+    }
+}
+
+pub fn screen(
+    args: &WatchArgs,
+    mut feed: Feed,
+    mut facts: JobFacts,
+    mut queue: QueueInfo,
+    hop: Option<SnapshotSource>,
+) -> Result<i32, Outcome> {
+    let refresh = args.interval.unwrap_or(SCREEN_REFRESH_SECONDS);
+    let mut view = View {
+        ascii: args.ascii,
+        color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        now_unix_ms: now_ms(),
+        today: today(),
+    };
+    // Read before taking over the terminal, so an unreadable file is a plain message.
+    feed.refresh()
+        .map_err(|e| Outcome::fail(2, super::sentence(&e), ""))?;
+    signals::install();
+    let mut terminal = ratatui::try_init().map_err(|e| {
+        Outcome::fail(
+            2,
+            format!("cannot use this terminal: {e}."),
+            "Use --once or --log FILE where there is no terminal.",
+        )
+    })?;
+    let tick = Duration::from_secs_f64(refresh);
+    let mut code = 0;
+    let mut next = Instant::now();
+    'outer: loop {
+        if let Some(c) = signals::caught() {
+            code = c;
+            break;
+        }
+        if Instant::now() >= next {
+            if facts.state != Some(JobState::Ended) {
+                if let Err(e) = feed.refresh() {
+                    // A read that fails mid-run (file replaced, cgroup gone) keeps the last
+                    // figures on screen; the queue poll tells whether the job ended.
+                    let _ = e;
+                }
+            }
+            poll_queue(&mut facts, &mut queue, &feed);
+            view.now_unix_ms = now_ms();
+            let s = take(&feed, &facts, &queue, hop);
+            if terminal.draw(|f| screen::draw(f, &s, &view)).is_err() {
+                code = 2;
+                break;
+            }
+            next = Instant::now() + tick;
+        }
+        let wait = next.saturating_duration_since(Instant::now());
+        // Short polls so a signal is noticed promptly; key presses wake us at once.
+        match event::poll(wait.min(Duration::from_millis(250))) {
+            Ok(true) => match event::read() {
+                Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => match k.code {
+                    KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => break 'outer,
+                    // Raw mode turns Ctrl-C into a key: treat it as the signal it was.
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        code = 128 + libc::SIGINT;
+                        break 'outer;
+                    }
+                    _ => {}
+                },
+                Ok(Event::Resize(..)) => next = Instant::now(),
+                _ => {}
+            },
+            Ok(false) => {}
+            Err(_) => {
+                code = 2;
+                break;
+            }
+        }
+    }
+    ratatui::restore();
+    Ok(code)
+}
+
+pub fn log(
+    path: &Path,
+    format: LogFormat,
+    args: &WatchArgs,
+    mut feed: Feed,
+    mut facts: JobFacts,
+    mut queue: QueueInfo,
+    hop: Option<SnapshotSource>,
+) -> Result<i32, Outcome> {
+    let interval = args
+        .interval
+        .or(feed.interval_seconds().map(f64::from))
+        .unwrap_or(5.0);
+    let had_content = args.append && std::fs::metadata(path).is_ok_and(|m| m.len() > 0);
+    let mut file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(args.append)
+        .truncate(!args.append)
+        .open(path)
+        .map_err(|e| {
+            Outcome::fail(
+                2,
+                format!("cannot write {}: {e}.", path.display()),
+                "Choose a writable path.",
+            )
+        })?;
+    signals::install();
+    let write_err =
+        |e: std::io::Error| Outcome::fail(2, format!("cannot write {}: {e}.", path.display()), "");
+    let mut wrote_header = had_content;
+    let mut last_t = None;
+    loop {
+        if let Some(c) = signals::caught() {
+            return Ok(c);
+        }
+        let fresh = feed.refresh().unwrap_or(false);
+        poll_queue(&mut facts, &mut queue, &feed);
+        let s = take(&feed, &facts, &queue, hop);
+        // One line per new reading: a file that has not changed repeats nothing.
+        if fresh && s.reading_unix_ms.is_some() && s.reading_unix_ms != last_t {
+            last_t = s.reading_unix_ms;
+            let mut text = String::new();
+            match format {
+                LogFormat::Jsonl => text.push_str(&json::to_line(&s)),
+                LogFormat::Csv => {
+                    if !wrote_header {
+                        text.push_str(&csv::header(&s));
+                        text.push('\n');
+                        wrote_header = true;
+                    }
+                    text.push_str(&csv::row(&s));
+                }
+            }
+            text.push('\n');
+            file.write_all(text.as_bytes()).map_err(write_err)?;
+            file.flush().map_err(write_err)?;
+        }
+        if s.state == JobState::Ended {
+            return Ok(0);
+        }
+        // Sleep in short steps so a signal ends the log promptly.
+        let until = Instant::now() + Duration::from_secs_f64(interval);
+        while Instant::now() < until {
+            if signals::caught().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100).min(until - Instant::now()));
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! The dashboard's picture: a pure function of the snapshot and a few view settings, so
+//! `TestBackend` snapshot tests see exactly what a terminal shows.
+//!
+//! Colours name resources (CPU, MEM, GPU, VRAM); only the memory guard and a GPU's
+//! active/idle word grade health (DESIGN.md principle 2). Unreadable figures are `n/a`.
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols::border;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Padding, Paragraph};
+use ratatui::Frame;
+
+use slurmwatch_core::model::MemoryGuard;
+use slurmwatch_core::render::text;
+use slurmwatch_core::snapshot::{
+    guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
+};
+
+/// Identity colours: each names a resource, none means good or bad.
+pub const CPU_COLOR: Color = Color::Cyan;
+pub const MEM_COLOR: Color = Color::Magenta;
+pub const GPU_COLOR: Color = Color::Blue;
+pub const VRAM_COLOR: Color = Color::LightMagenta;
+/// Health colours, used only by the memory guard and the GPU active/idle word.
+pub const AMBER: Color = Color::Yellow;
+pub const RED: Color = Color::Red;
+pub const ACTIVE: Color = Color::Green;
+
+const ASCII_BORDER: border::Set = border::Set {
+    top_left: "+",
+    top_right: "+",
+    bottom_left: "+",
+    bottom_right: "+",
+    vertical_left: "|",
+    vertical_right: "|",
+    horizontal_top: "-",
+    horizontal_bottom: "-",
+};
+
+/// How to draw, apart from the data.
+#[derive(Debug, Clone)]
+pub struct View {
+    /// Plain ASCII: no box drawing or block characters.
+    pub ascii: bool,
+    /// `false` under `NO_COLOR` (no colour at all, health words still spelled out).
+    pub color: bool,
+    /// "Now", for the age of the reading (a parameter so tests are deterministic).
+    pub now_unix_ms: i64,
+    /// Today's local date (`YYYY-MM-DD`): an end time today is shown without its date.
+    pub today: Option<String>,
+}
+
+impl View {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::new().fg(c)
+        } else {
+            Style::new()
+        }
+    }
+
+    fn label(&self, c: Color) -> Style {
+        self.fg(c).add_modifier(Modifier::BOLD)
+    }
+
+    fn block<'a>(&self, title: &'a str, c: Color) -> Block<'a> {
+        let b = Block::bordered()
+            .title(Span::styled(format!(" {title} "), self.label(c)))
+            .border_style(self.fg(c))
+            .padding(Padding::horizontal(1));
+        if self.ascii {
+            b.border_set(ASCII_BORDER)
+        } else {
+            b
+        }
+    }
+
+    fn sep(&self) -> &'static str {
+        if self.ascii {
+            " | "
+        } else {
+            " · "
+        }
+    }
+}
+
+const NA: &str = "n/a";
+
+fn or_na<T>(r: &Reading<T>, f: impl Fn(&T) -> String) -> String {
+    r.get().map(f).unwrap_or_else(|| NA.to_string())
+}
+
+/// A sparkline as text: one character per slot, newest on the right; a `None` slot is a
+/// blank (a gap), while 0 still draws the lowest mark.
+pub fn sparkline(values: &[Option<f64>], max: f64, width: usize, ascii: bool) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    const ASCII_BARS: [char; 8] = ['_', '.', ',', '-', '=', '+', '*', '#'];
+    let bars = if ascii { ASCII_BARS } else { BARS };
+    let start = values.len().saturating_sub(width);
+    let mut s: String =
+        std::iter::repeat_n(' ', width.saturating_sub(values.len() - start)).collect();
+    for v in &values[start..] {
+        s.push(match v {
+            Some(v) if v.is_finite() && max > 0.0 => {
+                let i = ((v / max).clamp(0.0, 1.0) * 7.0).round() as usize;
+                bars[i.min(7)]
+            }
+            Some(_) => bars[0],
+            None => ' ',
+        });
+    }
+    s
+}
+
+/// Draws the whole dashboard into `frame`.
+pub fn draw(frame: &mut Frame, s: &Snapshot, v: &View) {
+    let area = frame.area();
+    let banner = u16::from(s.state == JobState::Ended);
+    let gpu_rows = (s.gpus.len() as u16) * 4;
+    let chunks = Layout::vertical([
+        Constraint::Length(1),      // title
+        Constraint::Length(banner), // ended banner
+        Constraint::Length(4),      // CPU
+        Constraint::Length(5),      // memory
+        Constraint::Length(3),      // time
+        Constraint::Length(gpu_rows),
+        Constraint::Min(0),
+        Constraint::Length(1), // footer
+    ])
+    .split(area);
+    frame.render_widget(Paragraph::new(title_line(s, v)), chunks[0]);
+    if banner > 0 {
+        let when = s
+            .reading_unix_ms
+            .map(|t| format!(" Last reading {}.", age(v.now_unix_ms, t)))
+            .unwrap_or_default();
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled(
+                format!(" JOB ENDED: these are its final figures.{when} Press q to quit. "),
+                Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            ))),
+            chunks[1],
+        );
+    }
+    cpu_block(frame, chunks[2], s, v);
+    memory_block(frame, chunks[3], s, v);
+    time_block(frame, chunks[4], s, v);
+    let gpu_areas = Layout::vertical(vec![Constraint::Length(4); s.gpus.len()]).split(chunks[5]);
+    for (g, a) in s.gpus.iter().zip(gpu_areas.iter()) {
+        gpu_block(frame, *a, g, v);
+    }
+    frame.render_widget(Paragraph::new(footer_line(s, v)), chunks[7]);
+}
+
+fn title_line<'a>(s: &'a Snapshot, v: &View) -> Line<'a> {
+    let mut spans = vec![
+        Span::styled("slurmwatch", Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw("  job "),
+        Span::styled(
+            match &s.step {
+                Some(step) => format!("{}.{step}", s.job_id),
+                None => s.job_id.clone(),
+            },
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+    ];
+    if let Some(n) = &s.job_name {
+        // A job name is user text: shown with control characters removed.
+        let clean: String = n.chars().filter(|c| !c.is_control()).collect();
+        spans.push(Span::raw(format!(" ({clean})")));
+    }
+    let who = match (&s.user, &s.node) {
+        (Some(u), Some(n)) => format!("{}{u} on {n}", v.sep()),
+        (Some(u), None) => format!("{}{u}", v.sep()),
+        (None, Some(n)) => format!("{}on {n}", v.sep()),
+        (None, None) => String::new(),
+    };
+    spans.push(Span::raw(who));
+    spans.push(Span::raw(format!("{}{}", v.sep(), s.source.describe())));
+    Line::from(spans)
+}
+
+fn age(now_ms: i64, t_ms: i64) -> String {
+    let secs = ((now_ms - t_ms).max(0) / 1000) as u64;
+    if secs < 60 {
+        format!("{secs} s ago")
+    } else {
+        format!("{} ago", text::duration(secs))
+    }
+}
+
+fn footer_line<'a>(s: &Snapshot, v: &View) -> Line<'a> {
+    let mut parts = vec!["q quit".to_string()];
+    match s.reading_unix_ms {
+        Some(t) => parts.push(format!("reading {}", age(v.now_unix_ms, t))),
+        None => parts.push("no reading yet".into()),
+    }
+    if let Some(i) = s.interval_seconds {
+        parts.push(format!("every {i} s"));
+    }
+    if let Some(m) = s.measured_by {
+        parts.push(m.as_str().to_string());
+    }
+    if s.source == SnapshotSource::SstatSummary {
+        parts.push("lifetime totals, not live".into());
+    }
+    Line::from(parts.join(v.sep()))
+}
+
+fn cpu_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
+    let c = &s.cpu;
+    let alloc = c.cores_allocated.value();
+    let peak_scope = if s.peaks_cover_whole_job {
+        "peak"
+    } else {
+        "peak since watching"
+    };
+    let line1 = Line::from(vec![
+        Span::styled("cores in use ", v.fg(CPU_COLOR)),
+        Span::styled(
+            or_na(&c.effective_cores, |x| text::cores(*x)),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            " of {} allocated{}{peak_scope} {}{}total {} CPU-s",
+            alloc.map_or(NA.to_string(), |a| a.to_string()),
+            v.sep(),
+            or_na(&c.peak_effective_cores, |x| text::cores(*x)),
+            v.sep(),
+            or_na(&c.usage_seconds_total, |x| format!("{x:.1}")),
+        )),
+    ]);
+    let width = area.width.saturating_sub(4) as usize;
+    let max = alloc
+        .map(f64::from)
+        .or(c.peak_effective_cores.value())
+        .unwrap_or(1.0);
+    let spark = sparkline(&s.history.effective_cores, max, width, v.ascii);
+    let p = Paragraph::new(vec![line1, Line::styled(spark, v.fg(CPU_COLOR))])
+        .block(v.block("CPU", CPU_COLOR));
+    frame.render_widget(p, area);
+}
+
+fn guard_style(g: MemoryGuard, v: &View) -> Style {
+    match g {
+        MemoryGuard::Ok => Style::new(),
+        MemoryGuard::Amber => v.fg(AMBER).add_modifier(Modifier::BOLD),
+        MemoryGuard::Red => v.fg(RED).add_modifier(Modifier::BOLD),
+    }
+}
+
+fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
+    let m = &s.memory;
+    let mut line1 = vec![
+        Span::styled("working set ", v.fg(MEM_COLOR)),
+        Span::styled(
+            or_na(&m.working_set_bytes, |b| text::bytes(*b)),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            " of {} limit",
+            or_na(&m.limit_bytes, |b| text::bytes(*b))
+        )),
+    ];
+    if let Some(p) = m.percent_of_limit.value() {
+        line1.push(Span::raw(format!(" ({p:.0} %)")));
+    }
+    line1.push(Span::raw(" "));
+    match m.guard {
+        Some(g) => line1.push(Span::styled(
+            match g {
+                MemoryGuard::Ok => "ok".to_string(),
+                g => format!("{} (≥{} %)", guard_word(g).to_uppercase(), threshold(g)),
+            },
+            guard_style(g, v),
+        )),
+        None => line1.push(Span::raw("guard n/a")),
+    }
+    let peak_scope = if s.peaks_cover_whole_job {
+        "peak working set"
+    } else {
+        "peak since watching"
+    };
+    line1.push(Span::raw(format!(
+        "{}{peak_scope} {}",
+        v.sep(),
+        or_na(&m.peak_working_set_bytes, |b| text::bytes(*b))
+    )));
+    let line2 = Line::from(vec![
+        Span::styled("page cache ", v.fg(MEM_COLOR)),
+        Span::raw(format!(
+            "{}{}kernel peak {} (incl. cache)",
+            or_na(&m.cache_bytes, |b| text::bytes(*b)),
+            v.sep(),
+            or_na(&m.lifetime_peak_bytes, |b| text::bytes(*b))
+        )),
+    ]);
+    let width = area.width.saturating_sub(4) as usize;
+    let hist: Vec<Option<f64>> = s
+        .history
+        .working_set_bytes
+        .iter()
+        .map(|b| b.map(|b| b as f64))
+        .collect();
+    let max = m
+        .limit_bytes
+        .value()
+        .or(m.peak_working_set_bytes.value())
+        .map_or(1.0, |b| b as f64);
+    let spark = sparkline(&hist, max, width, v.ascii);
+    let p = Paragraph::new(vec![
+        Line::from(line1),
+        line2,
+        Line::styled(spark, v.fg(MEM_COLOR)),
+    ])
+    .block(v.block("MEM", MEM_COLOR));
+    frame.render_widget(p, area);
+}
+
+fn threshold(g: MemoryGuard) -> f64 {
+    match g {
+        MemoryGuard::Red => slurmwatch_core::model::MEMORY_RED_PERCENT,
+        _ => slurmwatch_core::model::MEMORY_AMBER_PERCENT,
+    }
+}
+
+fn time_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
+    let t = &s.time;
+    let elapsed = or_na(&t.elapsed_seconds, |x| text::duration(*x));
+    let limit = match (&t.limit_seconds.value, t.limit_seconds.reason.as_deref()) {
+        (Some(l), _) => text::duration(*l),
+        (None, Some("unlimited")) => "no limit".into(),
+        _ => NA.into(),
+    };
+    let mut line = format!("elapsed {elapsed} of {limit}");
+    if let Some(e) = t.ends_at.get() {
+        line.push_str(&format!(
+            "{}ends by {}",
+            v.sep(),
+            text::clock(e, v.today.as_deref())
+        ));
+    }
+    if let (Some(e), Some(l)) = (t.elapsed_seconds.value(), t.limit_seconds.value()) {
+        if l > 0 {
+            line.push_str(&format!(" ({:.0} % used)", e as f64 * 100.0 / l as f64));
+        }
+    }
+    let p = Paragraph::new(line).block(v.block("TIME", Color::Reset));
+    frame.render_widget(p, area);
+}
+
+fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
+    let label = match (g.cuda_index, g.nvml_index) {
+        (Some(c), Some(n)) => format!("GPU cuda:{c} (nvml {n})"),
+        (Some(c), None) => format!("GPU cuda:{c}"),
+        (None, Some(n)) => format!("GPU nvml {n}"),
+        (None, None) => "GPU".into(),
+    };
+    let title = match &g.name {
+        Some(n) => format!("{label} {n}"),
+        None => label,
+    };
+    let state = match g.state {
+        Some(GpuState::Active) => Span::styled("active", v.fg(ACTIVE).add_modifier(Modifier::BOLD)),
+        Some(GpuState::Idle) => Span::styled("idle  ", v.fg(AMBER).add_modifier(Modifier::BOLD)),
+        None => Span::raw("n/a   "),
+    };
+    let used = or_na(&g.utilization_percent, |u| format!("{u:.0} %"));
+    let throttle = match g.throttle_reasons.get() {
+        Some(r) if r.is_empty() => "none".to_string(),
+        Some(r) => r.join(", "),
+        None => NA.to_string(),
+    };
+    let line1 = Line::from(vec![
+        state,
+        Span::raw("  "),
+        Span::styled("util ", v.fg(GPU_COLOR)),
+        Span::raw(format!("{used:>5}  ")),
+        Span::styled(
+            sparkline(&g.utilization_history, 100.0, 30, v.ascii),
+            v.fg(GPU_COLOR),
+        ),
+        Span::raw(format!("  throttle {throttle}")),
+    ]);
+    let deg = if v.ascii { "C" } else { "°C" };
+    let line2 = Line::from(vec![
+        Span::styled("VRAM ", v.fg(VRAM_COLOR)),
+        Span::raw(format!(
+            "{} of {}{}power {} of {}{}temp {}{}SM {} of {} MHz",
+            or_na(&g.memory_used_bytes, |b| text::bytes(*b)),
+            or_na(&g.memory_total_bytes, |b| text::bytes(*b)),
+            v.sep(),
+            or_na(&g.power_watts, |w| format!("{w:.0} W")),
+            or_na(&g.power_limit_watts, |w| format!("{w:.0} W")),
+            v.sep(),
+            or_na(&g.temperature_celsius, |t| format!("{t:.0} {deg}")),
+            v.sep(),
+            or_na(&g.sm_clock_mhz, |c| c.to_string()),
+            or_na(&g.sm_clock_max_mhz, |c| c.to_string()),
+        )),
+    ]);
+    let p = Paragraph::new(vec![line1, line2]).block(v.block(&title, GPU_COLOR));
+    frame.render_widget(p, area);
+}
+
+#[cfg(test)]
+mod tests {
+    //! Snapshot tests: fixture snapshots drawn on a `TestBackend`, checked on the buffer's
+    //! text and on cell colours.
+    use super::*;
+    use ratatui::backend::TestBackend;
+    use ratatui::buffer::Buffer;
+    use ratatui::Terminal;
+
+    fn fixture(name: &str) -> Snapshot {
+        let path = format!(
+            "{}/../core/tests/fixtures/snapshots/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn view() -> View {
+        View {
+            ascii: false,
+            color: true,
+            now_unix_ms: 1_700_000_103_000,
+            today: Some("2023-11-14".into()),
+        }
+    }
+
+    fn render(s: &Snapshot, v: &View, w: u16, h: u16) -> Buffer {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| draw(f, s, v)).unwrap();
+        t.backend().buffer().clone()
+    }
+
+    fn lines(b: &Buffer) -> Vec<String> {
+        let a = b.area;
+        (0..a.height)
+            .map(|y| (0..a.width).map(|x| b[(x, y)].symbol()).collect())
+            .collect()
+    }
+
+    fn text(b: &Buffer) -> String {
+        lines(b).join("\n")
+    }
+
+    /// The cell where `needle` starts (first occurrence), as (x, y).
+    fn find(b: &Buffer, needle: &str) -> (u16, u16) {
+        for (y, l) in lines(b).iter().enumerate() {
+            let chars: Vec<char> = l.chars().collect();
+            let n: Vec<char> = needle.chars().collect();
+            if let Some(x) = chars.windows(n.len()).position(|w| w == n.as_slice()) {
+                return (x as u16, y as u16);
+            }
+        }
+        panic!("{needle:?} not on screen:\n{}", text(b));
+    }
+
+    fn fg_at(b: &Buffer, needle: &str) -> Color {
+        b[find(b, needle)].fg
+    }
+
+    fn health_colours(b: &Buffer) -> Vec<Color> {
+        b.content()
+            .iter()
+            .map(|c| c.fg)
+            .filter(|c| matches!(c, &AMBER | &RED | &ACTIVE))
+            .collect()
+    }
+
+    #[test]
+    fn cpu_only_job_at_80x24() {
+        let b = render(&fixture("cpu_only"), &view(), 80, 24);
+        let t = text(&b);
+        for want in [
+            "job 4242 (train-small) · alice on cn01 · recorded by the plugin",
+            "cores in use 1.50 of 4 allocated · peak 3.92 · total 1234.5 CPU-s",
+            "working set 2.2 GiB of 8.0 GiB limit (28 %) ok · peak working set 3.5 GiB",
+            "page cache 512 MiB · kernel peak 6.1 GiB (incl. cache)",
+            "elapsed 1:02:05 of 4:00:00 · ends by 23:08:20 (26 % used)",
+            "reading 3 s ago · every 5 s · cgroup_v1",
+        ] {
+            assert!(t.contains(want), "missing {want:?}:\n{t}");
+        }
+        // Identity colours on the titles; nothing graded when all is well.
+        assert_eq!(fg_at(&b, "CPU"), CPU_COLOR);
+        assert_eq!(fg_at(&b, "MEM"), MEM_COLOR);
+        assert!(
+            health_colours(&b).is_empty(),
+            "health colour on a healthy job"
+        );
+        assert!(!t.contains("GPU"));
+    }
+
+    #[test]
+    fn a_missed_sample_is_a_gap_not_a_zero() {
+        let s = fixture("cpu_only");
+        // Slot 110 of 120 is missing (None) and slot 100 is a real 0.0.
+        let line = sparkline(&s.history.effective_cores, 4.0, 30, false);
+        let chars: Vec<char> = line.chars().collect();
+        assert_eq!(chars[30 - 10], ' ', "{line:?}");
+        assert_eq!(chars[30 - 20], '▁', "{line:?}");
+        assert!(chars.iter().filter(|&&c| c == ' ').count() == 1, "{line:?}");
+        let b = render(&s, &view(), 80, 24);
+        let (_, y) = find(&b, "cores in use");
+        let spark: String = lines(&b)[y as usize + 1].chars().collect();
+        assert!(spark.contains("▄ ▄") || spark.contains(' '), "{spark}");
+    }
+
+    #[test]
+    fn memory_guard_amber_at_86_percent() {
+        let b = render(&fixture("memory_86"), &view(), 80, 24);
+        let t = text(&b);
+        assert!(t.contains("(86 %) AMBER (≥85 %)"), "{t}");
+        assert_eq!(fg_at(&b, "AMBER"), AMBER);
+        assert!(!health_colours(&b).contains(&RED));
+    }
+
+    #[test]
+    fn memory_guard_red_at_91_percent() {
+        let b = render(&fixture("memory_91"), &view(), 80, 24);
+        let t = text(&b);
+        assert!(t.contains("(91 %) RED (≥90 %)"), "{t}");
+        assert_eq!(fg_at(&b, "RED"), RED);
+        assert!(!health_colours(&b).contains(&AMBER));
+    }
+
+    #[test]
+    fn four_gpu_job_at_120x40() {
+        let b = render(&fixture("four_gpus"), &view(), 120, 40);
+        let t = text(&b);
+        for want in [
+            "GPU cuda:0 (nvml 2) NVIDIA A100-SXM4-40GB",
+            "GPU cuda:1 (nvml 3)",
+            "GPU cuda:2 (nvml 0)",
+            "GPU cuda:3 (nvml 1)",
+            "VRAM 30.0 GiB of 40.0 GiB · power 250 W of 400 W · temp 64 °C · SM 1410 of 1410 MHz",
+            "throttle none",
+        ] {
+            assert!(t.contains(want), "missing {want:?}:\n{t}");
+        }
+        assert_eq!(fg_at(&b, "GPU cuda:0"), GPU_COLOR);
+        assert_eq!(fg_at(&b, "VRAM"), VRAM_COLOR);
+        assert_eq!(fg_at(&b, "active"), ACTIVE);
+        assert_eq!(fg_at(&b, "idle"), AMBER);
+        assert!(t.contains("idle    util   2 %"), "{t}");
+    }
+
+    #[test]
+    fn a_throttled_card_names_its_reasons() {
+        let b = render(&fixture("four_gpus"), &view(), 120, 40);
+        let t = text(&b);
+        assert!(
+            t.contains("throttle sw_power_cap, hw_slowdown") && t.contains("SM 1005 of 1410 MHz"),
+            "{t}"
+        );
+        // A fact, not a grade: the reasons carry no health colour.
+        assert!(!matches!(fg_at(&b, "sw_power_cap"), AMBER | RED | ACTIVE));
+    }
+
+    #[test]
+    fn unreadable_power_is_na_never_zero() {
+        let b = render(&fixture("four_gpus"), &view(), 120, 40);
+        let t = text(&b);
+        assert!(t.contains("power n/a of 400 W"), "{t}");
+        assert!(!t.contains(" 0 W"), "{t}");
+    }
+
+    #[test]
+    fn ascii_and_no_color() {
+        let v = View {
+            ascii: true,
+            color: false,
+            ..view()
+        };
+        let b = render(&fixture("four_gpus"), &v, 120, 40);
+        let t = text(&b);
+        assert!(t.is_ascii(), "non-ASCII on an --ascii screen:\n{t}");
+        assert!(t.contains("+ CPU -"), "{t}");
+        assert!(t.contains("temp 64 C"), "{t}");
+        assert!(
+            b.content().iter().all(|c| c.fg == Color::Reset),
+            "colour under NO_COLOR"
+        );
+    }
+
+    #[test]
+    fn ended_job_has_a_banner() {
+        let b = render(&fixture("ended"), &view(), 80, 24);
+        let t = text(&b);
+        assert!(t.contains("JOB ENDED: these are its final figures."), "{t}");
+        assert!(!text(&render(&fixture("cpu_only"), &view(), 80, 24)).contains("ENDED"));
+    }
+
+    #[test]
+    fn a_tiny_terminal_does_not_panic() {
+        for (w, h) in [(1, 1), (10, 3), (40, 10)] {
+            render(&fixture("four_gpus"), &view(), w, h);
+        }
+    }
+}

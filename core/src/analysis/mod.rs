@@ -1,0 +1,719 @@
+//! Findings and `#SBATCH` advice from one job's measurements. Pure functions, no I/O.
+//!
+//! A finding is a fact with its evidence, never a grade: each has a stable `code`, the
+//! figures it rests on (`facts`) and one sentence. Thresholds are the anchors' own defaults
+//! (slurmpast, jobstats, seff; DESIGN.md §8), one named constant each. Low use that is right
+//! (a short job, a single-core job, a small working set under a small request) is not flagged.
+
+pub mod summary;
+pub mod units;
+
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+pub use summary::{GpuSummary, OomEvent, Summary};
+
+/// `walltime_slack`: a completed job that used less than this share of its time limit.
+pub const WALLTIME_SLACK_PERCENT: f64 = 50.0;
+/// `walltime_margin`: a completed job that ended within this many seconds of its limit.
+pub const WALLTIME_MARGIN_SECONDS: f64 = 300.0;
+/// `walltime_slack` is not said for limits this short: little to gain from backfill.
+pub const WALLTIME_SLACK_MIN_LIMIT_SECONDS: f64 = 1800.0;
+/// `memory_overrequested`: working-set peak below this share of the limit…
+pub const MEMORY_UNDERUSED_PERCENT: f64 = 35.0;
+/// …and at least this much never used.
+pub const MEMORY_UNDERUSED_MIN_UNUSED_BYTES: u64 = 32 << 30;
+/// `memory_cache_inflated`: the kernel's lifetime peak exceeds the working-set peak by this
+/// factor and by at least [`CACHE_INFLATED_MIN_BYTES`].
+pub const CACHE_INFLATED_FACTOR: f64 = 1.5;
+pub const CACHE_INFLATED_MIN_BYTES: u64 = 256 << 20;
+/// `heavy_paging`: major page faults.
+pub const MAJOR_FAULTS_HEAVY: u64 = 1000;
+/// `cpu_underused`: effective cores below this share of the allocation…
+pub const CPU_UNDERUSED_PERCENT: f64 = 15.0;
+/// …on a run at least this long…
+pub const CPU_UNDERUSED_MIN_RUN_SECONDS: f64 = 120.0;
+/// …with more than this many cores.
+pub const CPU_UNDERUSED_MIN_CORES: f64 = 1.0;
+/// `serial_on_many_cores`: peak cores in use at most this on ≥ 2 allocated cores.
+pub const SERIAL_PEAK_CORES: f64 = 1.1;
+/// `system_time_high`: system time at least this share of CPU time…
+pub const SYSTEM_TIME_PERCENT: f64 = 30.0;
+/// …with at least this much CPU time.
+pub const SYSTEM_TIME_MIN_CPU_SECONDS: f64 = 60.0;
+/// `idle_allocation` / `timeout_hung`: a stretch this long…
+pub const IDLE_MIN_SECONDS: f64 = 300.0;
+/// …with less CPU than this (scaled down for a shorter recorded stretch).
+pub const IDLE_MAX_CPU_SECONDS: f64 = 10.0;
+/// `--mem` advice: working-set peak plus this headroom.
+pub const MEM_HEADROOM_PERCENT: f64 = 20.0;
+/// `--mem` after an OOM kill: at least the old limit times this (the real need is unknown).
+pub const OOM_MEM_FACTOR: f64 = 1.5;
+/// `--time` advice: elapsed plus this margin…
+pub const TIME_MARGIN_PERCENT: f64 = 25.0;
+/// …and never less than this many seconds of margin.
+pub const TIME_MIN_MARGIN_SECONDS: f64 = 600.0;
+/// `--time` after a TIMEOUT that was still computing: the old limit times this.
+pub const TIMEOUT_TIME_FACTOR: f64 = 2.0;
+
+/// Exit code of a shell that could not find the command.
+pub const EXIT_COMMAND_NOT_FOUND: i32 = 127;
+
+/// Everything the findings look at; each figure `None` when unknown.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    pub recorded: bool,
+    /// sacct's state name (`COMPLETED`, `OUT_OF_MEMORY`, ...).
+    pub state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub owner_uid: Option<u32>,
+    pub cancelled_by_uid: Option<u32>,
+    pub elapsed_seconds: Option<f64>,
+    pub timelimit_seconds: Option<f64>,
+    pub cores_allocated: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    pub cpu_system_seconds: Option<f64>,
+    pub peak_effective_cores: Option<f64>,
+    /// The memory limit the job ran under on a node (cgroup limit, else allocation per node).
+    pub memory_limit_bytes: Option<u64>,
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_working_set_t_unix_ms: Option<i64>,
+    pub lifetime_peak_bytes: Option<u64>,
+    /// sacct's largest step MaxRSS.
+    pub max_rss_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub oom_events: Vec<OomEvent>,
+    pub major_faults: Option<u64>,
+    /// (seconds, CPU seconds) over the last recorded stretch (up to [`IDLE_MIN_SECONDS`]).
+    pub last_stretch: Option<(f64, f64)>,
+    /// sacct still says RUNNING with no end, but the recording has ended.
+    pub sacct_record_open: bool,
+    pub gpus: Vec<GpuSummary>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub code: &'static str,
+    pub facts: Map<String, Value>,
+    pub sentence: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SbatchLine {
+    /// `--mem`, `--cpus-per-task`, `--time`, `--gres`.
+    pub flag: &'static str,
+    pub value: String,
+    pub reason: String,
+}
+
+impl SbatchLine {
+    pub fn line(&self) -> String {
+        format!("#SBATCH {}={}", self.flag, self.value)
+    }
+}
+
+fn facts(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+fn finite(v: f64) -> Value {
+    if v.is_finite() {
+        json!((v * 1000.0).round() / 1000.0)
+    } else {
+        Value::Null
+    }
+}
+
+fn is(state: &Option<String>, s: &str) -> bool {
+    state.as_deref() == Some(s)
+}
+
+/// The facts worth saying about this job, outcome first.
+pub fn findings(f: &Facts) -> Vec<Finding> {
+    use units::{bytes, clock, duration};
+    let mut out = Vec::new();
+    let mut push = |code, facts_v: Value, sentence: String| {
+        out.push(Finding {
+            code,
+            facts: facts(facts_v),
+            sentence,
+        })
+    };
+
+    // Outcome.
+    let oom_state = is(&f.state, "OUT_OF_MEMORY");
+    if oom_state || f.oom_kills.unwrap_or(0) > 0 {
+        let e = f.oom_events.first();
+        let limit = e.and_then(|e| e.limit_bytes).or(f.memory_limit_bytes);
+        let mut s = match e {
+            Some(e) => format!("OOM-killed at {}", clock(e.t_unix_ms)),
+            None => "OOM-killed (the recording has no time for the kill)".to_string(),
+        };
+        let at = e.and_then(|e| e.working_set_at_kill_bytes);
+        let usage_peak = e.and_then(|e| e.usage_peak_bytes);
+        match (at, limit) {
+            // The sampled working set reached the limit: say so.
+            (Some(at), Some(l)) if at as f64 >= l as f64 * 0.9 => {
+                s += &format!("; working set {} against a {} limit", bytes(at), bytes(l))
+            }
+            // The climb was faster than the 1-s reads: the kernel's peak is the witness.
+            (_, Some(l)) if usage_peak.is_some_and(|p| p as f64 >= l as f64 * 0.98) => {
+                s += &format!(
+                    "; memory reached its {} limit (kernel peak {}) between two readings",
+                    bytes(l),
+                    bytes(usage_peak.unwrap_or(0))
+                )
+            }
+            (Some(at), Some(l)) => {
+                s += &format!("; working set {} against a {} limit", bytes(at), bytes(l))
+            }
+            (Some(at), None) => s += &format!("; working set {}", bytes(at)),
+            _ => {}
+        }
+        if let (Some(b), Some(st)) = (
+            e.and_then(|e| e.working_set_before_bytes),
+            e.and_then(|e| e.steady_seconds),
+        ) {
+            s += &format!("; it had been steady at {} for {}", bytes(b), duration(st));
+        }
+        if let Some(rss) = f.max_rss_bytes {
+            s += &format!(
+                " (sacct's MaxRSS {} is a floor: the sampler missed the last climb)",
+                bytes(rss)
+            );
+        }
+        s.push('.');
+        push(
+            "oom_killed",
+            json!({
+                "kills": f.oom_kills.unwrap_or(1).max(1),
+                "t_unix_ms": e.map(|e| e.t_unix_ms),
+                "working_set_before_bytes": e.and_then(|e| e.working_set_before_bytes),
+                "working_set_at_kill_bytes": e.and_then(|e| e.working_set_at_kill_bytes),
+                "usage_peak_bytes": e.and_then(|e| e.usage_peak_bytes),
+                "steady_seconds": e.and_then(|e| e.steady_seconds).map(finite),
+                "limit_bytes": limit,
+                "sacct_max_rss_bytes": f.max_rss_bytes,
+            }),
+            s,
+        );
+    }
+    if is(&f.state, "TIMEOUT") {
+        let limit = f.timelimit_seconds;
+        match f.last_stretch {
+            Some((secs, cpu)) if secs > 0.0 && cpu < IDLE_MAX_CPU_SECONDS * secs.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS => push(
+                "timeout_hung",
+                json!({"limit_seconds": limit, "last_seconds": finite(secs), "last_cpu_seconds": finite(cpu)}),
+                format!(
+                    "Stopped at its time limit{} while doing almost nothing: {:.1} CPU-s in its last {} — it looks hung or waiting; more time would not help.",
+                    limit.map(|l| format!(" ({})", duration(l))).unwrap_or_default(),
+                    cpu,
+                    duration(secs)
+                ),
+            ),
+            Some((secs, cpu)) => push(
+                "timeout_computing",
+                json!({"limit_seconds": limit, "last_seconds": finite(secs), "last_cpu_seconds": finite(cpu)}),
+                format!(
+                    "Stopped at its time limit{} while still computing ({:.0} CPU-s in its last {}).",
+                    limit.map(|l| format!(" ({})", duration(l))).unwrap_or_default(),
+                    cpu,
+                    duration(secs)
+                ),
+            ),
+            None => push(
+                "timeout",
+                json!({"limit_seconds": limit}),
+                format!(
+                    "Stopped at its time limit{}.",
+                    limit.map(|l| format!(" ({})", duration(l))).unwrap_or_default()
+                ),
+            ),
+        }
+    }
+    if is(&f.state, "CANCELLED") {
+        match (f.cancelled_by_uid, f.owner_uid) {
+            (Some(by), Some(owner)) if by != owner => push(
+                "cancelled_by_other",
+                json!({"cancelled_by_uid": by, "owner_uid": owner}),
+                format!(
+                    "Cancelled by uid {by}, not by its owner (uid {owner}){}.",
+                    if by == 0 {
+                        " — an administrator or Slurm itself"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+            (by, _) => push(
+                "cancelled",
+                json!({"cancelled_by_uid": by}),
+                "Cancelled by its owner.".to_string(),
+            ),
+        }
+    }
+    for (state, code, what) in [
+        ("NODE_FAIL", "node_fail", "Ended because its node failed."),
+        (
+            "BOOT_FAIL",
+            "boot_fail",
+            "Never ran: its node failed to boot.",
+        ),
+        (
+            "PREEMPTED",
+            "preempted",
+            "Preempted by a higher-priority job.",
+        ),
+        ("DEADLINE", "deadline", "Ended at its deadline."),
+    ] {
+        if is(&f.state, state) {
+            push(code, json!({"state": state}), what.to_string());
+        }
+    }
+    if f.exit_code == Some(EXIT_COMMAND_NOT_FOUND) {
+        push(
+            "command_not_found",
+            json!({"exit_code": EXIT_COMMAND_NOT_FOUND}),
+            "Exit code 127: the shell could not find a command (a typo, a module not loaded, or a missing PATH entry).".into(),
+        );
+    } else if is(&f.state, "FAILED") {
+        if let Some(c) = f.exit_code.filter(|&c| c != 0) {
+            push(
+                "failed_exit_code",
+                json!({"exit_code": c}),
+                format!("The job script exited with code {c}."),
+            );
+        }
+    }
+    if let Some(sig) = f.exit_signal.filter(|&s| s != 0) {
+        let explained = oom_state
+            || f.state.as_deref().is_some_and(|s| {
+                matches!(
+                    s,
+                    "CANCELLED" | "TIMEOUT" | "PREEMPTED" | "NODE_FAIL" | "DEADLINE"
+                )
+            });
+        if !explained {
+            push(
+                "killed_by_signal",
+                json!({"signal": sig}),
+                format!("Killed by signal {sig}, outside a cancel, timeout or OOM kill."),
+            );
+        }
+    }
+    if f.sacct_record_open {
+        push(
+            "sacct_record_open",
+            json!({"state": f.state}),
+            "sacct still lists the job as running with no end time, but its recording has ended: the accounting record is stale (a lost end record), so sacct's elapsed time keeps growing.".into(),
+        );
+    }
+
+    // Time.
+    let completed = is(&f.state, "COMPLETED");
+    if let (true, Some(el), Some(lim)) = (completed, f.elapsed_seconds, f.timelimit_seconds) {
+        if lim > WALLTIME_SLACK_MIN_LIMIT_SECONDS && el * 100.0 / lim < WALLTIME_SLACK_PERCENT {
+            push(
+                "walltime_slack",
+                json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim), "percent_used": finite(el * 100.0 / lim)}),
+                format!(
+                    "Used {} of its {} time limit ({:.0} %); a shorter limit can start sooner (backfill).",
+                    duration(el), duration(lim), el * 100.0 / lim
+                ),
+            );
+        } else if lim - el < WALLTIME_MARGIN_SECONDS {
+            push(
+                "walltime_margin",
+                json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim)}),
+                format!(
+                    "Finished {} before its time limit: a slower node or input would have hit it.",
+                    duration((lim - el).max(0.0))
+                ),
+            );
+        }
+    }
+
+    // Memory.
+    if let (Some(ws), Some(limit)) = (f.peak_working_set_bytes, f.memory_limit_bytes) {
+        let unused = limit.saturating_sub(ws);
+        if limit > 0
+            && (ws as f64) * 100.0 / (limit as f64) < MEMORY_UNDERUSED_PERCENT
+            && unused >= MEMORY_UNDERUSED_MIN_UNUSED_BYTES
+        {
+            let mut s = format!(
+                "Asked for {}, working set peaked at {}",
+                bytes(limit),
+                bytes(ws)
+            );
+            if let Some(l) = f.lifetime_peak_bytes.filter(|&l| l > ws) {
+                s += &format!(" (page cache raised the kernel's figure to {})", bytes(l));
+            }
+            s.push('.');
+            push(
+                "memory_overrequested",
+                json!({"limit_bytes": limit, "peak_working_set_bytes": ws, "lifetime_peak_bytes": f.lifetime_peak_bytes}),
+                s,
+            );
+        }
+    }
+    if let (Some(ws), Some(l)) = (f.peak_working_set_bytes, f.lifetime_peak_bytes) {
+        if l as f64 >= ws as f64 * CACHE_INFLATED_FACTOR && l - ws >= CACHE_INFLATED_MIN_BYTES {
+            push(
+                "memory_cache_inflated",
+                json!({"peak_working_set_bytes": ws, "lifetime_peak_bytes": l}),
+                format!(
+                    "The kernel's peak of {} includes page cache; the working set — what --mem must cover — peaked at {}.",
+                    bytes(l),
+                    bytes(ws)
+                ),
+            );
+        }
+    }
+    if let (Some(rss), Some(limit)) = (f.max_rss_bytes, f.memory_limit_bytes) {
+        if rss > limit && f.oom_kills.unwrap_or(0) == 0 && !oom_state {
+            push(
+                "maxrss_above_limit",
+                json!({"sacct_max_rss_bytes": rss, "limit_bytes": limit}),
+                format!(
+                    "sacct's MaxRSS ({}) is above the {} limit without an OOM kill: a sampling artefact (shared pages counted per task).",
+                    bytes(rss),
+                    bytes(limit)
+                ),
+            );
+        }
+    }
+    if let Some(mf) = f.major_faults.filter(|&m| m >= MAJOR_FAULTS_HEAVY) {
+        push(
+            "heavy_paging",
+            json!({"major_faults": mf}),
+            format!("{mf} major page faults: the job read pages back from disk (memory pressure or mmapped files)."),
+        );
+    }
+
+    // CPU.
+    if let (Some(cores), Some(el), Some(cpu)) =
+        (f.cores_allocated, f.elapsed_seconds, f.cpu_seconds)
+    {
+        let avg = if el > 0.0 { cpu / el } else { 0.0 };
+        let peak = f.peak_effective_cores;
+        if cores > CPU_UNDERUSED_MIN_CORES && el >= CPU_UNDERUSED_MIN_RUN_SECONDS {
+            if peak.is_some_and(|p| p <= SERIAL_PEAK_CORES) && cores >= 2.0 {
+                push(
+                    "serial_on_many_cores",
+                    json!({"cores_allocated": finite(cores), "peak_effective_cores": peak.map(finite), "average_effective_cores": finite(avg)}),
+                    format!(
+                        "Never used more than {:.2} cores of the {cores:.0} allocated: serial code (efficiency about 1/{cores:.0}).",
+                        peak.unwrap_or(0.0)
+                    ),
+                );
+            } else if avg * 100.0 / cores < CPU_UNDERUSED_PERCENT {
+                push(
+                    "cpu_underused",
+                    json!({"cores_allocated": finite(cores), "average_effective_cores": finite(avg), "peak_effective_cores": peak.map(finite)}),
+                    format!(
+                        "Used {avg:.2} cores on average of the {cores:.0} allocated ({:.0} %){}.",
+                        avg * 100.0 / cores,
+                        peak.map(|p| format!(", {p:.2} at most"))
+                            .unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        if el > IDLE_MIN_SECONDS && cpu < IDLE_MAX_CPU_SECONDS && !is(&f.state, "TIMEOUT") {
+            push(
+                "idle_allocation",
+                json!({"elapsed_seconds": finite(el), "cpu_seconds": finite(cpu)}),
+                format!(
+                    "Held its allocation for {} using {cpu:.1} CPU-s in all.",
+                    duration(el)
+                ),
+            );
+        }
+    }
+    if let (Some(sys), Some(cpu)) = (f.cpu_system_seconds, f.cpu_seconds) {
+        if cpu >= SYSTEM_TIME_MIN_CPU_SECONDS && sys * 100.0 / cpu >= SYSTEM_TIME_PERCENT {
+            push(
+                "system_time_high",
+                json!({"system_seconds": finite(sys), "cpu_seconds": finite(cpu)}),
+                format!(
+                    "{:.0} % of its CPU time was spent in the kernel (I/O, many small files, or memory allocation).",
+                    sys * 100.0 / cpu
+                ),
+            );
+        }
+    }
+
+    // GPUs (filled once the GPU recording exists).
+    for g in &f.gpus {
+        if let Some(m) = g.minutes_throttled.filter(|&m| m >= 1.0) {
+            push(
+                "gpu_throttled",
+                json!({"card": g.label, "minutes": finite(m), "reasons": g.throttle_reasons}),
+                format!(
+                    "{} was held back for {m:.0} min ({}).",
+                    g.label,
+                    if g.throttle_reasons.is_empty() {
+                        "reason not reported".into()
+                    } else {
+                        g.throttle_reasons.join(", ")
+                    }
+                ),
+            );
+        }
+        if let Some(m) = g.minutes_idle.filter(|&m| m >= 1.0) {
+            push(
+                "gpu_idle",
+                json!({"card": g.label, "minutes": finite(m), "peak_memory_used_bytes": g.peak_memory_used_bytes}),
+                format!("{} was idle for {m:.0} min.", g.label),
+            );
+        }
+    }
+    out
+}
+
+/// The `#SBATCH` lines this job's measurements support, each with its reason.
+pub fn sbatch(f: &Facts) -> Vec<SbatchLine> {
+    use units::{bytes, duration, mem_flag, time_flag};
+    let mut out = Vec::new();
+    let oom = is(&f.state, "OUT_OF_MEMORY") || f.oom_kills.unwrap_or(0) > 0;
+    if oom {
+        if let Some(limit) = f.memory_limit_bytes {
+            let want = (limit as f64 * OOM_MEM_FACTOR) as u64;
+            let want = want.max(f.peak_working_set_bytes.map_or(0, |w| {
+                (w as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64
+            }));
+            out.push(SbatchLine {
+                flag: "--mem",
+                value: mem_flag(want),
+                reason: format!(
+                    "OOM-killed at the {} limit: it needs more, how much more was not measured; the old limit × {OOM_MEM_FACTOR} is a start.",
+                    bytes(limit)
+                ),
+            });
+        }
+    } else if let (true, Some(ws)) = (f.recorded, f.peak_working_set_bytes) {
+        let want = (ws as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64;
+        let mut reason = format!(
+            "working-set peak {} + {MEM_HEADROOM_PERCENT:.0} % headroom",
+            bytes(ws)
+        );
+        if let Some(l) = f.lifetime_peak_bytes.filter(|&l| l > ws + (64 << 20)) {
+            reason += &format!(
+                " (the kernel's {} includes reclaimable page cache, which needs no --mem)",
+                bytes(l)
+            );
+        }
+        out.push(SbatchLine {
+            flag: "--mem",
+            value: mem_flag(want),
+            reason,
+        });
+    }
+    if let (true, Some(peak)) = (f.recorded, f.peak_effective_cores) {
+        let n = (peak - 0.05).ceil().max(1.0) as u64;
+        let alloc = f.cores_allocated.map(|c| c as u64);
+        if alloc.is_none_or(|a| n <= a) {
+            out.push(SbatchLine {
+                flag: "--cpus-per-task",
+                value: n.to_string(),
+                reason: format!(
+                    "at most {peak:.2} cores were busy at once{}",
+                    alloc
+                        .map(|a| format!(" of {a} allocated"))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+    }
+    if let Some(el) = f.elapsed_seconds {
+        if is(&f.state, "TIMEOUT") {
+            let lim = f.timelimit_seconds.unwrap_or(el);
+            let hung = matches!(f.last_stretch, Some((s, c)) if s > 0.0 && c < IDLE_MAX_CPU_SECONDS * s.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS);
+            if hung {
+                out.push(SbatchLine {
+                    flag: "--time",
+                    value: time_flag(lim),
+                    reason: format!("stopped at its {} limit while idle: keep the limit and find what it waited on", duration(lim)),
+                });
+            } else {
+                out.push(SbatchLine {
+                    flag: "--time",
+                    value: time_flag(lim * TIMEOUT_TIME_FACTOR),
+                    reason: format!(
+                        "stopped at its {} limit still working; the time it needs is unknown, so never less than that (here × {TIMEOUT_TIME_FACTOR})",
+                        duration(lim)
+                    ),
+                });
+            }
+        } else if is(&f.state, "COMPLETED") {
+            let margin = (el * TIME_MARGIN_PERCENT / 100.0).max(TIME_MIN_MARGIN_SECONDS);
+            match f.timelimit_seconds {
+                // The limit was enough and is no longer than the advice: keep it.
+                Some(lim) if lim <= el + margin => out.push(SbatchLine {
+                    flag: "--time",
+                    value: time_flag(lim),
+                    reason: format!(
+                        "ran {} within its {} limit: keep it",
+                        duration(el),
+                        duration(lim)
+                    ),
+                }),
+                _ => out.push(SbatchLine {
+                    flag: "--time",
+                    value: time_flag(el + margin),
+                    reason: format!("ran {} + {} margin", duration(el), duration(margin)),
+                }),
+            }
+        }
+    }
+    let used_gpus = f
+        .gpus
+        .iter()
+        .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
+        .count();
+    if !f.gpus.is_empty() && used_gpus < f.gpus.len() {
+        out.push(SbatchLine {
+            flag: "--gres",
+            value: format!("gpu:{}", used_gpus.max(1)),
+            reason: format!("{used_gpus} of {} cards were used", f.gpus.len()),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    fn codes(f: &Facts) -> Vec<&'static str> {
+        findings(f).iter().map(|x| x.code).collect()
+    }
+
+    #[test]
+    fn right_sized_job_is_not_flagged() {
+        let f = Facts {
+            recorded: true,
+            state: Some("COMPLETED".into()),
+            exit_code: Some(0),
+            exit_signal: Some(0),
+            elapsed_seconds: Some(3000.0),
+            timelimit_seconds: Some(3600.0),
+            cores_allocated: Some(1.0),
+            cpu_seconds: Some(2900.0),
+            peak_effective_cores: Some(1.0),
+            memory_limit_bytes: Some(4 * GIB),
+            peak_working_set_bytes: Some(GIB / 2), // low but under a small request: fine
+            lifetime_peak_bytes: Some(GIB / 2),
+            ..Facts::default()
+        };
+        assert!(codes(&f).is_empty(), "{:?}", findings(&f));
+    }
+
+    #[test]
+    fn overrequested_memory_and_cache() {
+        let f = Facts {
+            recorded: true,
+            state: Some("COMPLETED".into()),
+            memory_limit_bytes: Some(48 * GIB),
+            peak_working_set_bytes: Some(10 * GIB),
+            lifetime_peak_bytes: Some(17 * GIB),
+            ..Facts::default()
+        };
+        let fs = findings(&f);
+        let m = fs
+            .iter()
+            .find(|x| x.code == "memory_overrequested")
+            .unwrap();
+        assert_eq!(m.sentence, "Asked for 48.0 GiB, working set peaked at 10.0 GiB (page cache raised the kernel's figure to 17.0 GiB).");
+        assert!(codes(&f).contains(&"memory_cache_inflated"));
+        let s = sbatch(&f);
+        assert_eq!(s[0].flag, "--mem");
+        assert_eq!(s[0].value, "12G"); // 10 GiB × 1.2, not the 17 GiB lifetime peak
+    }
+
+    #[test]
+    fn timeout_never_shrinks_time() {
+        let mut f = Facts {
+            recorded: true,
+            state: Some("TIMEOUT".into()),
+            elapsed_seconds: Some(3605.0),
+            timelimit_seconds: Some(3600.0),
+            last_stretch: Some((300.0, 290.0)),
+            ..Facts::default()
+        };
+        let t = sbatch(&f).into_iter().find(|s| s.flag == "--time").unwrap();
+        assert_eq!(t.value, "02:00:00");
+        assert_eq!(codes(&f), vec!["timeout_computing"]);
+        f.last_stretch = Some((300.0, 0.5));
+        let t = sbatch(&f).into_iter().find(|s| s.flag == "--time").unwrap();
+        assert_eq!(t.value, "01:00:00"); // the same limit: never below it
+        assert_eq!(codes(&f), vec!["timeout_hung"]);
+    }
+
+    #[test]
+    fn cpu_thresholds() {
+        let base = Facts {
+            recorded: true,
+            state: Some("COMPLETED".into()),
+            elapsed_seconds: Some(600.0),
+            cores_allocated: Some(8.0),
+            ..Facts::default()
+        };
+        let serial = Facts {
+            cpu_seconds: Some(590.0),
+            peak_effective_cores: Some(1.0),
+            ..base.clone()
+        };
+        assert_eq!(codes(&serial), vec!["serial_on_many_cores"]);
+        let under = Facts {
+            cpu_seconds: Some(600.0),
+            peak_effective_cores: Some(4.0),
+            ..base.clone()
+        };
+        assert_eq!(codes(&under), vec!["cpu_underused"]);
+        let short = Facts {
+            elapsed_seconds: Some(60.0),
+            cpu_seconds: Some(5.0),
+            peak_effective_cores: Some(1.0),
+            ..base
+        };
+        assert!(codes(&short).is_empty());
+    }
+
+    #[test]
+    fn cancelled_and_exit_127() {
+        let f = Facts {
+            state: Some("CANCELLED".into()),
+            cancelled_by_uid: Some(0),
+            owner_uid: Some(1001),
+            exit_signal: Some(15),
+            ..Facts::default()
+        };
+        assert_eq!(codes(&f), vec!["cancelled_by_other"]);
+        let f = Facts {
+            state: Some("FAILED".into()),
+            exit_code: Some(127),
+            ..Facts::default()
+        };
+        assert_eq!(codes(&f), vec!["command_not_found"]);
+    }
+
+    #[test]
+    fn findings_json_is_strict() {
+        let f = Facts {
+            state: Some("TIMEOUT".into()),
+            last_stretch: Some((f64::NAN, 0.0)),
+            ..Facts::default()
+        };
+        for x in findings(&f) {
+            let s = serde_json::to_string(&x).unwrap();
+            assert!(!s.contains("NaN"), "{s}");
+        }
+    }
+}

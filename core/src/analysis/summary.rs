@@ -1,0 +1,449 @@
+//! The epilog's summary of a job's file: peaks with their times, totals, OOM events and the
+//! sampler's own overhead. Pure: computed from decoded rows, stored as `summary(key, value)`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::effective_cores;
+use crate::store::{Event, SampleRow, StepInfo, EXTERN_STEP};
+
+/// Version of the summary's keys (the `summary_version` row).
+pub const SUMMARY_VERSION: u32 = 1;
+
+/// A working set is "steady" while it stays within this share of the level before a kill.
+pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
+
+/// One OOM kill seen in the recording.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OomEvent {
+    /// Time of the first row that saw the kill counter rise (or of the `oom_kill` event).
+    pub t_unix_ms: i64,
+    /// Kills counted at that row (usually 1).
+    pub kills: u64,
+    /// The working set in the row before the kill: the level the job ran at.
+    pub working_set_before_bytes: Option<u64>,
+    /// The largest working set between that row and the kill (close to the limit).
+    pub working_set_at_kill_bytes: Option<u64>,
+    /// How long the working set had stayed within [`STEADY_TOLERANCE_PERCENT`] of
+    /// `working_set_before_bytes` before the kill, seconds.
+    pub steady_seconds: Option<f64>,
+    pub limit_bytes: Option<u64>,
+    /// The kernel's high-water mark of usage at that row: when the climb to the limit was
+    /// faster than the sampler's 1-s reads, this is the only witness of it.
+    pub usage_peak_bytes: Option<u64>,
+}
+
+/// Most limit-hit events kept (a job can brush its limit thousands of times).
+pub const MAX_LIMIT_EVENTS: usize = 20;
+
+/// Per card (filled by the GPU recording; empty until then).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuSummary {
+    /// `cuda:0` as the job's code addresses it.
+    pub label: String,
+    pub uuid: Option<String>,
+    pub name: Option<String>,
+    pub peak_memory_used_bytes: Option<u64>,
+    pub peak_power_watts: Option<f64>,
+    pub peak_temperature_celsius: Option<f64>,
+    pub mean_utilization_percent: Option<f64>,
+    pub energy_joules: Option<f64>,
+    pub minutes_throttled: Option<f64>,
+    pub throttle_reasons: Vec<String>,
+    pub minutes_idle: Option<f64>,
+}
+
+/// What the epilog writes into the file (all times Unix ms; `None` = unreadable).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub summary_version: u32,
+    pub job_rows: u64,
+    pub first_t_unix_ms: Option<i64>,
+    pub last_t_unix_ms: Option<i64>,
+    pub cpu_usage_seconds_total: Option<f64>,
+    pub cpu_user_seconds: Option<f64>,
+    pub cpu_system_seconds: Option<f64>,
+    pub peak_effective_cores: Option<f64>,
+    pub peak_effective_cores_t_unix_ms: Option<i64>,
+    pub cores_allocated: Option<u32>,
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_working_set_t_unix_ms: Option<i64>,
+    pub lifetime_peak_bytes: Option<u64>,
+    /// First row that showed the final lifetime peak.
+    pub lifetime_peak_t_unix_ms: Option<i64>,
+    pub memory_limit_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub oom_events: Vec<OomEvent>,
+    /// Rows where the limit-hit counter rose (v1 `failcnt`, v2 `memory.events max`). On cgroup
+    /// v1 the kill may be counted in a child cgroup the sampler does not read, so a job that
+    /// Slurm calls OUT_OF_MEMORY can show no kill here: the first limit hit then dates it.
+    pub limit_hit_events: Vec<OomEvent>,
+    pub memory_major_faults: Option<u64>,
+    pub io_read_bytes: Option<u64>,
+    pub io_write_bytes: Option<u64>,
+    /// slurmwatch's own CPU and writes, over every step's sampler: charged to the job.
+    pub sampler_cpu_usec: Option<u64>,
+    pub sampler_bytes_written: Option<u64>,
+    pub gpus: Vec<GpuSummary>,
+}
+
+fn max_at<T: PartialOrd + Copy>(best: &mut Option<(T, i64)>, v: Option<T>, t: i64) {
+    if let Some(v) = v {
+        if !matches!(best, Some((b, _)) if *b >= v) {
+            *best = Some((v, t));
+        }
+    }
+}
+
+impl Summary {
+    /// `job`: the job series, oldest first. `step_ends`: each step's last row (its own sampler's
+    /// final counters). `gpus`: per-card summaries from the GPU recording (empty for now).
+    pub fn compute(
+        job: &[SampleRow],
+        steps: &[StepInfo],
+        step_ends: &[(String, SampleRow)],
+        events: &[Event],
+        gpus: Vec<GpuSummary>,
+    ) -> Summary {
+        let mut s = Summary {
+            summary_version: SUMMARY_VERSION,
+            job_rows: job.len() as u64,
+            first_t_unix_ms: job.first().map(|r| r.t_unix_ms),
+            last_t_unix_ms: job.last().map(|r| r.t_unix_ms),
+            gpus,
+            ..Summary::default()
+        };
+        let mut ws: Option<(u64, i64)> = None;
+        let mut cores: Option<(f64, i64)> = None;
+        let mut life: Option<(u64, i64)> = None;
+        let mut prev: Option<&SampleRow> = None;
+        let mut last_kills: Option<u64> = None;
+        let mut last_hits: Option<u64> = None;
+        for (i, r) in job.iter().enumerate() {
+            let u = &r.usage;
+            let row_ws = match (u.memory_working_set_bytes, r.memory_working_set_max_bytes) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            max_at(&mut ws, row_ws, r.t_unix_ms);
+            max_at(&mut life, u.memory_lifetime_peak_bytes, r.t_unix_ms);
+            let rate = prev.and_then(|p| effective_cores(p, r));
+            let c = match (rate, r.effective_cores_max.filter(|c| c.is_finite())) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            max_at(&mut cores, c, r.t_unix_ms);
+            if u.cpu_usage_usec.is_some() {
+                s.cpu_usage_seconds_total = u.cpu_usage_usec.map(|v| v as f64 / 1e6);
+            }
+            if u.cpu_user_usec.is_some() {
+                s.cpu_user_seconds = u.cpu_user_usec.map(|v| v as f64 / 1e6);
+            }
+            if u.cpu_system_usec.is_some() {
+                s.cpu_system_seconds = u.cpu_system_usec.map(|v| v as f64 / 1e6);
+            }
+            s.memory_limit_bytes = u.memory_limit_bytes.or(s.memory_limit_bytes);
+            s.memory_major_faults = u.memory_major_faults.or(s.memory_major_faults);
+            s.io_read_bytes = u.io_read_bytes.or(s.io_read_bytes);
+            s.io_write_bytes = u.io_write_bytes.or(s.io_write_bytes);
+            s.cores_allocated = r.cores_allocated.or(s.cores_allocated);
+            if let Some(k) = u.memory_oom_kills {
+                // Counters only climb: a rise is a kill; the first reading sets the base.
+                if let Some(before) = last_kills {
+                    if k > before {
+                        s.oom_events.push(oom_event(job, i, k - before));
+                    }
+                } else if k > 0 {
+                    s.oom_events.push(oom_event(job, i, k));
+                }
+                last_kills = Some(last_kills.map_or(k, |b| b.max(k)));
+                s.oom_kills = last_kills;
+            }
+            if let Some(h) = u.memory_limit_hits {
+                if last_hits.is_some_and(|b| h > b) && s.limit_hit_events.len() < MAX_LIMIT_EVENTS {
+                    s.limit_hit_events
+                        .push(oom_event(job, i, h - last_hits.unwrap_or(0)));
+                }
+                last_hits = Some(last_hits.map_or(h, |b| b.max(h)));
+            }
+            prev = Some(r);
+        }
+        // No readable counter, but the plugin logged a kill: keep it, with what we know.
+        if s.oom_events.is_empty() {
+            for e in events.iter().filter(|e| e.kind == "oom_kill") {
+                let i = job.partition_point(|r| r.t_unix_ms < e.t_unix_ms);
+                let i = i.min(job.len().saturating_sub(1));
+                if !job.is_empty() {
+                    let mut ev = oom_event(job, i, 1);
+                    ev.t_unix_ms = e.t_unix_ms;
+                    s.oom_events.push(ev);
+                }
+            }
+            if !s.oom_events.is_empty() && s.oom_kills.is_none() {
+                s.oom_kills = Some(s.oom_events.len() as u64);
+            }
+        }
+        (s.peak_working_set_bytes, s.peak_working_set_t_unix_ms) = ws.unzip();
+        (s.peak_effective_cores, s.peak_effective_cores_t_unix_ms) = cores.unzip();
+        (s.lifetime_peak_bytes, s.lifetime_peak_t_unix_ms) = life.unzip();
+        (s.sampler_cpu_usec, s.sampler_bytes_written) = sampler_totals(job, steps, step_ends);
+        s
+    }
+
+    /// Rows for the `summary` table: one per field, each value JSON text.
+    pub fn to_pairs(&self) -> Vec<(String, String)> {
+        let v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        match v {
+            serde_json::Value::Object(m) => {
+                m.into_iter().map(|(k, v)| (k, v.to_string())).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Back from the table. Unknown keys (a newer epilog) are ignored; a value that does not
+    /// parse makes the whole summary unreadable (`None`): callers then recompute it.
+    pub fn from_pairs(pairs: &[(String, String)]) -> Option<Summary> {
+        let mut m = serde_json::Map::new();
+        for (k, v) in pairs {
+            m.insert(k.clone(), serde_json::from_str(v).ok()?);
+        }
+        let s: Summary = serde_json::from_value(serde_json::Value::Object(m)).ok()?;
+        (s.summary_version <= SUMMARY_VERSION).then_some(s)
+    }
+}
+
+fn oom_event(job: &[SampleRow], i: usize, kills: u64) -> OomEvent {
+    let at = &job[i];
+    let before = i.checked_sub(1).map(|j| &job[j]);
+    let ws_before = before.and_then(|b| b.usage.memory_working_set_bytes);
+    let ws_at = match (
+        at.memory_working_set_max_bytes,
+        at.usage.memory_working_set_bytes,
+    ) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let steady_seconds = ws_before.and_then(|level| {
+        let tol = level as f64 * STEADY_TOLERANCE_PERCENT / 100.0;
+        let mut from = i - 1;
+        while from > 0 {
+            let w = job[from - 1].usage.memory_working_set_bytes?;
+            if (w as f64 - level as f64).abs() > tol {
+                break;
+            }
+            from -= 1;
+        }
+        Some((job[i - 1].t_unix_ms - job[from].t_unix_ms) as f64 / 1000.0)
+    });
+    OomEvent {
+        t_unix_ms: at.t_unix_ms,
+        kills,
+        working_set_before_bytes: ws_before,
+        working_set_at_kill_bytes: ws_at,
+        steady_seconds,
+        limit_bytes: at
+            .usage
+            .memory_limit_bytes
+            .or(before.and_then(|b| b.usage.memory_limit_bytes)),
+        usage_peak_bytes: at.usage.memory_lifetime_peak_bytes,
+    }
+}
+
+/// The sampler's counters are per sampler thread (one per step's slurmstepd). The job series
+/// is written by the batch step's sampler (or, with no batch step, the first step's), so the
+/// total is the job series' last value plus every *other* non-extern step's last value.
+fn sampler_totals(
+    job: &[SampleRow],
+    steps: &[StepInfo],
+    step_ends: &[(String, SampleRow)],
+) -> (Option<u64>, Option<u64>) {
+    let last = |f: fn(&SampleRow) -> Option<u64>| job.iter().rev().find_map(f);
+    let job_cpu = last(|r| r.sampler_cpu_usec);
+    let job_bytes = last(|r| r.sampler_bytes_written);
+    let writer = job_series_writer(steps);
+    let mut cpu = job_cpu;
+    let mut bytes = job_bytes;
+    for (name, end) in step_ends {
+        if name == EXTERN_STEP || Some(name) == writer.as_ref() {
+            continue;
+        }
+        if let Some(c) = end.sampler_cpu_usec {
+            cpu = Some(cpu.unwrap_or(0) + c);
+        }
+        if let Some(b) = end.sampler_bytes_written {
+            bytes = Some(bytes.unwrap_or(0) + b);
+        }
+    }
+    (cpu, bytes)
+}
+
+/// Reads a job's file and computes its summary (what the epilog does, minus the write).
+pub fn from_reader(reader: &crate::store::Reader) -> crate::error::Result<Summary> {
+    let job = reader.samples(&crate::store::Series::Job)?;
+    let steps = reader.steps()?;
+    let events = reader.events()?;
+    from_parts(reader, &job, &steps, &events)
+}
+
+/// As [`from_reader`], with the job series, steps and events already read.
+pub fn from_parts(
+    reader: &crate::store::Reader,
+    job: &[SampleRow],
+    steps: &[StepInfo],
+    events: &[Event],
+) -> crate::error::Result<Summary> {
+    let writer = job_series_writer(steps);
+    let mut ends = Vec::new();
+    for s in steps {
+        // The job series' writer is counted from the job series: no need to decode its rows.
+        if s.step == EXTERN_STEP || Some(&s.step) == writer.as_ref() {
+            continue;
+        }
+        if let Some(r) = reader
+            .last_two(&crate::store::Series::Step(s.step.clone()))?
+            .pop()
+        {
+            ends.push((s.step.clone(), r));
+        }
+    }
+    Ok(Summary::compute(job, steps, &ends, events, Vec::new()))
+}
+
+/// The step whose sampler writes the job series: `batch`, else the first non-extern step.
+fn job_series_writer(steps: &[StepInfo]) -> Option<String> {
+    if steps.iter().any(|s| s.step == "batch") {
+        Some("batch".to_string())
+    } else {
+        steps
+            .iter()
+            .find(|s| s.step != EXTERN_STEP)
+            .map(|s| s.step.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{SampleKind, Series};
+
+    const MIB: u64 = 1 << 20;
+
+    fn row(t_s: i64, cpu_s: f64, ws_mib: u64, kills: u64) -> SampleRow {
+        let mut r = SampleRow::empty(t_s * 1000, Series::Job, SampleKind::Periodic);
+        r.usage.cpu_usage_usec = Some((cpu_s * 1e6) as u64);
+        r.usage.memory_working_set_bytes = Some(ws_mib * MIB);
+        r.usage.memory_limit_bytes = Some(300 * MIB);
+        r.usage.memory_oom_kills = Some(kills);
+        r.usage.memory_lifetime_peak_bytes = Some(ws_mib * MIB + 50 * MIB);
+        r
+    }
+
+    #[test]
+    fn oom_after_steady_phase() {
+        let mut rows: Vec<SampleRow> = (0..7).map(|t| row(t, t as f64, 100, 0)).collect();
+        let mut kill = row(7, 7.0, 20, 1);
+        kill.memory_working_set_max_bytes = Some(299 * MIB);
+        rows.push(kill);
+        let s = Summary::compute(&rows, &[], &[], &[], Vec::new());
+        assert_eq!(s.oom_kills, Some(1));
+        assert_eq!(s.oom_events.len(), 1);
+        let e = &s.oom_events[0];
+        assert_eq!(e.t_unix_ms, 7000);
+        assert_eq!(e.working_set_before_bytes, Some(100 * MIB));
+        assert_eq!(e.working_set_at_kill_bytes, Some(299 * MIB));
+        assert_eq!(e.steady_seconds, Some(6.0));
+        assert_eq!(s.peak_working_set_bytes, Some(299 * MIB));
+        assert_eq!(s.peak_working_set_t_unix_ms, Some(7000));
+        assert_eq!(s.peak_effective_cores, Some(1.0));
+        assert_eq!(s.cpu_usage_seconds_total, Some(7.0));
+    }
+
+    #[test]
+    fn pairs_round_trip_and_unreadable_stays_none() {
+        let rows: Vec<SampleRow> = (0..3).map(|t| row(t, 0.0, 10, 0)).collect();
+        let mut s = Summary::compute(&rows, &[], &[], &[], Vec::new());
+        s.cpu_user_seconds = None;
+        let back = Summary::from_pairs(&s.to_pairs()).unwrap();
+        assert_eq!(back, s);
+        assert!(s.oom_events.is_empty());
+        let empty = Summary::compute(&[], &[], &[], &[], Vec::new());
+        assert_eq!(empty.peak_working_set_bytes, None);
+        assert_eq!(empty.cpu_usage_seconds_total, None);
+    }
+
+    #[test]
+    fn sampler_overhead_counts_each_sampler_once() {
+        let mut j = row(1, 1.0, 1, 0);
+        j.sampler_cpu_usec = Some(100);
+        j.sampler_bytes_written = Some(1000);
+        let mut b = j.clone();
+        b.series = Series::step("batch");
+        let mut s0 = row(1, 1.0, 1, 0);
+        s0.sampler_cpu_usec = Some(30);
+        s0.sampler_bytes_written = Some(300);
+        let info = |n: &str| StepInfo {
+            step: n.into(),
+            started_unix_ms: Some(0),
+            ended_unix_ms: Some(1),
+            tasks: None,
+            exit_status: None,
+        };
+        let s = Summary::compute(
+            &[j],
+            &[info("extern"), info("batch"), info("0")],
+            &[("batch".into(), b), ("0".into(), s0)],
+            &[],
+            Vec::new(),
+        );
+        assert_eq!(s.sampler_cpu_usec, Some(130));
+        assert_eq!(s.sampler_bytes_written, Some(1300));
+    }
+}
+
+/// What [`summarise_job_file`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EpilogOutcome {
+    /// No file: the job was not recorded on this node.
+    NotRecorded,
+    Written,
+}
+
+/// The epilog's whole job, shared by `slurmwatch-epilog` and the plugin's `job_epilog`:
+/// summarise `<spool>/<job_id>.sqlite` into its `summary` table. The path is built only from
+/// the numeric job id inside the root-owned spool; a symlink or anything but a regular file is
+/// refused (Reader and the summary writer open it with `O_NOFOLLOW` too).
+pub fn summarise_job_file(
+    spool: &std::path::Path,
+    job_id: u32,
+) -> crate::error::Result<EpilogOutcome> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = spool.join(format!("{job_id}.sqlite"));
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(EpilogOutcome::NotRecorded)
+        }
+        Err(e) => {
+            return Err(crate::error::Error::Store(format!(
+                "cannot stat {}: {e}",
+                path.display()
+            )))
+        }
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(crate::error::Error::Store(format!(
+                "{} is not a regular file: left alone",
+                path.display()
+            )))
+        }
+        Ok(_) => {}
+    }
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|e| crate::error::Error::Store(format!("cannot open {}: {e}", path.display())))?;
+    let reader = crate::store::Reader::open(&path)?;
+    let pairs = from_reader(&reader)?.to_pairs();
+    drop(reader);
+    crate::store::summary::write(&path, &pairs)?;
+    Ok(EpilogOutcome::Written)
+}

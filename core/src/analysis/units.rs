@@ -1,0 +1,116 @@
+//! Plain-text figures for sentences: binary byte units, durations, local clock times.
+
+/// `10.95 GiB`, `300 MiB`, `512 KiB`, `12 B`.
+pub fn bytes(b: u64) -> String {
+    const U: [(&str, f64); 4] = [
+        ("TiB", 1099511627776.0),
+        ("GiB", 1073741824.0),
+        ("MiB", 1048576.0),
+        ("KiB", 1024.0),
+    ];
+    let x = b as f64;
+    for (name, size) in U {
+        if x >= size {
+            let v = x / size;
+            return if v >= 100.0 {
+                format!("{v:.0} {name}")
+            } else if v >= 10.0 {
+                format!("{v:.1} {name}")
+            } else {
+                format!("{v:.2} {name}")
+            };
+        }
+    }
+    format!("{b} B")
+}
+
+/// `2 h 05 min`, `7 min 03 s`, `42 s`.
+pub fn duration(secs: f64) -> String {
+    if !secs.is_finite() || secs < 0.0 {
+        return "n/a".into();
+    }
+    let s = secs.round() as u64;
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d} d {h:02} h {m:02} min")
+    } else if h > 0 {
+        format!("{h} h {m:02} min")
+    } else if m > 0 {
+        format!("{m} min {sec:02} s")
+    } else {
+        format!("{sec} s")
+    }
+}
+
+/// Local wall-clock time `2026-11-30 10:45:05` of a Unix time in ms.
+pub fn clock(t_unix_ms: i64) -> String {
+    let secs = t_unix_ms.div_euclid(1000) as libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        return format!("@{}", t_unix_ms / 1000);
+    }
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// `HH:MM:SS` since the job started (for a time into the job).
+pub fn offset(ms: i64) -> String {
+    let s = (ms.max(0) + 500) / 1000;
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// A `--mem` value Slurm accepts: whole MiB below 1 GiB (rounded up to 64 MiB), else whole
+/// GiB rounded up.
+pub fn mem_flag(b: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    if b <= GIB {
+        let m = b.div_ceil(64 * MIB).max(1) * 64;
+        if m >= 1024 {
+            "1G".into()
+        } else {
+            format!("{m}M")
+        }
+    } else {
+        format!("{}G", b.div_ceil(GIB))
+    }
+}
+
+/// A `--time` value: `D-HH:MM:SS` or `HH:MM:SS`, rounded up to 5 min (15 min above 2 h).
+pub fn time_flag(secs: f64) -> String {
+    let step = if secs > 7200.0 { 900 } else { 300 };
+    let s = ((secs.max(60.0) as u64).div_ceil(step)) * step;
+    let (d, h, m) = (s / 86400, s / 3600 % 24, s / 60 % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:00")
+    } else {
+        format!("{h:02}:{m:02}:00")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures() {
+        assert_eq!(bytes(300 << 20), "300 MiB");
+        assert_eq!(bytes(11_757_000_000), "10.9 GiB");
+        assert_eq!(bytes(5), "5 B");
+        assert_eq!(duration(3725.0), "1 h 02 min");
+        assert_eq!(duration(42.4), "42 s");
+        assert_eq!(mem_flag(120 << 20), "128M");
+        assert_eq!(mem_flag((10 << 30) + 1), "11G");
+        assert_eq!(time_flag(61.0), "00:05:00");
+        assert_eq!(time_flag(2.0 * 86400.0 + 1.0), "2-00:15:00");
+        assert_eq!(offset(65_400), "00:01:05");
+    }
+}

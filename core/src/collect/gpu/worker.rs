@@ -1,0 +1,195 @@
+//! The collector on its own thread. `nvmlInit` can take seconds (driver load, persistence
+//! mode off) and a call on a card that fell off the bus can hang; the sampler must do
+//! neither. It starts the worker (no wait), polls for the opened cards, and gives each
+//! reading a bounded wait: a reading that does not come back in time is recorded as
+//! `TIMEOUT` for every figure of every card, and no new request is queued behind it.
+
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::time::Duration;
+
+use super::{pids, GpuCollector, NoGpus, Wanted};
+use crate::sample::{GpuCard, GpuError, GpuLink, GpuSample};
+
+/// What the worker needs: the site's library path, the job's cards, and how to tell the
+/// job's processes (its id and the roots of its process trees, for the /proc fallback).
+#[derive(Debug, Clone)]
+pub struct GpuWorkerConfig {
+    pub lib_path: PathBuf,
+    pub wanted: Vec<Wanted>,
+    pub proc_root: PathBuf,
+    pub job_id: u32,
+}
+
+/// The worker's answer to opening NVML.
+#[derive(Debug, Clone)]
+pub enum Opened {
+    /// Still initialising: ask again later.
+    Pending,
+    Ready {
+        cards: Vec<GpuCard>,
+        topology: Vec<GpuLink>,
+    },
+    /// No GPU section for this step, and why (not an error).
+    None(String),
+}
+
+enum Req {
+    Read { seq: u64, roots: Vec<u32> },
+}
+
+enum Reply {
+    Opened(Result<(Vec<GpuCard>, Vec<GpuLink>), NoGpus>),
+    Read(u64, Vec<GpuSample>),
+}
+
+pub struct GpuWorker {
+    tx: Sender<Req>,
+    rx: Receiver<Reply>,
+    state: State,
+    seq: u64,
+    /// A request whose reply has not come back yet.
+    outstanding: Option<u64>,
+}
+
+enum State {
+    Opening,
+    Ready(usize),
+    Closed,
+}
+
+impl GpuWorker {
+    /// Starts the worker thread, which opens NVML. Never blocks.
+    pub fn start(cfg: GpuWorkerConfig) -> GpuWorker {
+        let (tx, req_rx) = mpsc::channel::<Req>();
+        let (reply_tx, rx) = mpsc::channel::<Reply>();
+        let spawned = std::thread::Builder::new()
+            .name("slurmwatch-gpu".into())
+            .stack_size(512 * 1024)
+            .spawn(move || {
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve(cfg, req_rx, reply_tx)
+                }));
+            });
+        let state = if spawned.is_ok() {
+            State::Opening
+        } else {
+            State::Closed
+        };
+        GpuWorker {
+            tx,
+            rx,
+            state,
+            seq: 0,
+            outstanding: None,
+        }
+    }
+
+    /// Waits up to `wait` for NVML to open. Returns `Ready` once (later calls: `None`).
+    pub fn poll_open(&mut self, wait: Duration) -> Opened {
+        match self.state {
+            State::Opening => {}
+            State::Ready(_) => return Opened::None("already open".into()),
+            State::Closed => return Opened::None("the GPU reader is not running".into()),
+        }
+        match self.rx.recv_timeout(wait) {
+            Ok(Reply::Opened(Ok((cards, topology)))) => {
+                self.state = State::Ready(cards.len());
+                Opened::Ready { cards, topology }
+            }
+            Ok(Reply::Opened(Err(why))) => {
+                self.state = State::Closed;
+                Opened::None(why.to_string())
+            }
+            Ok(Reply::Read(..)) | Err(RecvTimeoutError::Timeout) => Opened::Pending,
+            Err(RecvTimeoutError::Disconnected) => {
+                self.state = State::Closed;
+                Opened::None("the GPU reader stopped".into())
+            }
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(self.state, State::Ready(_))
+    }
+
+    /// One reading of every card, waiting at most `wait`. `None` before the cards are open.
+    /// A late or lost reply yields `TIMEOUT` readings.
+    pub fn read(&mut self, roots: &[u32], wait: Duration) -> Option<Vec<GpuSample>> {
+        let State::Ready(n) = self.state else {
+            return None;
+        };
+        let timed_out = || vec![GpuSample::all_failed(GpuError::Timeout); n];
+        // A reply still owed from an earlier request: collect it if it came, else skip.
+        if let Some(want) = self.outstanding {
+            loop {
+                match self.rx.try_recv() {
+                    Ok(Reply::Read(seq, _)) if seq == want => {
+                        self.outstanding = None;
+                        break;
+                    }
+                    Ok(_) => continue,
+                    Err(TryRecvError::Empty) => return Some(timed_out()),
+                    Err(TryRecvError::Disconnected) => {
+                        self.state = State::Closed;
+                        return Some(timed_out());
+                    }
+                }
+            }
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        if self
+            .tx
+            .send(Req::Read {
+                seq,
+                roots: roots.to_vec(),
+            })
+            .is_err()
+        {
+            self.state = State::Closed;
+            return Some(timed_out());
+        }
+        self.outstanding = Some(seq);
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(Reply::Read(s, samples)) if s == seq => {
+                    self.outstanding = None;
+                    return Some(samples);
+                }
+                Ok(_) => continue,
+                Err(RecvTimeoutError::Timeout) => return Some(timed_out()),
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.state = State::Closed;
+                    return Some(timed_out());
+                }
+            }
+        }
+    }
+}
+
+fn serve(cfg: GpuWorkerConfig, rx: Receiver<Req>, tx: Sender<Reply>) {
+    let mut collector = match GpuCollector::open(&cfg.lib_path, &cfg.wanted) {
+        Ok(c) => {
+            let _ = tx.send(Reply::Opened(Ok((c.cards(), c.topology()))));
+            c
+        }
+        Err(e) => {
+            let _ = tx.send(Reply::Opened(Err(e)));
+            return;
+        }
+    };
+    let mut memo = pids::JobPids::default();
+    // The sender side is dropped when the sampler ends: then NVML shuts down here.
+    while let Ok(Req::Read { seq, roots }) = rx.recv() {
+        let (proc_root, job_id) = (&cfg.proc_root, cfg.job_id);
+        let mut is_job = |pid: u32| memo.owns(proc_root, job_id, &roots, pid);
+        let samples = collector.read(&mut is_job);
+        memo.end_reading();
+        if tx.send(Reply::Read(seq, samples)).is_err() {
+            break;
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The snapshot as strict standard JSON: no NaN or Infinity (a non-finite figure becomes
+//! `null` with a reason), `schema` first, units in every key name, and each unreadable
+//! figure `null` with a `<key>_reason` beside it.
+
+use serde_json::{Map, Value};
+
+use crate::snapshot::{guard_word, GpuSnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA};
+
+trait ToJson {
+    fn to_json(&self) -> Option<Value>;
+}
+
+impl ToJson for u64 {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::from(*self))
+    }
+}
+
+impl ToJson for u32 {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::from(*self))
+    }
+}
+
+impl ToJson for f64 {
+    fn to_json(&self) -> Option<Value> {
+        // Six significant decimals are more than any reading carries; rounding keeps the
+        // output stable and short. Non-finite is refused (strict JSON has no NaN).
+        let r = (self * 1e6).round() / 1e6;
+        r.is_finite()
+            .then(|| serde_json::Number::from_f64(r).map(Value::Number))
+            .flatten()
+    }
+}
+
+impl ToJson for String {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::from(self.as_str()))
+    }
+}
+
+impl ToJson for Vec<String> {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::from(self.clone()))
+    }
+}
+
+fn put<T: ToJson>(m: &mut Map<String, Value>, key: &str, r: &Reading<T>) {
+    match r.value.as_ref().map(|v| v.to_json()) {
+        Some(Some(v)) => {
+            m.insert(key.into(), v);
+        }
+        Some(None) => {
+            m.insert(key.into(), Value::Null);
+            m.insert(format!("{key}_reason"), "not a finite number".into());
+        }
+        None => {
+            m.insert(key.into(), Value::Null);
+            m.insert(
+                format!("{key}_reason"),
+                r.reason.as_deref().unwrap_or("unreadable").into(),
+            );
+        }
+    }
+}
+
+fn opt_str(v: Option<&str>) -> Value {
+    v.map_or(Value::Null, Value::from)
+}
+
+/// The snapshot as a JSON object (key order as documented in the README).
+pub fn to_value(s: &Snapshot) -> Value {
+    let mut m = Map::new();
+    m.insert("schema".into(), SNAPSHOT_SCHEMA.into());
+    m.insert("job_id".into(), s.job_id.clone().into());
+    m.insert("step".into(), opt_str(s.step.as_deref()));
+    m.insert("job_name".into(), opt_str(s.job_name.as_deref()));
+    m.insert("user".into(), opt_str(s.user.as_deref()));
+    m.insert("node".into(), opt_str(s.node.as_deref()));
+    m.insert("source".into(), s.source.as_str().into());
+    m.insert(
+        "measured_by".into(),
+        opt_str(s.measured_by.map(|m| m.as_str())),
+    );
+    m.insert("state".into(), s.state.as_str().into());
+    m.insert(
+        "reading_unix_ms".into(),
+        s.reading_unix_ms.map_or(Value::Null, Value::from),
+    );
+    m.insert(
+        "interval_seconds".into(),
+        s.interval_seconds.map_or(Value::Null, Value::from),
+    );
+    m.insert(
+        "peaks_cover".into(),
+        if s.peaks_cover_whole_job {
+            "whole_job"
+        } else {
+            "since_watch_start"
+        }
+        .into(),
+    );
+
+    let mut cpu = Map::new();
+    put(&mut cpu, "usage_seconds_total", &s.cpu.usage_seconds_total);
+    put(&mut cpu, "cores_allocated", &s.cpu.cores_allocated);
+    put(&mut cpu, "effective_cores", &s.cpu.effective_cores);
+    put(
+        &mut cpu,
+        "peak_effective_cores",
+        &s.cpu.peak_effective_cores,
+    );
+    m.insert("cpu".into(), cpu.into());
+
+    let mem = &s.memory;
+    let mut mm = Map::new();
+    put(&mut mm, "working_set_bytes", &mem.working_set_bytes);
+    put(&mut mm, "cache_bytes", &mem.cache_bytes);
+    put(&mut mm, "limit_bytes", &mem.limit_bytes);
+    put(&mut mm, "limit_used_percent", &mem.percent_of_limit);
+    put(
+        &mut mm,
+        "peak_working_set_bytes",
+        &mem.peak_working_set_bytes,
+    );
+    put(&mut mm, "lifetime_peak_bytes", &mem.lifetime_peak_bytes);
+    let guard = Reading::from_option(mem.guard.map(|g| guard_word(g).to_string()), || {
+        "needs both the working set and a limit".into()
+    });
+    put(&mut mm, "guard", &guard);
+    m.insert("memory".into(), mm.into());
+
+    let mut t = Map::new();
+    put(&mut t, "elapsed_seconds", &s.time.elapsed_seconds);
+    put(&mut t, "limit_seconds", &s.time.limit_seconds);
+    put(&mut t, "ends_at", &s.time.ends_at);
+    m.insert("time".into(), t.into());
+
+    m.insert(
+        "gpus".into(),
+        Value::Array(s.gpus.iter().map(gpu_value).collect()),
+    );
+    Value::Object(m)
+}
+
+fn gpu_value(g: &GpuSnapshot) -> Value {
+    let mut m = Map::new();
+    m.insert(
+        "cuda_index".into(),
+        g.cuda_index.map_or(Value::Null, Value::from),
+    );
+    m.insert(
+        "nvml_index".into(),
+        g.nvml_index.map_or(Value::Null, Value::from),
+    );
+    m.insert("uuid".into(), g.uuid.clone().into());
+    m.insert("name".into(), opt_str(g.name.as_deref()));
+    let state = Reading::from_option(g.state.map(|s| s.as_str().to_string()), || {
+        "utilization unreadable".into()
+    });
+    put(&mut m, "state", &state);
+    put(&mut m, "utilization_percent", &g.utilization_percent);
+    put(&mut m, "memory_used_bytes", &g.memory_used_bytes);
+    put(&mut m, "memory_total_bytes", &g.memory_total_bytes);
+    put(&mut m, "power_watts", &g.power_watts);
+    put(&mut m, "power_limit_watts", &g.power_limit_watts);
+    put(&mut m, "temperature_celsius", &g.temperature_celsius);
+    put(&mut m, "sm_clock_mhz", &g.sm_clock_mhz);
+    put(&mut m, "sm_clock_max_mhz", &g.sm_clock_max_mhz);
+    put(&mut m, "throttle_reasons", &g.throttle_reasons);
+    Value::Object(m)
+}
+
+/// One line of JSON (for `--once --json` and each line of a `.jsonl` log).
+pub fn to_line(s: &Snapshot) -> String {
+    to_value(s).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{from_rows, JobFacts, SnapshotSource};
+
+    #[test]
+    fn non_finite_becomes_null_with_reason() {
+        let mut s = from_rows(
+            SnapshotSource::PluginFile,
+            None,
+            &JobFacts::default(),
+            &[],
+            true,
+        );
+        s.cpu.effective_cores = Reading::ok(f64::NAN);
+        s.cpu.peak_effective_cores = Reading::ok(f64::INFINITY);
+        let line = to_line(&s);
+        assert!(!line.contains("NaN") && !line.contains("inf"), "{line}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["cpu"]["effective_cores"], Value::Null);
+        assert_eq!(v["cpu"]["effective_cores_reason"], "not a finite number");
+        assert_eq!(v["memory"]["working_set_bytes"], Value::Null);
+        assert_eq!(v["memory"]["working_set_bytes_reason"], "no reading yet");
+        assert_eq!(v["schema"], SNAPSHOT_SCHEMA);
+    }
+}
+
+#[cfg(test)]
+mod contract {
+    //! The JSON contract, parsed into structs the test defines (not the library's own), from
+    //! the 4-GPU fixture snapshot.
+    use serde::Deserialize;
+
+    use crate::snapshot::Snapshot;
+
+    #[derive(Deserialize)]
+    struct Doc {
+        schema: u32,
+        job_id: String,
+        source: String,
+        state: String,
+        cpu: Cpu,
+        memory: Memory,
+        time: Time,
+        gpus: Vec<Gpu>,
+    }
+    #[derive(Deserialize)]
+    struct Cpu {
+        usage_seconds_total: f64,
+        cores_allocated: u32,
+        effective_cores: f64,
+        peak_effective_cores: f64,
+    }
+    #[derive(Deserialize)]
+    struct Memory {
+        working_set_bytes: u64,
+        cache_bytes: u64,
+        limit_bytes: u64,
+        peak_working_set_bytes: u64,
+        lifetime_peak_bytes: u64,
+        limit_used_percent: f64,
+        guard: String,
+    }
+    #[derive(Deserialize)]
+    struct Time {
+        elapsed_seconds: u64,
+        limit_seconds: u64,
+        ends_at: String,
+    }
+    #[derive(Deserialize)]
+    struct Gpu {
+        cuda_index: Option<u32>,
+        nvml_index: Option<u32>,
+        uuid: String,
+        state: Option<String>,
+        utilization_percent: Option<f64>,
+        memory_used_bytes: Option<u64>,
+        memory_total_bytes: Option<u64>,
+        power_watts: Option<f64>,
+        power_watts_reason: Option<String>,
+        power_limit_watts: Option<f64>,
+        temperature_celsius: Option<f64>,
+        sm_clock_mhz: Option<u32>,
+        sm_clock_max_mhz: Option<u32>,
+        throttle_reasons: Option<Vec<String>>,
+    }
+
+    fn fixture(name: &str) -> Snapshot {
+        let path = format!(
+            "{}/tests/fixtures/snapshots/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn four_gpu_snapshot_as_json() {
+        let line = super::to_line(&fixture("four_gpus"));
+        let d: Doc = serde_json::from_str(&line).unwrap();
+        assert_eq!(d.schema, crate::snapshot::SNAPSHOT_SCHEMA);
+        assert_eq!(
+            (d.job_id.as_str(), d.source.as_str()),
+            ("4343", "plugin_file")
+        );
+        assert_eq!(d.state, "running");
+        assert_eq!(d.cpu.cores_allocated, 32);
+        assert_eq!(d.cpu.effective_cores, 7.9);
+        assert_eq!(d.cpu.usage_seconds_total, 1234.5);
+        assert_eq!(d.cpu.peak_effective_cores, 3.92);
+        assert_eq!(d.memory.guard, "ok");
+        assert_eq!(d.memory.limit_bytes, 8 << 30);
+        assert!(d.memory.working_set_bytes < d.memory.peak_working_set_bytes);
+        assert!(d.memory.peak_working_set_bytes < d.memory.lifetime_peak_bytes);
+        assert_eq!(d.memory.cache_bytes, 512 << 20);
+        assert_eq!(d.memory.limit_used_percent, 28.125);
+        assert_eq!(
+            (d.time.elapsed_seconds, d.time.limit_seconds),
+            (3725, 14400)
+        );
+        assert_eq!(d.time.ends_at, "2023-11-14T23:08:20");
+        assert_eq!(d.gpus.len(), 4);
+        let g0 = &d.gpus[0];
+        assert_eq!((g0.cuda_index, g0.nvml_index), (Some(0), Some(2)));
+        assert!(g0.uuid.starts_with("GPU-"));
+        assert_eq!(g0.state.as_deref(), Some("active"));
+        assert_eq!(g0.utilization_percent, Some(87.0));
+        assert_eq!(g0.memory_used_bytes, Some(30 << 30));
+        assert_eq!(g0.memory_total_bytes, Some(40 << 30));
+        assert_eq!(g0.power_watts, Some(250.0));
+        assert_eq!(g0.power_limit_watts, Some(400.0));
+        assert_eq!(g0.temperature_celsius, Some(64.0));
+        assert_eq!(
+            (g0.sm_clock_mhz, g0.sm_clock_max_mhz),
+            (Some(1410), Some(1410))
+        );
+        assert_eq!(g0.throttle_reasons.as_deref(), Some(&[][..]));
+        assert_eq!(
+            d.gpus[1].throttle_reasons.as_deref(),
+            Some(&["sw_power_cap".to_string(), "hw_slowdown".to_string()][..])
+        );
+        // Unreadable power: null with its reason, never 0.
+        let g2 = &d.gpus[2];
+        assert_eq!(g2.power_watts, None);
+        assert_eq!(
+            g2.power_watts_reason.as_deref(),
+            Some("not supported on this card")
+        );
+        assert_eq!(g2.state.as_deref(), Some("idle"));
+        assert!(line.contains("\"power_watts\":null"));
+    }
+
+    #[test]
+    fn keys_carry_their_units() {
+        let v = super::to_value(&fixture("four_gpus"));
+        fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        if v.is_number() {
+                            out.push(k.clone());
+                        }
+                        walk(v, out);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| walk(v, out)),
+                _ => {}
+            }
+        }
+        let mut keys = Vec::new();
+        walk(&v, &mut keys);
+        let units = [
+            "_bytes", "_seconds", "_percent", "_watts", "_celsius", "_mhz", "_ms", "_total",
+            "_cores", "_index",
+        ];
+        for k in keys {
+            assert!(
+                k == "schema" || units.iter().any(|u| k.ends_with(u)) || k == "cores_allocated",
+                "number under a key without a unit: {k}"
+            );
+        }
+    }
+}

@@ -1,0 +1,555 @@
+//! The post-mortem of one job: its recording (if any) joined with sacct, findings and
+//! `#SBATCH` advice; rendered as text, JSON, SVG or HTML.
+//!
+//! [`Report`] *is* the JSON (`--json`): every key documented in the README's "Report"
+//! section; units in key names; `null` for unknown, never a made-up 0; no NaN.
+
+pub mod chart;
+pub mod text;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::analysis::{self, Facts, Finding, GpuSummary, OomEvent, SbatchLine, Summary};
+use crate::model::effective_cores;
+use crate::slurm::sacct;
+use crate::store::{self, Event, JobMeta, Reader, SampleRow, Series, StepInfo};
+
+/// Version of the report's JSON.
+pub const SCHEMA: u32 = 1;
+
+/// Most points kept per chart series (bucket maxima): a 7-day file has 120,960 rows.
+pub const CHART_POINTS: usize = 1200;
+
+/// What the recording holds, read once.
+pub struct Recording {
+    pub path: PathBuf,
+    pub meta: JobMeta,
+    pub steps: Vec<StepInfo>,
+    pub events: Vec<Event>,
+    pub job_rows: Vec<SampleRow>,
+    pub summary: Summary,
+    /// True when the summary came from the file (the epilog ran), false when computed now.
+    pub summary_stored: bool,
+}
+
+impl Recording {
+    /// Reads the job's file (read-only; never modified). One clear error on bad input.
+    pub fn load(path: &Path) -> crate::error::Result<Recording> {
+        let reader = Reader::open(path)?;
+        let meta = reader.meta()?;
+        let steps = reader.steps()?;
+        let events = reader.events()?;
+        let job_rows = reader.samples(&Series::Job)?;
+        let stored = store::summary::read(&reader)?
+            .as_deref()
+            .and_then(Summary::from_pairs);
+        let (summary, summary_stored) = match stored {
+            Some(s) => (s, true),
+            None => (
+                analysis::summary::from_parts(&reader, &job_rows, &steps, &events)?,
+                false,
+            ),
+        };
+        Ok(Recording {
+            path: path.to_path_buf(),
+            meta,
+            steps,
+            events,
+            job_rows,
+            summary,
+            summary_stored,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct JobInfo {
+    pub name: Option<String>,
+    pub user: Option<String>,
+    pub uid: Option<u32>,
+    pub partition: Option<String>,
+    pub nodes: Option<u64>,
+    pub node_list: Option<String>,
+    pub submit_unix: Option<i64>,
+    pub start_unix: Option<i64>,
+    pub end_unix: Option<i64>,
+    pub queue_wait_seconds: Option<i64>,
+    pub timelimit_seconds: Option<u64>,
+    pub cancelled_by_uid: Option<u32>,
+    pub work_dir: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct TresInfo {
+    pub requested: Option<sacct::Tres>,
+    pub allocated: Option<sacct::Tres>,
+    pub req_mem: Option<sacct::ReqMem>,
+    /// `ReqMem` `0n`: all of each node's memory (not zero).
+    pub req_mem_whole_node: bool,
+    pub memory_per_node_bytes: Option<u64>,
+    pub gpus_allocated: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct CpuInfo {
+    pub usage_seconds_total: Option<f64>,
+    pub user_seconds: Option<f64>,
+    pub system_seconds: Option<f64>,
+    pub cores_allocated: Option<f64>,
+    pub peak_effective_cores: Option<f64>,
+    pub peak_effective_cores_at_unix_ms: Option<i64>,
+    pub average_effective_cores: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct MemoryInfo {
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_working_set_at_unix_ms: Option<i64>,
+    pub lifetime_peak_bytes: Option<u64>,
+    pub limit_bytes: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub oom_events: Vec<OomEvent>,
+    pub sacct_max_rss_bytes: Option<u64>,
+    pub major_faults: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct StepLine {
+    pub step: String,
+    pub state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub start_unix: Option<i64>,
+    pub end_unix: Option<i64>,
+    pub elapsed_seconds: Option<u64>,
+    pub total_cpu_seconds: Option<f64>,
+    pub max_rss_bytes: Option<u64>,
+    pub tasks: Option<u32>,
+    /// The step appears in the recording.
+    pub recorded: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SamplerInfo {
+    pub cpu_seconds: Option<f64>,
+    pub bytes_written: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct SacctDump {
+    pub job: std::collections::BTreeMap<String, String>,
+    pub steps: Vec<std::collections::BTreeMap<String, String>>,
+}
+
+/// One point of the charts (bucket maxima over [`CHART_POINTS`] buckets).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Point {
+    pub t_unix_ms: i64,
+    pub working_set_bytes: Option<u64>,
+    pub cache_bytes: Option<u64>,
+    pub limit_bytes: Option<u64>,
+    pub cores: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub schema: u32,
+    pub job_id: String,
+    /// `recorded_file` or `sacct_only`.
+    pub source: &'static str,
+    pub file: Option<String>,
+    /// The epilog's summary was in the file (`true`) or computed by the report (`false`).
+    pub summary_stored: Option<bool>,
+    pub state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub elapsed_seconds: Option<f64>,
+    pub job: JobInfo,
+    pub tres: TresInfo,
+    pub cpu: CpuInfo,
+    pub memory: MemoryInfo,
+    pub gpus: Vec<GpuSummary>,
+    pub steps: Vec<StepLine>,
+    pub findings: Vec<Finding>,
+    pub sbatch: Vec<SbatchLine>,
+    pub sampler: SamplerInfo,
+    pub notes: Vec<String>,
+    pub sacct: Option<SacctDump>,
+    pub sacct_error: Option<String>,
+    #[serde(skip)]
+    pub points: Vec<Point>,
+    #[serde(skip)]
+    pub step_marks: Vec<(String, Option<i64>, Option<i64>)>,
+}
+
+impl Report {
+    /// Strict JSON (serde_json writes no NaN: non-finite floats become `null`).
+    pub fn to_json(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+        scrub(&mut v);
+        serde_json::to_string_pretty(&v).unwrap_or_else(|_| "null".into())
+    }
+}
+
+fn scrub(v: &mut Value) {
+    match v {
+        Value::Array(a) => a.iter_mut().for_each(scrub),
+        Value::Object(m) => m.values_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// How to enable a recording, said when there is none.
+pub const ENABLE_HINT: &str =
+    "no time series was recorded for this job; add `#SBATCH --slurmwatch` to the job script (or ask your admins for `default=on`) to record one next time";
+
+/// Joins what is known. Either input may be missing (not both: the caller checks).
+pub fn build(
+    job_id: &str,
+    rec: Option<&Recording>,
+    acct: Option<&sacct::Record>,
+    sacct_error: Option<String>,
+    no_recording_reason: Option<String>,
+) -> Report {
+    let sj = acct.map(|a| &a.job);
+    let summ = rec.map(|r| &r.summary);
+    let mut notes = Vec::new();
+    if rec.is_none() {
+        notes.push(match no_recording_reason {
+            Some(r) => format!("{r}: {ENABLE_HINT}."),
+            None => format!("{}{}.", ENABLE_HINT[..1].to_uppercase(), &ENABLE_HINT[1..]),
+        });
+    }
+    let rec_span = rec.and_then(|r| {
+        let a = r.job_rows.first()?.t_unix_ms;
+        let b = r.job_rows.last()?.t_unix_ms;
+        Some((b - a) as f64 / 1000.0)
+    });
+    let open = acct.is_some_and(|a| a.is_open());
+    let sacct_record_open = open
+        && rec.is_some_and(|r| {
+            !r.steps.is_empty() && r.steps.iter().all(|s| s.ended_unix_ms.is_some())
+        });
+    let elapsed = if open && rec_span.is_some() {
+        rec_span
+    } else {
+        sj.and_then(|j| j.elapsed_seconds)
+            .map(|e| e as f64)
+            .or(rec_span)
+    };
+    let job = JobInfo {
+        name: sj.map(|j| j.job_name.clone()),
+        user: sj
+            .and_then(|j| j.user.clone())
+            .or(rec.map(|r| r.meta.user.clone())),
+        uid: sj.and_then(|j| j.uid).or(rec.map(|r| r.meta.uid)),
+        partition: sj.and_then(|j| j.partition.clone()),
+        nodes: sj.and_then(|j| j.nodes),
+        node_list: sj
+            .and_then(|j| j.node_list.clone())
+            .or(rec.map(|r| r.meta.node.clone())),
+        submit_unix: sj.and_then(|j| j.submit_unix),
+        start_unix: sj.and_then(|j| j.start_unix),
+        end_unix: sj.and_then(|j| j.end_unix),
+        queue_wait_seconds: acct.and_then(|a| a.queue_wait_seconds()),
+        timelimit_seconds: sj.and_then(|j| j.timelimit_minutes).map(|m| m * 60),
+        cancelled_by_uid: sj.and_then(|j| j.state.cancelled_by_uid),
+        work_dir: sj.and_then(|j| j.work_dir.clone()),
+    };
+    let tres = TresInfo {
+        requested: sj.map(|j| j.req_tres.clone()),
+        allocated: sj.map(|j| j.alloc_tres.clone()),
+        req_mem: sj.and_then(|j| j.req_mem),
+        req_mem_whole_node: sj
+            .and_then(|j| j.req_mem)
+            .is_some_and(|m| m.is_whole_node()),
+        memory_per_node_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
+        gpus_allocated: sj.and_then(|j| j.gpus_allocated()),
+    };
+    let cores_alloc = summ
+        .and_then(|s| s.cores_allocated)
+        .or(rec.and_then(|r| r.meta.cores_allocated))
+        .map(f64::from)
+        .or(sj.and_then(|j| j.cpus).map(|c| c as f64));
+    let cpu_total = summ
+        .and_then(|s| s.cpu_usage_seconds_total)
+        .or(acct.and_then(|a| a.steps_total_cpu_seconds()));
+    let cpu = CpuInfo {
+        usage_seconds_total: cpu_total,
+        user_seconds: summ.and_then(|s| s.cpu_user_seconds).or_else(|| {
+            let v: Vec<f64> = acct?
+                .steps
+                .iter()
+                .filter_map(|s| s.user_cpu_seconds)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum())
+        }),
+        system_seconds: summ.and_then(|s| s.cpu_system_seconds).or_else(|| {
+            let v: Vec<f64> = acct?
+                .steps
+                .iter()
+                .filter_map(|s| s.system_cpu_seconds)
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum())
+        }),
+        cores_allocated: cores_alloc,
+        peak_effective_cores: summ.and_then(|s| s.peak_effective_cores),
+        peak_effective_cores_at_unix_ms: summ.and_then(|s| s.peak_effective_cores_t_unix_ms),
+        average_effective_cores: match (cpu_total, rec_span.or(elapsed)) {
+            (Some(c), Some(e)) if e > 0.0 => Some(c / e),
+            _ => None,
+        },
+    };
+    let limit = summ
+        .and_then(|s| s.memory_limit_bytes)
+        .or(rec.and_then(|r| r.meta.memory_allocated_bytes))
+        .or(sj.and_then(|j| j.memory_per_node_bytes()));
+    let oom_state = sj.is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
+    let mut oom_events = summ.map(|s| s.oom_events.clone()).unwrap_or_default();
+    if oom_events.is_empty() && oom_state {
+        // Slurm saw the kill, the counter we read did not (cgroup v1 counts it in a child):
+        // the first time the limit was hit dates it.
+        if let Some(e) = summ.and_then(|s| s.limit_hit_events.first()) {
+            oom_events.push(e.clone());
+            notes.push("The kill is dated by the first time the job hit its memory limit (the kernel counted the kill in a cgroup below the one recorded).".into());
+        }
+    }
+    let oom_kills = match (summ.and_then(|s| s.oom_kills), oom_state) {
+        (Some(k), true) => Some(k.max(1)),
+        (None, true) => Some(1),
+        (k, false) => k,
+    };
+    let memory = MemoryInfo {
+        peak_working_set_bytes: summ.and_then(|s| s.peak_working_set_bytes),
+        peak_working_set_at_unix_ms: summ.and_then(|s| s.peak_working_set_t_unix_ms),
+        lifetime_peak_bytes: summ.and_then(|s| s.lifetime_peak_bytes),
+        limit_bytes: limit,
+        oom_kills,
+        oom_events,
+        sacct_max_rss_bytes: acct.and_then(|a| a.max_rss_bytes()),
+        major_faults: summ.and_then(|s| s.memory_major_faults),
+    };
+    let gpus = summ.map(|s| s.gpus.clone()).unwrap_or_default();
+    let steps = step_lines(rec, acct);
+    let facts = Facts {
+        recorded: rec.is_some(),
+        state: sj.map(|j| j.state.name.clone()),
+        exit_code: sj.and_then(|j| j.exit_code).map(|e| e.code),
+        exit_signal: sj.and_then(|j| j.exit_code).map(|e| e.signal),
+        owner_uid: job.uid,
+        cancelled_by_uid: job.cancelled_by_uid,
+        elapsed_seconds: elapsed,
+        timelimit_seconds: job.timelimit_seconds.map(|s| s as f64),
+        cores_allocated: cores_alloc,
+        cpu_seconds: cpu_total,
+        cpu_system_seconds: cpu.system_seconds,
+        peak_effective_cores: cpu.peak_effective_cores,
+        memory_limit_bytes: limit,
+        peak_working_set_bytes: memory.peak_working_set_bytes,
+        peak_working_set_t_unix_ms: memory.peak_working_set_at_unix_ms,
+        lifetime_peak_bytes: memory.lifetime_peak_bytes,
+        max_rss_bytes: memory.sacct_max_rss_bytes,
+        oom_kills: memory.oom_kills,
+        oom_events: memory.oom_events.clone(),
+        major_faults: memory.major_faults,
+        last_stretch: rec.and_then(|r| last_stretch(&r.job_rows)),
+        sacct_record_open,
+        gpus: gpus.clone(),
+    };
+    let findings = analysis::findings(&facts);
+    let sbatch = analysis::sbatch(&facts);
+    if let Some(r) = rec {
+        if r.meta.source == crate::sample::Source::Proc {
+            notes.push("Recorded from /proc (no job cgroup): there is no page-cache figure, kernel peak or limit.".into());
+        }
+    }
+    if acct.is_some_and(|a| a.skipped_lines > 0) {
+        notes.push(format!(
+            "{} sacct line(s) could not be read (a field contained the delimiter) and were skipped.",
+            acct.map_or(0, |a| a.skipped_lines)
+        ));
+    }
+    Report {
+        schema: SCHEMA,
+        job_id: job_id.to_string(),
+        source: if rec.is_some() {
+            "recorded_file"
+        } else {
+            "sacct_only"
+        },
+        file: rec.map(|r| r.path.display().to_string()),
+        summary_stored: rec.map(|r| r.summary_stored),
+        state: facts.state.clone(),
+        exit_code: facts.exit_code,
+        exit_signal: facts.exit_signal,
+        elapsed_seconds: elapsed,
+        job,
+        tres,
+        cpu,
+        memory,
+        gpus,
+        steps,
+        findings,
+        sbatch,
+        sampler: SamplerInfo {
+            cpu_seconds: summ
+                .and_then(|s| s.sampler_cpu_usec)
+                .map(|u| u as f64 / 1e6),
+            bytes_written: summ.and_then(|s| s.sampler_bytes_written),
+        },
+        notes,
+        sacct: acct.map(|a| SacctDump {
+            job: a.job.fields.clone(),
+            steps: a.steps.iter().map(|s| s.fields.clone()).collect(),
+        }),
+        sacct_error,
+        points: rec.map(|r| points(&r.job_rows, limit)).unwrap_or_default(),
+        step_marks: rec
+            .map(|r| {
+                r.steps
+                    .iter()
+                    .filter(|s| s.step != store::EXTERN_STEP)
+                    .map(|s| (s.step.clone(), s.started_unix_ms, s.ended_unix_ms))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<StepLine> {
+    let mut out: Vec<StepLine> = acct
+        .map(|a| {
+            a.steps
+                .iter()
+                .map(|s| StepLine {
+                    step: s.step.clone().unwrap_or_default(),
+                    state: Some(s.state.name.clone()),
+                    exit_code: s.exit_code.map(|e| e.code),
+                    exit_signal: s.exit_code.map(|e| e.signal),
+                    start_unix: s.start_unix,
+                    end_unix: s.end_unix,
+                    elapsed_seconds: s.elapsed_seconds,
+                    total_cpu_seconds: s.total_cpu_seconds,
+                    max_rss_bytes: s.max_rss_bytes,
+                    tasks: s.fields.get("NTasks").and_then(|n| n.parse().ok()),
+                    recorded: false,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(r) = rec {
+        for s in &r.steps {
+            match out.iter_mut().find(|l| l.step == s.step) {
+                Some(l) => {
+                    l.recorded = true;
+                    l.tasks = l.tasks.or(s.tasks);
+                }
+                None => {
+                    // Wait status → exit code / signal, as sacct would show them.
+                    let (code, sig) = match s.exit_status {
+                        Some(w) if libc::WIFSIGNALED(w) => (Some(0), Some(libc::WTERMSIG(w))),
+                        Some(w) => (Some(libc::WEXITSTATUS(w)), Some(0)),
+                        None => (None, None),
+                    };
+                    out.push(StepLine {
+                        step: s.step.clone(),
+                        state: None,
+                        exit_code: code,
+                        exit_signal: sig,
+                        start_unix: s.started_unix_ms.map(|t| t / 1000),
+                        end_unix: s.ended_unix_ms.map(|t| t / 1000),
+                        elapsed_seconds: match (s.started_unix_ms, s.ended_unix_ms) {
+                            (Some(a), Some(b)) if b >= a => Some(((b - a) / 1000) as u64),
+                            _ => None,
+                        },
+                        total_cpu_seconds: None,
+                        max_rss_bytes: None,
+                        tasks: s.tasks,
+                        recorded: true,
+                    })
+                }
+            }
+        }
+    }
+    out
+}
+
+/// (seconds, CPU seconds) over the last [`analysis::IDLE_MIN_SECONDS`] of the job series.
+fn last_stretch(rows: &[SampleRow]) -> Option<(f64, f64)> {
+    let last = rows
+        .iter()
+        .rev()
+        .find(|r| r.usage.cpu_usage_usec.is_some())?;
+    let from_t = last.t_unix_ms - (analysis::IDLE_MIN_SECONDS * 1000.0) as i64;
+    let first = rows
+        .iter()
+        .find(|r| r.t_unix_ms >= from_t && r.usage.cpu_usage_usec.is_some())?;
+    let secs = (last.t_unix_ms - first.t_unix_ms) as f64 / 1000.0;
+    let cpu = last
+        .usage
+        .cpu_usage_usec?
+        .checked_sub(first.usage.cpu_usage_usec?)? as f64
+        / 1e6;
+    (secs > 0.0).then_some((secs, cpu))
+}
+
+/// The chart's points: per bucket the largest working set, cache and cores (a peak is never
+/// averaged away), the last limit.
+pub fn points(rows: &[SampleRow], fallback_limit: Option<u64>) -> Vec<Point> {
+    let (Some(a), Some(b)) = (rows.first(), rows.last()) else {
+        return Vec::new();
+    };
+    let span = (b.t_unix_ms - a.t_unix_ms).max(1);
+    let n = CHART_POINTS.min(rows.len()).max(1);
+    let mut out: Vec<Point> = Vec::with_capacity(n);
+    let mut cur_bucket = usize::MAX;
+    let mut prev: Option<&SampleRow> = None;
+    for r in rows {
+        let off = (r.t_unix_ms - a.t_unix_ms).clamp(0, span) as i128;
+        let bucket = (off * (n as i128 - 1) / span as i128) as usize;
+        let ws = max_o(
+            r.usage.memory_working_set_bytes,
+            r.memory_working_set_max_bytes,
+        );
+        let rate = prev.and_then(|p| effective_cores(p, r));
+        let cores = max_f(rate, r.effective_cores_max.filter(|c| c.is_finite()));
+        let p = Point {
+            t_unix_ms: r.t_unix_ms,
+            working_set_bytes: ws,
+            cache_bytes: r.usage.memory_cache_bytes,
+            limit_bytes: r.usage.memory_limit_bytes.or(fallback_limit),
+            cores,
+        };
+        match out.last_mut() {
+            Some(last) if bucket == cur_bucket => {
+                last.working_set_bytes = max_o(last.working_set_bytes, p.working_set_bytes);
+                last.cache_bytes = max_o(last.cache_bytes, p.cache_bytes);
+                last.limit_bytes = p.limit_bytes.or(last.limit_bytes);
+                last.cores = max_f(last.cores, p.cores);
+            }
+            _ => {
+                cur_bucket = bucket;
+                out.push(p);
+            }
+        }
+        prev = Some(r);
+    }
+    out
+}
+
+fn max_o(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+fn max_f(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}

@@ -1,0 +1,269 @@
+//! The terminal report: sections in a fixed order, `n/a` for unknown, sparklines.
+
+use std::fmt::Write;
+
+use super::Report;
+use crate::analysis::units::{bytes, clock, duration};
+
+const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+const SPARK_WIDTH: usize = 60;
+
+/// Eight-level sparkline of `values` (bucket maxima), scaled to `max`; unknown is a space.
+pub fn sparkline(values: &[Option<f64>], max: f64) -> String {
+    if values.is_empty() || max <= 0.0 || !max.is_finite() {
+        return String::new();
+    }
+    let n = SPARK_WIDTH.min(values.len());
+    (0..n)
+        .map(|i| {
+            let a = i * values.len() / n;
+            let b = ((i + 1) * values.len() / n).max(a + 1);
+            let v = values[a..b]
+                .iter()
+                .flatten()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+            match v {
+                Some(v) => SPARK[((v / max).clamp(0.0, 1.0) * 7.0).round() as usize],
+                None => ' ',
+            }
+        })
+        .collect()
+}
+
+fn na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "n/a".into())
+}
+
+/// The whole report as text. `colour`: nothing is graded by colour here (facts only).
+pub fn render(r: &Report, _colour: bool) -> String {
+    let mut o = String::new();
+    let name = r.job.name.as_deref().unwrap_or("");
+    let _ = writeln!(
+        o,
+        "Job {}{}  user {}  node(s) {}",
+        r.job_id,
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!(" ({name})")
+        },
+        r.job.user.as_deref().unwrap_or("n/a"),
+        r.job.node_list.as_deref().unwrap_or("n/a")
+    );
+    let _ = writeln!(
+        o,
+        "Source: {}",
+        match (&r.file, r.source) {
+            (Some(f), _) => format!(
+                "recording {f}{}",
+                if r.summary_stored == Some(true) {
+                    " (epilog summary)"
+                } else {
+                    ""
+                }
+            ),
+            (None, _) => "sacct only (no recording)".into(),
+        }
+    );
+
+    let _ = writeln!(o, "\nOUTCOME");
+    let state = r.state.as_deref().unwrap_or("n/a (sacct not available)");
+    let _ = writeln!(
+        o,
+        "  {state}, exit code {}, signal {}",
+        na(r.exit_code, |c| c.to_string()),
+        na(r.exit_signal, |c| c.to_string())
+    );
+    if let Some(uid) = r.job.cancelled_by_uid {
+        let _ = writeln!(o, "  cancelled by uid {uid}");
+    }
+
+    let _ = writeln!(o, "\nTIME");
+    let _ = writeln!(
+        o,
+        "  elapsed {} of a {} limit{}",
+        na(r.elapsed_seconds, duration),
+        na(r.job.timelimit_seconds, |s| duration(s as f64)),
+        match (r.elapsed_seconds, r.job.timelimit_seconds) {
+            (Some(e), Some(l)) if l > 0 => format!(" ({:.0} %)", e * 100.0 / l as f64),
+            _ => String::new(),
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  submitted {}, started {}, ended {}; queue wait {}",
+        na(r.job.submit_unix, |t| clock(t * 1000)),
+        na(r.job.start_unix, |t| clock(t * 1000)),
+        na(r.job.end_unix, |t| clock(t * 1000)),
+        na(r.job.queue_wait_seconds, |s| duration(s as f64))
+    );
+    if let (Some(req), Some(alloc)) = (&r.tres.requested, &r.tres.allocated) {
+        let tres = |t: &crate::slurm::sacct::Tres| {
+            format!(
+                "cpu={} mem={} nodes={} gpus={}",
+                na(t.cpus, |v| v.to_string()),
+                na(t.memory_bytes, bytes),
+                na(t.nodes, |v| v.to_string()),
+                na(t.gpus, |v| v.to_string())
+            )
+        };
+        let _ = writeln!(o, "  requested {}", tres(req));
+        let _ = writeln!(o, "  allocated {}", tres(alloc));
+        if r.tres.req_mem_whole_node {
+            let _ = writeln!(o, "  (--mem=0: all of each node's memory)");
+        }
+    }
+
+    let _ = writeln!(o, "\nCPU");
+    let _ = writeln!(
+        o,
+        "  {} CPU-s (user {}, system {}); {} cores allocated; average {} cores, peak {}{}",
+        na(r.cpu.usage_seconds_total, |v| format!("{v:.1}")),
+        na(r.cpu.user_seconds, |v| format!("{v:.1}")),
+        na(r.cpu.system_seconds, |v| format!("{v:.1}")),
+        na(r.cpu.cores_allocated, |v| format!("{v:.0}")),
+        na(r.cpu.average_effective_cores, |v| format!("{v:.2}")),
+        na(r.cpu.peak_effective_cores, |v| format!("{v:.2}")),
+        na(r.cpu.peak_effective_cores_at_unix_ms, |t| format!(
+            " at {}",
+            clock(t)
+        ))
+    );
+    if !r.points.is_empty() {
+        let cores: Vec<Option<f64>> = r.points.iter().map(|p| p.cores).collect();
+        let max = r
+            .cpu
+            .cores_allocated
+            .or(r.cpu.peak_effective_cores)
+            .unwrap_or(1.0);
+        let _ = writeln!(
+            o,
+            "  cores  {}  (full height = {max:.0})",
+            sparkline(&cores, max)
+        );
+    }
+
+    let _ = writeln!(o, "\nMEMORY");
+    let _ = writeln!(
+        o,
+        "  working set peak {}{}; lifetime peak incl. page cache {}; limit {}",
+        na(r.memory.peak_working_set_bytes, bytes),
+        na(r.memory.peak_working_set_at_unix_ms, |t| format!(
+            " at {}",
+            clock(t)
+        )),
+        na(r.memory.lifetime_peak_bytes, bytes),
+        na(r.memory.limit_bytes, bytes)
+    );
+    let _ = writeln!(
+        o,
+        "  OOM kills {}; sacct MaxRSS {}",
+        na(r.memory.oom_kills, |v| v.to_string()),
+        na(r.memory.sacct_max_rss_bytes, bytes)
+    );
+    for e in &r.memory.oom_events {
+        let _ = writeln!(
+            o,
+            "  OOM kill at {}: working set {} before, {} at the kill (largest reading), kernel peak {}",
+            clock(e.t_unix_ms),
+            na(e.working_set_before_bytes, bytes),
+            na(e.working_set_at_kill_bytes, bytes),
+            na(e.usage_peak_bytes, bytes)
+        );
+    }
+    if !r.points.is_empty() {
+        let ws: Vec<Option<f64>> = r
+            .points
+            .iter()
+            .map(|p| p.working_set_bytes.map(|v| v as f64))
+            .collect();
+        let max = r
+            .memory
+            .limit_bytes
+            .or(r.memory.peak_working_set_bytes)
+            .unwrap_or(1) as f64;
+        let _ = writeln!(
+            o,
+            "  ws     {}  (full height = {})",
+            sparkline(&ws, max),
+            bytes(max as u64)
+        );
+    }
+
+    let _ = writeln!(o, "\nGPUS");
+    if r.gpus.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {}",
+            match r.tres.gpus_allocated {
+                Some(n) if n > 0 => format!("{n} allocated; no GPU readings recorded"),
+                _ => "none".into(),
+            }
+        );
+    }
+    for g in &r.gpus {
+        let _ = writeln!(
+            o,
+            "  {}  util {} %, memory peak {}, power peak {}, throttled {} min, idle {} min",
+            g.label,
+            na(g.mean_utilization_percent, |v| format!("{v:.0}")),
+            na(g.peak_memory_used_bytes, bytes),
+            na(g.peak_power_watts, |v| format!("{v:.0} W")),
+            na(g.minutes_throttled, |v| format!("{v:.0}")),
+            na(g.minutes_idle, |v| format!("{v:.0}"))
+        );
+    }
+
+    let _ = writeln!(o, "\nSTEPS");
+    if r.steps.is_empty() {
+        let _ = writeln!(o, "  none known");
+    }
+    for s in &r.steps {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:<14} exit {}:{}  elapsed {:>10}  CPU {:>8}  MaxRSS {:>10}{}",
+            s.step,
+            s.state.as_deref().unwrap_or("n/a"),
+            na(s.exit_code, |v| v.to_string()),
+            na(s.exit_signal, |v| v.to_string()),
+            na(s.elapsed_seconds, |v| duration(v as f64)),
+            na(s.total_cpu_seconds, |v| format!("{v:.1} s")),
+            na(s.max_rss_bytes, bytes),
+            if s.recorded { "  (recorded)" } else { "" }
+        );
+    }
+
+    let _ = writeln!(o, "\nFINDINGS");
+    if r.findings.is_empty() {
+        let _ = writeln!(o, "  nothing to point out");
+    }
+    for f in &r.findings {
+        let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+    }
+
+    let _ = writeln!(o, "\nNEXT TIME");
+    if r.sbatch.is_empty() {
+        let _ = writeln!(o, "  no measurements to size from");
+    }
+    for s in &r.sbatch {
+        let _ = writeln!(o, "  {:<32} # {}", s.line(), s.reason);
+    }
+
+    if r.sampler.cpu_seconds.is_some() || r.sampler.bytes_written.is_some() {
+        let _ = writeln!(
+            o,
+            "\nslurmwatch's own cost (charged to the job): {} CPU-s, {} written",
+            na(r.sampler.cpu_seconds, |v| format!("{v:.2}")),
+            na(r.sampler.bytes_written, bytes)
+        );
+    }
+    for n in &r.notes {
+        let _ = writeln!(o, "\nNote: {n}");
+    }
+    if let Some(e) = &r.sacct_error {
+        let _ = writeln!(o, "\nNote: without sacct — {e}");
+    }
+    o
+}

@@ -1,0 +1,517 @@
+//! The one snapshot model: what the live view, `--once --json`, CSV and `--log` all show.
+//!
+//! Built from stored rows (the plugin's file, or the CLI's own direct readings, which take
+//! the same [`SampleRow`] shape), so every output derives its rates and peaks the same way.
+//! Each figure is a [`Reading`]: a value, or the reason there is none — never a stand-in 0.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{self, MemoryGuard, Peaks};
+use crate::sample::Source;
+use crate::store::{JobMeta, SampleKind, SampleRow};
+
+/// Version of the snapshot's JSON and CSV layout (`schema` key). Bump on any rename or
+/// change of meaning; adding a key is compatible.
+pub const SNAPSHOT_SCHEMA: u32 = 1;
+
+/// Where a snapshot's figures came from. Always shown: a reader must never mistake a
+/// lifetime summary for a live reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotSource {
+    /// The plugin's per-job SQLite file (spool on the node, archive copy elsewhere).
+    PluginFile,
+    /// Read directly from the job's cgroup (or /proc) by this process, on the node.
+    Direct,
+    /// Run on the job's node through `srun --jobid --overlap`, which read one of the above.
+    SrunHop,
+    /// `sstat`'s summary: lifetime totals, not live readings.
+    SstatSummary,
+}
+
+impl SnapshotSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotSource::PluginFile => "plugin_file",
+            SnapshotSource::Direct => "direct",
+            SnapshotSource::SrunHop => "srun_hop",
+            SnapshotSource::SstatSummary => "sstat_summary",
+        }
+    }
+
+    /// The words the screen uses.
+    pub fn describe(self) -> &'static str {
+        match self {
+            SnapshotSource::PluginFile => "recorded by the plugin",
+            SnapshotSource::Direct => "read directly (plugin not recording)",
+            SnapshotSource::SrunHop => "read on the node via srun",
+            SnapshotSource::SstatSummary => "sstat lifetime totals (not live)",
+        }
+    }
+}
+
+/// A figure, or why there is none (principle 3: a failed reading is never a number).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reading<T> {
+    pub value: Option<T>,
+    /// Set exactly when `value` is `None`.
+    pub reason: Option<String>,
+}
+
+impl<T> Reading<T> {
+    pub fn ok(v: T) -> Reading<T> {
+        Reading {
+            value: Some(v),
+            reason: None,
+        }
+    }
+
+    pub fn missing(reason: impl Into<String>) -> Reading<T> {
+        Reading {
+            value: None,
+            reason: Some(reason.into()),
+        }
+    }
+
+    pub fn from_option(v: Option<T>, reason: impl FnOnce() -> String) -> Reading<T> {
+        match v {
+            Some(v) => Reading::ok(v),
+            None => Reading::missing(reason()),
+        }
+    }
+
+    pub fn get(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+}
+
+impl<T: Copy> Reading<T> {
+    pub fn value(&self) -> Option<T> {
+        self.value
+    }
+}
+
+/// Is the job still there?
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobState {
+    Running,
+    /// The job has ended: the figures are its last reading.
+    Ended,
+    /// Not known (a file read without Slurm).
+    Unknown,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Running => "running",
+            JobState::Ended => "ended",
+            JobState::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CpuSnapshot {
+    /// Cumulative CPU time of the job on this node, seconds.
+    pub usage_seconds_total: Reading<f64>,
+    pub cores_allocated: Reading<u32>,
+    /// Δcpu / Δt between the last two readings.
+    pub effective_cores: Reading<f64>,
+    /// Most cores in use at once over the recording (or since watching, for direct reads).
+    pub peak_effective_cores: Reading<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    /// usage − page cache: what `--mem` must cover.
+    pub working_set_bytes: Reading<u64>,
+    pub cache_bytes: Reading<u64>,
+    /// The cgroup's limit, else the Slurm allocation.
+    pub limit_bytes: Reading<u64>,
+    pub percent_of_limit: Reading<f64>,
+    /// The largest working set over the recording (between-row maxima included).
+    pub peak_working_set_bytes: Reading<u64>,
+    /// The kernel's high-water mark of usage, page cache included.
+    pub lifetime_peak_bytes: Reading<u64>,
+    /// `None` when there is no working set or no limit: no grade without a figure.
+    pub guard: Option<MemoryGuard>,
+}
+
+/// A GPU's one health word (principle 2), from its utilization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuState {
+    Active,
+    Idle,
+}
+
+impl GpuState {
+    /// Below this utilization a card counts as idle (the anchors' "idle" threshold).
+    pub const IDLE_BELOW_PERCENT: f64 = 5.0;
+
+    pub fn from_utilization(percent: f64) -> GpuState {
+        if percent < Self::IDLE_BELOW_PERCENT {
+            GpuState::Idle
+        } else {
+            GpuState::Active
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuState::Active => "active",
+            GpuState::Idle => "idle",
+        }
+    }
+}
+
+/// One card the job holds. Filled from the GPU samples once those are recorded; the view,
+/// JSON and CSV already render it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuSnapshot {
+    /// Position in the job's `CUDA_VISIBLE_DEVICES`: what the user's code calls `cuda:N`.
+    pub cuda_index: Option<u32>,
+    pub nvml_index: Option<u32>,
+    pub uuid: String,
+    pub name: Option<String>,
+    /// `None` when utilization is unreadable.
+    pub state: Option<GpuState>,
+    pub utilization_percent: Reading<f64>,
+    pub memory_used_bytes: Reading<u64>,
+    pub memory_total_bytes: Reading<u64>,
+    pub power_watts: Reading<f64>,
+    pub power_limit_watts: Reading<f64>,
+    pub temperature_celsius: Reading<f64>,
+    pub sm_clock_mhz: Reading<u32>,
+    pub sm_clock_max_mhz: Reading<u32>,
+    /// Active throttle reasons (`sw_power_cap`, `hw_slowdown`, `sw_thermal_slowdown`, ...);
+    /// empty when the card runs unthrottled.
+    pub throttle_reasons: Reading<Vec<String>>,
+    /// Recent utilization, oldest first, one slot per interval; `None` is a gap.
+    pub utilization_history: Vec<Option<f64>>,
+}
+
+impl GpuSnapshot {
+    /// A card with every reading unreadable for `reason`.
+    pub fn unreadable(uuid: impl Into<String>, reason: &str) -> GpuSnapshot {
+        let r = || reason.to_string();
+        GpuSnapshot {
+            cuda_index: None,
+            nvml_index: None,
+            uuid: uuid.into(),
+            name: None,
+            state: None,
+            utilization_percent: Reading::missing(r()),
+            memory_used_bytes: Reading::missing(r()),
+            memory_total_bytes: Reading::missing(r()),
+            power_watts: Reading::missing(r()),
+            power_limit_watts: Reading::missing(r()),
+            temperature_celsius: Reading::missing(r()),
+            sm_clock_mhz: Reading::missing(r()),
+            sm_clock_max_mhz: Reading::missing(r()),
+            throttle_reasons: Reading::missing(r()),
+            utilization_history: Vec::new(),
+        }
+    }
+}
+
+/// The job's time budget, from Slurm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimeBudget {
+    pub elapsed_seconds: Reading<u64>,
+    /// `None` with reason `unlimited` for a job without a limit.
+    pub limit_seconds: Reading<u64>,
+    /// When the limit runs out, as Slurm prints it (local time, `YYYY-MM-DDTHH:MM:SS`).
+    pub ends_at: Reading<String>,
+}
+
+impl TimeBudget {
+    pub fn unknown(reason: &str) -> TimeBudget {
+        TimeBudget {
+            elapsed_seconds: Reading::missing(reason),
+            limit_seconds: Reading::missing(reason),
+            ends_at: Reading::missing(reason),
+        }
+    }
+}
+
+/// Recent history for the sparklines: one slot per recording interval, oldest first. A slot
+/// with no row (a missed sample) or an unreadable value is `None`: drawn as a gap, not 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub slot_seconds: u32,
+    pub effective_cores: Vec<Option<f64>>,
+    pub working_set_bytes: Vec<Option<u64>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// As Slurm prints it: `12345`, `12345_3`, `123+1`.
+    pub job_id: String,
+    /// The step shown, when the user asked for one (`12345.0`); `None` is the whole job.
+    pub step: Option<String>,
+    pub job_name: Option<String>,
+    pub user: Option<String>,
+    pub node: Option<String>,
+    pub source: SnapshotSource,
+    /// How the figures were measured (`cgroup_v1`, `cgroup_v2`, `proc`).
+    pub measured_by: Option<Source>,
+    pub state: JobState,
+    /// When the latest reading was taken.
+    pub reading_unix_ms: Option<i64>,
+    /// Seconds between recorded rows (the plugin's interval).
+    pub interval_seconds: Option<u32>,
+    /// Peaks cover the whole job (`true`, from a recording) or only since this view started.
+    pub peaks_cover_whole_job: bool,
+    pub cpu: CpuSnapshot,
+    pub memory: MemorySnapshot,
+    pub gpus: Vec<GpuSnapshot>,
+    pub time: TimeBudget,
+    pub history: History,
+}
+
+/// Facts from Slurm that the rows do not carry.
+#[derive(Debug, Clone, Default)]
+pub struct JobFacts {
+    pub job_id: String,
+    pub step: Option<String>,
+    pub job_name: Option<String>,
+    pub user: Option<String>,
+    pub node: Option<String>,
+    pub cores_allocated: Option<u32>,
+    pub memory_allocated_bytes: Option<u64>,
+    pub state: Option<JobState>,
+}
+
+/// The guard's word in JSON, CSV and on screen.
+pub fn guard_word(g: MemoryGuard) -> &'static str {
+    match g {
+        MemoryGuard::Ok => "ok",
+        MemoryGuard::Amber => "amber",
+        MemoryGuard::Red => "red",
+    }
+}
+
+/// How many history slots a snapshot keeps (the widest dashboard needs no more).
+pub const HISTORY_SLOTS: usize = 120;
+
+/// Builds a snapshot from one series' rows, oldest first. `meta` is the file's (absent for
+/// direct readings); `facts` fill what neither has. `peaks_cover_whole_job` says whether
+/// `rows` start at the job's start.
+pub fn from_rows(
+    source: SnapshotSource,
+    meta: Option<&JobMeta>,
+    facts: &JobFacts,
+    rows: &[SampleRow],
+    peaks_cover_whole_job: bool,
+) -> Snapshot {
+    let last = rows.last();
+    let prev = rows.len().checked_sub(2).and_then(|i| rows.get(i));
+    let measured_by = meta.map(|m| m.source);
+    let proc_mode = measured_by == Some(Source::Proc);
+    let peaks = Peaks::over(rows);
+    let allocated_mem = meta
+        .and_then(|m| m.memory_allocated_bytes)
+        .or(facts.memory_allocated_bytes);
+    let no_rows = || "no reading yet".to_string();
+    let field = |f: fn(&SampleRow) -> Option<u64>, why: &str| -> Reading<u64> {
+        match last {
+            None => Reading::missing(no_rows()),
+            Some(r) => Reading::from_option(f(r), || why.to_string()),
+        }
+    };
+    let unreadable = "unreadable in the latest reading";
+    let no_cgroup = "not available without a job cgroup (/proc mode)";
+
+    let effective_cores = match (prev, last) {
+        (Some(p), Some(c)) => Reading::from_option(model::effective_cores(p, c), || {
+            "no rate: a CPU reading is missing or the counter went back".into()
+        }),
+        (None, Some(_)) => Reading::missing("one reading so far: a rate needs two"),
+        _ => Reading::missing(no_rows()),
+    };
+    let cores_allocated = last
+        .and_then(|r| r.cores_allocated)
+        .or(meta.and_then(|m| m.cores_allocated))
+        .or(facts.cores_allocated);
+
+    let limit = last.and_then(|r| model::memory_limit_bytes(r, allocated_mem));
+    let percent = last.and_then(|r| model::memory_percent_of_limit(r, allocated_mem));
+    let memory = MemorySnapshot {
+        working_set_bytes: field(|r| r.usage.memory_working_set_bytes, unreadable),
+        cache_bytes: field(
+            |r| r.usage.memory_cache_bytes,
+            if proc_mode { no_cgroup } else { unreadable },
+        ),
+        limit_bytes: match last {
+            None => Reading::missing(no_rows()),
+            Some(_) => {
+                Reading::from_option(limit, || "no memory limit and no allocation known".into())
+            }
+        },
+        percent_of_limit: Reading::from_option(percent, || {
+            "needs both the working set and a limit".into()
+        }),
+        peak_working_set_bytes: Reading::from_option(peaks.working_set_max_bytes, || {
+            "no working set recorded".into()
+        }),
+        lifetime_peak_bytes: Reading::from_option(peaks.lifetime_peak_bytes, || {
+            if proc_mode { no_cgroup } else { "not recorded" }.into()
+        }),
+        guard: percent.map(MemoryGuard::from_percent),
+    };
+
+    let state = match (facts.state, last) {
+        (Some(s), _) => s,
+        (None, Some(r)) if r.kind == SampleKind::End => JobState::Ended,
+        _ => JobState::Unknown,
+    };
+    let interval = meta.map(|m| m.interval_seconds);
+    Snapshot {
+        job_id: if facts.job_id.is_empty() {
+            meta.map(|m| m.job_id.to_string()).unwrap_or_default()
+        } else {
+            facts.job_id.clone()
+        },
+        step: facts.step.clone(),
+        job_name: facts.job_name.clone(),
+        user: facts.user.clone().or(meta.map(|m| m.user.clone())),
+        node: facts.node.clone().or(meta.map(|m| m.node.clone())),
+        source,
+        measured_by,
+        state,
+        reading_unix_ms: last.map(|r| r.t_unix_ms),
+        interval_seconds: interval,
+        peaks_cover_whole_job,
+        cpu: CpuSnapshot {
+            usage_seconds_total: match last {
+                None => Reading::missing(no_rows()),
+                Some(r) => {
+                    Reading::from_option(r.usage.cpu_usage_usec.map(|u| u as f64 / 1e6), || {
+                        unreadable.into()
+                    })
+                }
+            },
+            cores_allocated: Reading::from_option(cores_allocated, || "not known".into()),
+            effective_cores,
+            peak_effective_cores: Reading::from_option(peaks.effective_cores_max, || {
+                "a rate needs two readings".into()
+            }),
+        },
+        memory,
+        gpus: Vec::new(),
+        time: TimeBudget::unknown("not asked of Slurm"),
+        history: history(rows, interval.unwrap_or(5).max(1), HISTORY_SLOTS),
+    }
+}
+
+/// Places rows on a grid of `slot_seconds` ending at the last row; a slot no row falls in
+/// stays `None` (a gap). Effective cores in a slot are the rate from the previous row.
+pub fn history(rows: &[SampleRow], slot_seconds: u32, slots: usize) -> History {
+    let mut h = History {
+        slot_seconds,
+        effective_cores: vec![None; slots],
+        working_set_bytes: vec![None; slots],
+    };
+    let Some(last) = rows.last() else {
+        return h;
+    };
+    let slot_ms = i64::from(slot_seconds) * 1000;
+    let end = last.t_unix_ms;
+    for (i, r) in rows.iter().enumerate().rev() {
+        // Slot 0 ends at the last row; round so a row a little early or late stays in its slot.
+        let back = (end - r.t_unix_ms + slot_ms / 2).div_euclid(slot_ms);
+        if back < 0 {
+            continue;
+        }
+        let Ok(back) = usize::try_from(back) else {
+            break;
+        };
+        if back >= slots {
+            break;
+        }
+        let idx = slots - 1 - back;
+        if h.working_set_bytes[idx].is_none() {
+            h.working_set_bytes[idx] = r.usage.memory_working_set_bytes;
+        }
+        if h.effective_cores[idx].is_none() {
+            h.effective_cores[idx] = i
+                .checked_sub(1)
+                .and_then(|p| rows.get(p))
+                .and_then(|p| model::effective_cores(p, r));
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Series;
+
+    fn row(t: i64, cpu_s: Option<f64>, ws: Option<u64>) -> SampleRow {
+        let mut r = SampleRow::empty(t, Series::Job, SampleKind::Periodic);
+        r.usage.cpu_usage_usec = cpu_s.map(|s| (s * 1e6) as u64);
+        r.usage.memory_working_set_bytes = ws;
+        r.usage.memory_limit_bytes = Some(1000);
+        r.cores_allocated = Some(4);
+        r
+    }
+
+    #[test]
+    fn rates_and_guard_from_the_last_two_rows() {
+        let rows = [
+            row(0, Some(0.0), Some(100)),
+            row(5_000, Some(10.0), Some(860)),
+        ];
+        let s = from_rows(
+            SnapshotSource::PluginFile,
+            None,
+            &JobFacts::default(),
+            &rows,
+            true,
+        );
+        assert_eq!(s.cpu.effective_cores.value(), Some(2.0));
+        assert_eq!(s.cpu.usage_seconds_total.value(), Some(10.0));
+        assert_eq!(s.cpu.cores_allocated.value(), Some(4));
+        assert_eq!(s.memory.guard, Some(MemoryGuard::Amber));
+        assert_eq!(s.memory.peak_working_set_bytes.value(), Some(860));
+        assert_eq!(s.memory.cache_bytes.value(), None);
+        assert!(s.memory.cache_bytes.reason.is_some());
+    }
+
+    #[test]
+    fn one_row_has_no_rate_and_says_why() {
+        let s = from_rows(
+            SnapshotSource::Direct,
+            None,
+            &JobFacts::default(),
+            &[row(0, Some(1.0), None)],
+            false,
+        );
+        assert_eq!(s.cpu.effective_cores.value(), None);
+        assert!(s
+            .cpu
+            .effective_cores
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("two"));
+        assert_eq!(s.memory.guard, None);
+    }
+
+    #[test]
+    fn a_missed_sample_is_a_gap_in_history() {
+        // Rows at 0, 5, 15 s (10 s missing) and one with an unreadable working set.
+        let rows = [
+            row(0, Some(0.0), Some(1)),
+            row(5_000, Some(5.0), Some(2)),
+            row(15_000, Some(15.0), None),
+        ];
+        let h = history(&rows, 5, 5);
+        assert_eq!(h.working_set_bytes, [None, Some(1), Some(2), None, None]);
+        assert_eq!(h.effective_cores, [None, None, Some(1.0), None, Some(1.0)]);
+    }
+}

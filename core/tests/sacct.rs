@@ -1,0 +1,248 @@
+//! sacct parsing, from output captured on the test cluster (Slurm 22.05.8) and hand-made
+//! files for the traps this cluster cannot produce (DESIGN.md §4). Plus the runner's bounded
+//! wait and its one-sentence errors, with a fake `sacct`.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use slurmwatch_core::slurm::sacct::{self, parse, Query, ReqMem, SacctError, DELIMITER};
+
+const GIB: u64 = 1 << 30;
+const MIB: u64 = 1 << 20;
+
+fn fixture(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sacct")
+        .join(name);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn rec(name: &str) -> sacct::Record {
+    parse(&fixture(name), DELIMITER).unwrap_or_else(|| panic!("{name}: no job line"))
+}
+
+#[test]
+fn completed_job_with_srun_step() {
+    let r = rec("completed.txt");
+    assert_eq!(r.job.job_id, "94");
+    assert_eq!(r.job.state.name, "COMPLETED");
+    assert_eq!(r.job.exit_code.map(|e| (e.code, e.signal)), Some((0, 0)));
+    assert_eq!(r.job.elapsed_seconds, Some(7));
+    assert_eq!(r.job.timelimit_minutes, Some(10));
+    assert_eq!(r.job.alloc_tres.cpus, Some(2));
+    assert_eq!(r.job.alloc_tres.memory_bytes, Some(GIB));
+    assert_eq!(r.job.req_mem, Some(ReqMem::Node { bytes: GIB }));
+    let names: Vec<_> = r.steps.iter().map(|s| s.step.clone().unwrap()).collect();
+    assert_eq!(names, ["batch", "extern", "0"]);
+    // MaxRSS only on steps, never on the job line.
+    assert_eq!(r.job.max_rss_bytes, None);
+    assert!(r.max_rss_bytes().is_some());
+    assert!(
+        r.steps_total_cpu_seconds().unwrap() > 3.5,
+        "the 4-s burn in step 0"
+    );
+    assert_eq!(r.skipped_lines, 0);
+    assert!(!r.is_open());
+    assert!(r.job.start_unix.unwrap() <= r.job.end_unix.unwrap());
+    assert_eq!(r.job.end_unix.unwrap() - r.job.start_unix.unwrap(), 7);
+}
+
+#[test]
+fn failed_with_127() {
+    let r = rec("failed_127.txt");
+    assert_eq!(r.job.state.name, "FAILED");
+    assert_eq!(r.job.exit_code.map(|e| e.code), Some(127));
+}
+
+#[test]
+fn out_of_memory() {
+    let r = rec("oom.txt");
+    assert_eq!(r.job.state.name, "OUT_OF_MEMORY");
+    assert_eq!(r.job.exit_code.map(|e| e.signal), Some(125));
+    assert_eq!(r.job.alloc_tres.memory_bytes, Some(300 * MIB));
+    assert_eq!(r.max_rss_bytes(), Some(105460 * 1024));
+}
+
+#[test]
+fn timeout_batch_step_is_cancelled() {
+    let r = rec("timeout.txt");
+    assert_eq!(r.job.state.name, "TIMEOUT");
+    assert_eq!(r.job.timelimit_minutes, Some(1));
+    assert_eq!(r.job.elapsed_seconds, Some(71));
+    let b = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("batch"))
+        .unwrap();
+    assert_eq!(b.state.name, "CANCELLED");
+    assert_eq!(b.exit_code.map(|e| e.signal), Some(15));
+}
+
+#[test]
+fn cancelled_by_root_running_and_pending() {
+    let r = rec("cancelled.txt");
+    assert_eq!(r.job.state.name, "CANCELLED");
+    assert_eq!(r.job.state.cancelled_by_uid, Some(0));
+    assert_eq!(r.job.uid, Some(1001));
+    let p = rec("cancelled_pending.txt");
+    assert_eq!(p.job.state.cancelled_by_uid, Some(0));
+    assert_eq!(p.job.start_unix, None, "Start=None: never ran");
+    assert_eq!(p.queue_wait_seconds(), None);
+    assert!(p.steps.is_empty());
+    let h = rec("pending_held.txt");
+    assert_eq!(h.job.state.name, "PENDING");
+    assert_eq!(h.job.node_list, None, "'None assigned' is no node");
+    assert!(h.is_open());
+}
+
+#[test]
+fn running_record_is_open() {
+    let r = rec("running_cancel_98.txt");
+    assert_eq!(r.job.state.name, "RUNNING");
+    assert_eq!(r.job.end_unix, None, "End=Unknown");
+    assert!(r.is_open());
+    let s = rec("trap_running_stale.txt");
+    assert!(s.is_open());
+    assert_eq!(s.job.elapsed_seconds, Some(999_999));
+}
+
+#[test]
+fn array_task_keeps_raw_id() {
+    let r = rec("array_task.txt");
+    assert_eq!(r.job.job_id, "103_1");
+    assert_eq!(r.job.fields["JobIDRaw"], "106");
+    assert_eq!(r.steps.len(), 2);
+}
+
+#[test]
+fn reqmem_0n_is_whole_node_and_alloc_mem_is_a_total() {
+    let r = rec("trap_reqmem_0n_multinode_gres.txt");
+    let m = r.job.req_mem.unwrap();
+    assert!(m.is_whole_node(), "0n is all of the node's memory, not 0");
+    assert_eq!(r.job.alloc_tres.memory_bytes, Some(500 * GIB));
+    assert_eq!(r.job.memory_per_node_bytes(), Some(250 * GIB));
+    // gres/gpu=8 and gres/gpu:a100=8 are the same 8 cards.
+    assert_eq!(r.job.gpus_allocated(), Some(8));
+    assert_eq!(r.job.alloc_tres.gpu_types, ["a100"]);
+    assert_eq!(r.max_rss_bytes(), Some(30 * GIB));
+    assert_eq!(r.job.timelimit_minutes, Some(1440));
+    assert_eq!(r.queue_wait_seconds(), Some(300));
+    assert_eq!(r.job.planned_seconds, Some(300.0));
+}
+
+#[test]
+fn typed_gres_only_sum() {
+    let r = rec("trap_gres_typed_only.txt");
+    assert_eq!(r.job.gpus_allocated(), Some(3));
+}
+
+#[test]
+fn old_allocgres_and_per_cpu_reqmem() {
+    let r = rec("trap_allocgres_old.txt");
+    assert_eq!(r.job.gpus_allocated(), Some(4));
+    assert_eq!(r.job.req_mem, Some(ReqMem::Cpu { bytes: 4000 * MIB }));
+}
+
+#[test]
+fn planned_replaces_reserved() {
+    let r = rec("trap_planned_2302.txt");
+    assert_eq!(r.job.planned_seconds, Some(450.0));
+}
+
+#[test]
+fn pipe_fallback_rejoins_a_job_name_with_a_pipe() {
+    let r = parse(&fixture("trap_pipe_fallback.txt"), '|').unwrap();
+    assert_eq!(r.job.job_name, "a|b");
+    assert_eq!(r.job.work_dir.as_deref(), Some("/home/alice/run"));
+    assert_eq!(r.job.req_mem, Some(ReqMem::Node { bytes: 4000 * MIB }));
+    assert_eq!(r.steps.len(), 1);
+    assert_eq!(r.skipped_lines, 0);
+}
+
+#[test]
+fn header_only_is_unknown_job() {
+    assert!(parse("JobID\u{1f}State\n", DELIMITER).is_none());
+    assert!(parse("", DELIMITER).is_none());
+}
+
+#[test]
+fn unpinned_time_formats_are_not_misread() {
+    assert_eq!(sacct::parse_time("Ystday 10:44"), None);
+    assert_eq!(sacct::parse_time("Unknown"), None);
+    assert_eq!(sacct::parse_time("None"), None);
+}
+
+// --- the runner, with a fake sacct ----------------------------------------------------
+
+fn fake(script: &str) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("sacct");
+    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (d, p)
+}
+
+#[test]
+fn missing_sacct_is_one_sentence() {
+    let q = Query {
+        program: "/nonexistent/sacct".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let e = q.job("1").unwrap_err();
+    assert!(matches!(e, SacctError::Missing(_)), "{e}");
+    assert!(!e.to_string().contains('\n'));
+}
+
+#[test]
+fn hanging_sacct_is_cut_off() {
+    let (_d, p) = fake("sleep 30");
+    let q = Query {
+        program: p,
+        timeout: Duration::from_millis(500),
+    };
+    let t = Instant::now();
+    let e = q.job("1").unwrap_err();
+    assert!(matches!(e, SacctError::TimedOut(_)), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn pinned_environment_and_renamed_field_retry() {
+    // Refuses Planned like 22.05 does; prints the env it saw in the job name column.
+    let (_d, p) = fake(
+        r#"case "$*" in *Planned*) echo 'sacct: error: Invalid field requested: "Planned"' >&2; exit 1;; esac
+printf 'JobID\037JobName\037State\037Reserved\n1\037%s-%s\037COMPLETED\03700:00:09\n' "$SLURM_TIME_FORMAT" "$LC_ALL""#,
+    );
+    let q = Query {
+        program: p,
+        timeout: Duration::from_secs(5),
+    };
+    let r = q.job("1").unwrap();
+    assert_eq!(r.job.job_name, "standard-C");
+    assert_eq!(r.job.planned_seconds, Some(9.0));
+}
+
+#[test]
+fn delimiter_refused_falls_back_to_pipe() {
+    let (_d, p) = fake(
+        r#"case "$*" in *delimiter*) echo 'sacct: unrecognized option --delimiter' >&2; exit 1;; esac
+printf 'JobID|State\n7|FAILED\n'"#,
+    );
+    let q = Query {
+        program: p,
+        timeout: Duration::from_secs(5),
+    };
+    assert_eq!(q.job("7").unwrap().job.state.name, "FAILED");
+}
+
+#[test]
+fn unknown_job_and_bad_ids() {
+    let (_d, p) = fake(r#"printf 'JobID\037State\n'"#);
+    let q = Query {
+        program: p,
+        timeout: Duration::from_secs(5),
+    };
+    assert!(matches!(q.job("424242"), Err(SacctError::UnknownJob(_))));
+    assert!(matches!(q.job("1;rm -rf /"), Err(SacctError::Failed(_))));
+}

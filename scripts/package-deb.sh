@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds target/debian/slurmwatch_<version>_<arch>.deb: the plugin in Slurm's plugin
+# directory, the slurmwatch and slurmwatch-epilog binaries, man pages, bash completion, and a
+# commented plugstack.conf.d/slurmwatch.conf that is NOT active until the admin enables it.
+# The package depends on the Slurm major.minor it was built against (the plugin's
+# plugin_version must match slurmstepd's). Uses dpkg-deb directly: no extra tool to install.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${PACKAGE_TARGET_DIR:-target/package}
+cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+arch=$(dpkg --print-architecture)
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
+slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' /usr/include/slurm/slurm_version.h)
+next_mm=$(awk -v v="$slurm_mm" 'BEGIN {split(v, a, "."); printf "%d.%02d", a[1], a[2]+1}')
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
+
+install -D -m 0755 "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$stage/usr/lib/$multiarch/slurm-wlm/slurmwatch.so"
+install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch" "$stage/usr/bin/slurmwatch"
+install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch-epilog" "$stage/usr/sbin/slurmwatch-epilog"
+"$CARGO_TARGET_DIR/release/slurmwatch" generate man "$stage/man"
+for page in "$stage"/man/*.1; do install -D -m 0644 "$page" "$stage/usr/share/man/man1/$(basename "$page")"; done
+install -D -m 0644 "$stage/man/slurmwatch-plugin.8" "$stage/usr/share/man/man8/slurmwatch-plugin.8"
+rm -rf "$stage/man"
+gzip -9n "$stage"/usr/share/man/man*/*
+install -d "$stage/usr/share/bash-completion/completions"
+"$CARGO_TARGET_DIR/release/slurmwatch" generate completions bash > "$stage/usr/share/bash-completion/completions/slurmwatch"
+install -D -m 0644 README.md "$stage/usr/share/doc/slurmwatch/README.md"
+install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugstack.conf.example"
+install -d -m 0755 "$stage/var/spool/slurmwatch"
+install -d "$stage/etc/slurm/plugstack.conf.d"
+cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
+# slurmwatch (built for Slurm $slurm_mm). Not active: remove the '#' below to enable it on
+# this node, and make sure plugstack.conf has the line
+#   include /etc/slurm/plugstack.conf.d/*.conf
+# See slurmwatch-plugin(8) for every argument; 'slurmwatch doctor' checks the set-up.
+#optional /usr/lib/$multiarch/slurm-wlm/slurmwatch.so default=off spool=/var/spool/slurmwatch
+CONF
+install -d "$stage/DEBIAN"
+echo "/etc/slurm/plugstack.conf.d/slurmwatch.conf" > "$stage/DEBIAN/conffiles"
+cat > "$stage/DEBIAN/control" <<CONTROL
+Package: slurmwatch
+Version: $version
+Architecture: $arch
+Maintainer: slurmwatch developers <slurmwatch@localhost>
+Depends: libc6, slurmd (>= $slurm_mm), slurmd (<< $next_mm)
+Section: admin
+Priority: optional
+Description: per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)
+ A SPANK plugin records each job's own cgroup and GPUs from inside the step into a
+ per-job SQLite file; the slurmwatch command shows it live and after the job.
+ This build's plugin matches Slurm $slurm_mm only; rebuild for other releases.
+CONTROL
+mkdir -p target/debian
+out="target/debian/slurmwatch_${version}_${arch}.deb"
+dpkg-deb --root-owner-group --build "$stage" "$out" >/dev/null
+echo "$out"

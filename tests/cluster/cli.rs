@@ -1,0 +1,374 @@
+//! `slurmwatch [JOB]` on the real cluster: `--once --json` against a running job checked
+//! against the job's own cgroup counters, the dashboard driven in tmux, and bad input.
+
+use serde_json::Value;
+use slurmwatch_tests::*;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(120);
+
+/// A job that burns two cores for 6 s, then holds 300 MiB and idles: once it idles its CPU
+/// counter and working set stand still, so "the same moment" is any moment after that.
+const BURN_THEN_HOLD: &str = r#"
+burn() { local end=$((SECONDS + $1)); while ((SECONDS < end)); do :; done; }
+burn 6 & burn 6 &
+wait
+python3 -c "
+import time
+a = bytearray(300 * 1024 * 1024)
+for i in range(0, len(a), 4096): a[i] = 1
+open('holding', 'w').write('1')
+time.sleep(90)
+"
+"#;
+
+/// What the test expects of `--once --json` (its own structs, not the library's).
+#[derive(Debug)]
+struct Doc {
+    schema: u64,
+    job_id: String,
+    source: String,
+    state: String,
+    usage_seconds_total: f64,
+    cores_allocated: u64,
+    effective_cores: Option<f64>,
+    working_set_bytes: f64,
+    limit_bytes: f64,
+    peak_working_set_bytes: Option<f64>,
+    guard: String,
+}
+
+fn parse_doc(text: &str) -> Doc {
+    let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    let num = |p: &str| v.pointer(p).and_then(Value::as_f64);
+    let s = |p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{p} missing: {text}"))
+            .to_string()
+    };
+    Doc {
+        schema: v["schema"].as_u64().expect("schema"),
+        job_id: s("/job_id"),
+        source: s("/source"),
+        state: s("/state"),
+        usage_seconds_total: num("/cpu/usage_seconds_total").expect("cpu seconds"),
+        cores_allocated: v
+            .pointer("/cpu/cores_allocated")
+            .and_then(Value::as_u64)
+            .expect("cores"),
+        effective_cores: num("/cpu/effective_cores"),
+        working_set_bytes: num("/memory/working_set_bytes").expect("working set"),
+        limit_bytes: num("/memory/limit_bytes").expect("limit"),
+        peak_working_set_bytes: num("/memory/peak_working_set_bytes"),
+        guard: s("/memory/guard"),
+    }
+}
+
+fn slurmwatch(args: &[&str]) -> Output {
+    Command::new(slurmwatch_bin())
+        .args(args)
+        .output()
+        .expect("run slurmwatch")
+}
+
+fn slurmwatch_as(user: &str, args: &[&str]) -> Output {
+    Command::new("runuser")
+        .args(["-u", user, "--"])
+        .arg(slurmwatch_bin())
+        .args(args)
+        .output()
+        .expect("run slurmwatch")
+}
+
+/// The job's cgroup v1 directory for a controller (tests may glob; the product never does).
+fn job_cgroup(controller: &str, job: u32) -> PathBuf {
+    let root = PathBuf::from("/sys/fs/cgroup").join(controller);
+    for slurm in std::fs::read_dir(&root).expect("cgroup root").flatten() {
+        if !slurm.file_name().to_string_lossy().starts_with("slurm") {
+            continue;
+        }
+        for uid in std::fs::read_dir(slurm.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = uid.path().join(format!("job_{job}"));
+            if p.is_dir() {
+                return p;
+            }
+        }
+    }
+    panic!("no {controller} cgroup for job {job}");
+}
+
+fn cgroup_cpu_seconds(job: u32) -> f64 {
+    let t = std::fs::read_to_string(job_cgroup("cpuacct", job).join("cpuacct.usage")).unwrap();
+    t.trim().parse::<f64>().unwrap() / 1e9
+}
+
+fn cgroup_working_set(job: u32) -> f64 {
+    let d = job_cgroup("memory", job);
+    let usage: f64 = std::fs::read_to_string(d.join("memory.usage_in_bytes"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let stat = std::fs::read_to_string(d.join("memory.stat")).unwrap();
+    let get = |k: &str| -> f64 {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    usage - get("total_active_file") - get("total_inactive_file")
+}
+
+/// Submits BURN_THEN_HOLD and waits until it holds its memory (and the plugin, when asked,
+/// has stored two rows since).
+fn holding_job(name: &str, record: bool) -> Job {
+    let mut s = Submit::new(name, BURN_THEN_HOLD)
+        .arg("--cpus-per-task=2")
+        .arg("--mem=1G")
+        .arg("--time=5")
+        .user(USER1);
+    if record {
+        s = s.arg("--slurmwatch=1");
+    }
+    let job = s.submit();
+    job.wait_running(WAIT);
+    let end = Instant::now() + WAIT;
+    while !job.dir.join("holding").exists() {
+        assert!(
+            Instant::now() < end,
+            "job {} never reached its hold",
+            job.id
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
+    job
+}
+
+fn cancel(job: &Job) {
+    let _ = run("scancel", &[&job.id.to_string()]);
+}
+
+fn check_against_cgroup(job: &Job, source: &str) {
+    let id = job.id.to_string();
+    let before = cgroup_cpu_seconds(job.id);
+    let o = slurmwatch_as(USER1, &[&id, "--once", "--json"]);
+    let after = cgroup_cpu_seconds(job.id);
+    let ws_truth = cgroup_working_set(job.id);
+    assert!(o.status.success(), "exit {:?}: {}", o.status, stderr(&o));
+    let d = parse_doc(&stdout(&o));
+    assert_eq!(d.schema, 1);
+    assert_eq!(d.job_id, id);
+    assert_eq!(d.source, source);
+    assert_eq!(d.state, "running");
+    assert_eq!(d.cores_allocated, 2);
+    assert_eq!(d.limit_bytes, (1u64 << 30) as f64);
+    assert_eq!(d.guard, "ok");
+    let truth = (before + after) / 2.0;
+    // Two burners for 6 s: about 12 CPU-s on an idle node, less on a busy one.
+    assert!(
+        truth > 1.0,
+        "the job burnt too little CPU to compare: {truth}"
+    );
+    assert!(
+        (d.usage_seconds_total - truth).abs() / truth <= 0.02,
+        "CPU {:.3} s vs cgroup {:.3}..{:.3} s",
+        d.usage_seconds_total,
+        before,
+        after
+    );
+    assert!(
+        (d.working_set_bytes - ws_truth).abs() / ws_truth <= 0.05,
+        "working set {} vs cgroup {}",
+        d.working_set_bytes,
+        ws_truth
+    );
+    // Idle now: far below the two cores it burnt, but a rate, not null.
+    let cores = d.effective_cores.expect("a rate from two readings");
+    assert!((0.0..0.5).contains(&cores), "idle job at {cores} cores");
+    assert!(d.peak_working_set_bytes.unwrap_or(0.0) >= d.working_set_bytes * 0.95);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn once_json_matches_the_cgroup_when_the_plugin_records() {
+    let _p = shared_plugstack();
+    if cluster_mode() != "cgroup" {
+        return; // the cgroup counters are the reference here
+    }
+    let job = holding_job("cli-json", true);
+    assert!(spool_file(job.id).exists(), "the plugin wrote no file");
+    check_against_cgroup(&job, "plugin_file");
+    // The recorded peak covers the whole job: the burn's two cores are in it.
+    let o = slurmwatch_as(USER1, &[&job.id.to_string(), "--once", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let peak = v["cpu"]["peak_effective_cores"].as_f64().unwrap();
+    assert!(peak > 1.5, "peak effective cores {peak}");
+    assert_eq!(v["peaks_cover"], "whole_job");
+    cancel(&job);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn once_json_reads_directly_when_the_plugin_is_not_recording() {
+    let _p = shared_plugstack();
+    if cluster_mode() != "cgroup" {
+        return;
+    }
+    let job = holding_job("cli-direct", false);
+    assert!(!spool_file(job.id).exists());
+    check_against_cgroup(&job, "direct");
+    cancel(&job);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn once_csv_is_a_header_and_one_row() {
+    let _p = shared_plugstack();
+    let job = Submit::new("=cmd|' /C calc'!A0", "sleep 60")
+        .arg("--slurmwatch=1")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    std::thread::sleep(Duration::from_secs(3));
+    let o = slurmwatch_as(USER1, &[&job.id.to_string(), "--once"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with("reading_unix_ms,job_id,job_name,source"));
+    assert!(
+        lines[1].contains(",'=cmd|' /C calc'!A0,plugin_file,running,"),
+        "{text}"
+    );
+    cancel(&job);
+}
+
+fn expect(o: &Output, code: i32, words: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    assert!(err.contains(words), "expected {words:?} in: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(stdout(o).is_empty(), "stdout on failure: {}", stdout(o));
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn bad_input_gets_one_sentence_and_the_documented_code() {
+    let _p = shared_plugstack();
+    // Unknown job.
+    expect(
+        &slurmwatch(&["999999", "--once"]),
+        1,
+        "Slurm knows no job 999999",
+    );
+    // Not a job id at all.
+    expect(&slurmwatch(&["12x", "--once"]), 2, "is not a job id");
+    // Another user's job.
+    let theirs = Submit::new("cli-theirs", "sleep 60").user(USER1).submit();
+    theirs.wait_running(WAIT);
+    expect(
+        &slurmwatch_as(USER2, &[&theirs.id.to_string(), "--once", "--json"]),
+        1,
+        "belongs to swuser1",
+    );
+    cancel(&theirs);
+    // An ended job.
+    let done = Submit::new("cli-ended", "true").user(USER1).submit();
+    done.wait(WAIT);
+    expect(
+        &slurmwatch_as(USER1, &[&done.id.to_string(), "--once"]),
+        1,
+        "has ended",
+    );
+    // A pending job.
+    let later = Submit::new("cli-pending", "true")
+        .arg("--begin=now+3600")
+        .user(USER1)
+        .submit();
+    expect(
+        &slurmwatch_as(USER1, &[&later.id.to_string(), "--once", "--json"]),
+        1,
+        "is pending",
+    );
+    cancel(&later);
+    // A corrupt file.
+    let dir = job_dir("cli-corrupt");
+    let bad = dir.join("bad.sqlite");
+    std::fs::write(&bad, b"SQLite format 3\0 but nothing else").unwrap();
+    expect(
+        &slurmwatch(&["--file", bad.to_str().unwrap(), "--once"]),
+        2,
+        "not an SQLite database",
+    );
+    // No Slurm on PATH.
+    let o = Command::new(slurmwatch_bin())
+        .args(["12345", "--once"])
+        .env("PATH", "/nonexistent")
+        .output()
+        .unwrap();
+    expect(&o, 2, "squeue is not on PATH");
+}
+
+fn tmux(args: &[&str]) -> Output {
+    Command::new("tmux").args(args).output().expect("run tmux")
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
+    let _p = shared_plugstack();
+    let job = Submit::new("cli-tmux", "sleep 90")
+        .arg("--slurmwatch=1")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    std::thread::sleep(Duration::from_secs(2));
+    let session = format!("sw-cli-{}", job.id);
+    let rc_file = job.dir.join("rc");
+    let cmd = format!(
+        "runuser -u {USER1} -- {} {}; echo $? > {}",
+        slurmwatch_bin().display(),
+        job.id,
+        rc_file.display()
+    );
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = format!("job {}", job.id);
+    let end = Instant::now() + Duration::from_secs(15);
+    let screen = loop {
+        let s = stdout(&tmux(&["capture-pane", "-p", "-t", &session]));
+        if s.contains(&want) && s.contains("working set") && s.contains("cores in use") {
+            break s;
+        }
+        assert!(Instant::now() < end, "dashboard never showed the job:\n{s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(screen.contains("CPU") && screen.contains("MEM"), "{screen}");
+    assert!(screen.contains("recorded by the plugin"), "{screen}");
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let end = Instant::now() + Duration::from_secs(5);
+    while tmux(&["has-session", "-t", &session]).status.success() {
+        assert!(Instant::now() < end, "the dashboard did not quit on q");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rc = std::fs::read_to_string(&rc_file).unwrap_or_default();
+    assert_eq!(rc.trim(), "0", "exit code after q");
+    cancel(&job);
+}

@@ -1,0 +1,116 @@
+//! GPUs on the real cluster: a job that holds cards records the fake NVML's scripted
+//! readings in its file, only for its own cards, crediting only its own processes.
+
+use serde_json::json;
+use slurmwatch_core::sample::GpuError;
+use slurmwatch_core::store::Reader;
+use slurmwatch_tests::*;
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(180);
+const GIB: u64 = 1 << 30;
+
+fn card(i: u32, job_pid: Option<u32>) -> serde_json::Value {
+    let mut procs = vec![json!({ "pid": 1, "used_memory": 30 * GIB })];
+    if let Some(p) = job_pid {
+        procs.push(json!({ "pid": p, "used_memory": 20 * GIB }));
+    }
+    json!({
+        "uuid": format!("GPU-{i:08x}-5f1c-2a3b-4c5d-0123456789ab"),
+        "name": "NVIDIA A100-SXM4-80GB",
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x10 + i),
+        "memory_total": 80 * GIB, "memory_used": 51 * GIB,
+        "utilization_gpu": 90 + i, "utilization_memory": 30,
+        "power_usage_mw": 390_000, "power_limit_mw": 400_000, "temperature": 60 + i,
+        "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
+        "energy_mj": 1_000_000, "ecc_uncorrected_volatile": 0,
+        "processes": procs,
+        "errors": if i == 3 { json!({ "power": "NOT_SUPPORTED" }) } else { json!({}) },
+    })
+}
+
+/// A 4-card node; the job gets two cards (GRES `gpu:2` where the cluster has GPU GRES,
+/// else `CUDA_VISIBLE_DEVICES=2,3` in its environment, as a site without GRES would).
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn job_records_its_own_cards_from_the_fake_nvml() {
+    let lib = install_fake_nvml();
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(|i| card(i, None)).collect::<Vec<_>>() }));
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={}",
+        lib.display()
+    ));
+    let gres = cluster_has_gpu_gres();
+    let script = "echo \"cvd=$CUDA_VISIBLE_DEVICES gpus=$SLURM_JOB_GPUS\"\necho $$ > pid\nsleep 6";
+    let mut submit = Submit::new("gpu", script).arg("--slurmwatch=1");
+    submit = if gres {
+        submit.arg("--gres=gpu:2")
+    } else {
+        submit.env("CUDA_VISIBLE_DEVICES", "2,3")
+    };
+    let job = submit.submit();
+    // The job's shell is on every card from now on, beside a neighbour's process (pid 1).
+    let pid_file = job.dir.join("pid");
+    let end = Instant::now() + WAIT;
+    let pid: u32 = loop {
+        if let Some(p) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break p;
+        }
+        assert!(Instant::now() < end, "job {} never started", job.id);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    set_fake_nvml_state(
+        &json!({ "devices": (0..4).map(|i| card(i, Some(pid))).collect::<Vec<_>>() }),
+    );
+    let line = job.wait(WAIT);
+    assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    let out = job.output();
+    let (cvd, gpus) = out
+        .lines()
+        .find_map(|l| l.strip_prefix("cvd="))
+        .and_then(|l| l.split_once(" gpus="))
+        .expect("job printed its GPU environment");
+    // The NVML indices the job holds: Slurm's GRES list where there is one.
+    let expect: Vec<u32> = if gpus.is_empty() { cvd } else { gpus }
+        .split(',')
+        .map(|s| s.parse().unwrap())
+        .collect();
+    assert_eq!(expect.len(), 2, "{out}");
+
+    let r = Reader::open(&spool_file(job.id)).unwrap();
+    let cards = r.gpus().unwrap();
+    let got: Vec<(String, u32)> = cards
+        .iter()
+        .map(|g| (g.card.label(), g.card.nvml_index))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("cuda:0".into(), expect[0]), ("cuda:1".into(), expect[1])],
+        "events: {:?}",
+        r.events().unwrap()
+    );
+    for g in &cards {
+        let rows = r.gpu_samples(g.id).unwrap();
+        assert!(rows.len() >= 2, "{}: {} rows", g.card.label(), rows.len());
+        let i = g.card.nvml_index;
+        let last = &rows.last().unwrap().sample;
+        assert_eq!(last.utilization_percent, Ok(90 + i));
+        assert_eq!(last.temperature_celsius, Ok(60 + i));
+        if i == 3 {
+            assert_eq!(last.power_draw_milliwatts, Err(GpuError::NotSupported));
+        } else {
+            assert_eq!(last.power_draw_milliwatts, Ok(390_000));
+        }
+        // Once the job's shell is on the card: its 20 GiB are the job's, pid 1's are not.
+        let p = rows
+            .iter()
+            .filter_map(|r| r.sample.processes.ok())
+            .find(|p| p.job_processes > 0)
+            .expect("the job's process was never seen on its card");
+        assert_eq!((p.job_processes, p.job_memory_bytes), (1, 20 * GIB));
+        assert_eq!((p.other_processes, p.other_memory_bytes), (1, 30 * GIB));
+    }
+}

@@ -1,0 +1,101 @@
+//! The Debian package (scripts/package-deb.sh, run by scripts/test.sh before this tier):
+//! installs, a job records through the installed plugin, man pages render, completion loads,
+//! and removing it leaves slurmd healthy.
+
+use slurmwatch_tests::*;
+use std::path::Path;
+use std::time::Duration;
+
+const INSTALLED_SO: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/slurmwatch.so";
+
+fn deb() -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/debian");
+    std::fs::read_dir(&dir)
+        .ok()
+        .and_then(|rd| {
+            rd.flatten()
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        })
+        .unwrap_or_else(|| panic!("no .deb in {}: run scripts/package-deb.sh", dir.display()))
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_deb_installs_records_a_job_and_removes_cleanly() {
+    let deb = deb();
+    let i = run("dpkg", &["-i", &deb.display().to_string()]);
+    assert!(i.status.success(), "dpkg -i failed: {}", stderr(&i));
+    let conf = std::fs::read_to_string("/etc/slurm/plugstack.conf.d/slurmwatch.conf").unwrap();
+    assert!(
+        conf.lines()
+            .all(|l| l.trim().is_empty() || l.starts_with('#')),
+        "the packaged plugstack file must not be active:\n{conf}"
+    );
+    for page in ["slurmwatch", "slurmwatch-report", "slurmwatch-doctor"] {
+        let m = run("man", &["-l", &format!("/usr/share/man/man1/{page}.1.gz")]);
+        assert!(
+            m.status.success() && stdout(&m).contains("slurmwatch"),
+            "man {page}: {}",
+            stderr(&m)
+        );
+    }
+    let m8 = run("man", &["-l", "/usr/share/man/man8/slurmwatch-plugin.8.gz"]);
+    assert!(
+        stdout(&m8).contains("archive"),
+        "plugin page: {}",
+        stderr(&m8)
+    );
+    let c = run(
+        "bash",
+        &[
+            "-c",
+            "source /usr/share/bash-completion/completions/slurmwatch && complete -p slurmwatch",
+        ],
+    );
+    assert!(
+        c.status.success() && stdout(&c).contains("slurmwatch"),
+        "completion: {}",
+        stderr(&c)
+    );
+
+    {
+        let _o = PlugstackOverride::with_plugin(INSTALLED_SO, &format!("spool={SPOOL}"));
+        let job = Submit::new("packaged", "echo packaged; sleep 1")
+            .arg("--slurmwatch=1")
+            .submit();
+        let line = job.wait(Duration::from_secs(180));
+        assert_eq!(
+            (line.state.as_str(), line.exit_code.as_str()),
+            ("COMPLETED", "0:0")
+        );
+        let rows = recorded(job.id, &slurmwatch_core::store::Series::Job);
+        assert!(
+            rows.len() >= 2,
+            "nothing recorded through the installed plugin"
+        );
+
+        let r = run("dpkg", &["-r", "slurmwatch"]);
+        assert!(r.status.success(), "dpkg -r failed: {}", stderr(&r));
+        assert!(!Path::new(INSTALLED_SO).exists());
+        // The line is `optional`: with the plugin gone, jobs (without the option, which is
+        // then unknown) still run.
+        let job = Submit::new("unpackaged", "echo still runs").submit();
+        let line = job.wait(Duration::from_secs(180));
+        assert_eq!(
+            (line.state.as_str(), line.exit_code.as_str()),
+            ("COMPLETED", "0:0")
+        );
+        assert_eq!(job.output(), "still runs\n");
+    }
+    let s = run("scontrol", &["ping"]);
+    assert!(stdout(&s).contains("UP"), "{}", stdout(&s));
+    let n = run("sinfo", &["-h", "-o", "%T"]);
+    assert!(
+        stdout(&n)
+            .lines()
+            .all(|l| matches!(l.trim(), "idle" | "mixed" | "allocated")),
+        "node unhealthy after removal: {}",
+        stdout(&n)
+    );
+}

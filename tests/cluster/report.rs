@@ -1,0 +1,322 @@
+//! `slurmwatch report` and the epilog on real jobs: an OOM kill after a steady phase, a
+//! page-cache-heavy job, a TIMEOUT, a cancelled job; bad input never touches the file.
+
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+use slurmwatch_tests::*;
+
+// Generous: other suites share the 2-core test cluster, so jobs may queue for minutes.
+const WAIT: Duration = Duration::from_secs(600);
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Runs the epilog as Slurm would (root, SLURM_JOB_ID), then `report JOB --json`.
+fn report_json(job: &Job) -> Value {
+    let e = Command::new(epilog_bin())
+        .env("SLURM_JOB_ID", job.id.to_string())
+        .output()
+        .expect("run the epilog");
+    assert!(e.status.success(), "the epilog must exit 0: {}", stderr(&e));
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &job.id.to_string(), "--json"])
+        .output()
+        .expect("run slurmwatch report");
+    assert_eq!(o.status.code(), Some(0), "report failed: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+}
+
+fn finding<'a>(r: &'a Value, code: &str) -> Option<&'a Value> {
+    r["findings"].as_array()?.iter().find(|f| f["code"] == code)
+}
+
+fn sbatch_value(r: &Value, flag: &str) -> Option<String> {
+    r["sbatch"]
+        .as_array()?
+        .iter()
+        .find(|s| s["flag"] == flag)
+        .and_then(|s| s["value"].as_str().map(String::from))
+}
+
+/// `512M`, `3G` → bytes.
+fn mem_value(v: &str) -> f64 {
+    let (n, u) = v.split_at(v.len() - 1);
+    n.parse::<f64>().unwrap() * if u == "G" { 1024.0 * MIB } else { MIB }
+}
+
+/// `[D-]HH:MM:SS` → seconds.
+fn time_value(v: &str) -> f64 {
+    sacct_duration_seconds(v).unwrap()
+}
+
+/// --mem=300M; ~100 MiB steady for 6 s, then a 500 MiB allocation: the report names the
+/// kill, its time, and the working set before and at the kill.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_oom_after_steady_phase() {
+    let _p = shared_plugstack();
+    let script = r#"
+python3 - <<'PY'
+import time
+MiB = 1024 * 1024
+a = bytearray(100 * MiB)
+for i in range(0, len(a), 4096): a[i] = 1
+time.sleep(6)
+b = bytearray(500 * MiB)
+for i in range(0, len(b), 4096): b[i] = 1
+time.sleep(2)
+PY
+"#;
+    let job = Submit::new("rep-oom", script)
+        .arg("--slurmwatch=1")
+        .arg("--mem=300M")
+        .user(USER1)
+        .submit();
+    let line = job.wait(WAIT);
+    assert_eq!(line.state, "OUT_OF_MEMORY", "{}", job.output());
+    let r = report_json(&job);
+    assert_eq!(r["source"], "recorded_file");
+    assert_eq!(r["summary_stored"], true, "the epilog wrote its summary");
+    assert_eq!(r["state"], "OUT_OF_MEMORY");
+    assert!(r["memory"]["oom_kills"].as_u64().unwrap() >= 1);
+    let f = finding(&r, "oom_killed").expect("an oom_killed finding");
+    let t = f["facts"]["t_unix_ms"]
+        .as_i64()
+        .expect("the kill has a time");
+    let start = r["job"]["start_unix"].as_i64().unwrap() * 1000;
+    let end = r["job"]["end_unix"].as_i64().unwrap() * 1000;
+    assert!(
+        t >= start + 5000 && t <= end + 2000,
+        "kill at {t}, job {start}..{end}"
+    );
+    let before = f["facts"]["working_set_before_bytes"].as_f64().unwrap() / MIB;
+    assert!(
+        (95.0..180.0).contains(&before),
+        "working set before the kill {before:.1} MiB"
+    );
+    // At the kill: the sampled working set, or — when the climb beat the 1-s reads — the
+    // kernel's peak, reached the 300 MiB limit.
+    let at = f["facts"]["working_set_at_kill_bytes"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / MIB;
+    let peak = f["facts"]["usage_peak_bytes"].as_f64().unwrap_or(0.0) / MIB;
+    assert!(
+        at.max(peak) >= 280.0,
+        "at the kill: ws {at:.1} MiB, kernel peak {peak:.1} MiB"
+    );
+    let sentence = f["sentence"].as_str().unwrap();
+    assert!(
+        sentence.contains("OOM-killed at ") && sentence.contains("steady at"),
+        "{sentence}"
+    );
+    // The advice asks for more than the limit that killed it.
+    assert!(mem_value(&sbatch_value(&r, "--mem").unwrap()) > 300.0 * MIB);
+}
+
+/// 800 MiB written and read back (page cache) with a small working set: the --mem advice
+/// follows the working set, not the kernel's lifetime peak.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_mem_advice_follows_working_set_not_cache() {
+    let _p = shared_plugstack();
+    if cluster_mode() != "cgroup" {
+        return; // /proc mode has no page-cache figure
+    }
+    let script = "dd if=/dev/zero of=big bs=1M count=800 status=none\ncat big > /dev/null\nsleep 3\nrm -f big";
+    let job = Submit::new("rep-cache", script)
+        .arg("--slurmwatch=1")
+        .arg("--mem=2G")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let r = report_json(&job);
+    let ws = r["memory"]["peak_working_set_bytes"].as_f64().unwrap();
+    let life = r["memory"]["lifetime_peak_bytes"].as_f64().unwrap();
+    assert!(life > 700.0 * MIB, "lifetime peak {:.0} MiB", life / MIB);
+    let mem = mem_value(&sbatch_value(&r, "--mem").expect("a --mem line"));
+    assert!(mem >= ws, "advice {mem} below the working set {ws}");
+    assert!(
+        mem < life / 2.0,
+        "advice {:.0} MiB follows the page cache ({:.0} MiB), not the working set ({:.0} MiB)",
+        mem / MIB,
+        life / MIB,
+        ws / MIB
+    );
+    assert!(finding(&r, "memory_cache_inflated").is_some());
+    assert!(finding(&r, "oom_killed").is_none());
+}
+
+/// --time=1 and a job that sleeps: TIMEOUT, seen as hung; the time advice never shrinks.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_timeout_never_shortens_time() {
+    let _p = shared_plugstack();
+    let job = Submit::new("rep-timeout", "sleep 300")
+        .arg("--slurmwatch=5")
+        .arg("--time=1")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "TIMEOUT");
+    let r = report_json(&job);
+    assert_eq!(r["state"], "TIMEOUT");
+    let t = time_value(&sbatch_value(&r, "--time").expect("a --time line"));
+    assert!(t >= 60.0, "advice {t} s shorter than the 60 s limit");
+    assert!(finding(&r, "timeout_hung").is_some(), "{:#}", r["findings"]);
+}
+
+/// Cancelled by root while the owner's job ran.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_cancelled_by_someone_else() {
+    let _p = shared_plugstack();
+    let job = Submit::new("rep-cancel", "sleep 300")
+        .arg("--slurmwatch=1")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(run("scancel", &[&job.id.to_string()]).status.success());
+    assert_eq!(job.wait(WAIT).state, "CANCELLED");
+    let r = report_json(&job);
+    let f = finding(&r, "cancelled_by_other").expect("cancelled_by_other");
+    assert_eq!(f["facts"]["cancelled_by_uid"], 0);
+    assert!(r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["step"] == "batch"));
+}
+
+/// (arguments, environment, words the one-sentence error must contain).
+type Case<'a> = (Vec<String>, Vec<(&'a str, String)>, &'a str);
+
+fn sha(p: &std::path::Path) -> Vec<u8> {
+    std::fs::read(p).unwrap()
+}
+
+/// Truncated, corrupt, newer-schema files, an unknown job, sacct missing or hanging: one
+/// sentence, exit 2, and the file untouched. The epilog refuses a symlink and exits 0.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_bad_input_is_one_sentence_and_exit_2() {
+    let _p = shared_plugstack();
+    let job = Submit::new("rep-bad", "sleep 2")
+        .arg("--slurmwatch=1")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED");
+    let good = spool_file(job.id);
+    let dir = job_dir("rep-bad-files");
+    let bytes = std::fs::read(&good).unwrap();
+    let truncated = dir.join("truncated.sqlite");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let corrupt = dir.join("corrupt.sqlite");
+    let mut c = bytes.clone();
+    for b in c.iter_mut().skip(4096).take(4096) {
+        *b = 0xAB;
+    }
+    std::fs::write(&corrupt, &c).unwrap();
+    let newer = dir.join("newer.sqlite");
+    std::fs::write(&newer, &bytes).unwrap();
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .execute_batch("PRAGMA user_version = 99;")
+        .unwrap();
+    let id = job.id.to_string();
+    let fake_hang = dir.join("sacct-hang");
+    std::fs::write(&fake_hang, "#!/bin/sh\nsleep 60\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake_hang, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cases: Vec<Case> = vec![
+        (
+            vec![id.clone(), "--file".into(), truncated.display().to_string()],
+            vec![],
+            "truncated",
+        ),
+        (
+            vec![id.clone(), "--file".into(), corrupt.display().to_string()],
+            vec![],
+            "damaged",
+        ),
+        (
+            vec![id.clone(), "--file".into(), newer.display().to_string()],
+            vec![],
+            "newer slurmwatch",
+        ),
+        (vec!["999999".into()], vec![], "knows no job"),
+        (
+            vec![id.clone()],
+            vec![("SLURMWATCH_SACCT", "/nonexistent/sacct".into())],
+            "not installed",
+        ),
+        (
+            vec![id.clone(), "--sacct-timeout".into(), "1".into()],
+            vec![("SLURMWATCH_SACCT", fake_hang.display().to_string())],
+            "did not answer",
+        ),
+    ];
+    for (args, env, want) in cases {
+        let before: Vec<Vec<u8>> = [&truncated, &corrupt, &newer, &good]
+            .iter()
+            .map(|p| sha(p))
+            .collect();
+        let mut cmd = Command::new(slurmwatch_bin());
+        cmd.arg("report").args(&args);
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let t = std::time::Instant::now();
+        let o = cmd.output().unwrap();
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            t.elapsed()
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+            "{err}"
+        );
+        assert!(err.lines().count() <= 3, "one sentence and a hint: {err}");
+        let after: Vec<Vec<u8>> = [&truncated, &corrupt, &newer, &good]
+            .iter()
+            .map(|p| sha(p))
+            .collect();
+        assert!(before == after, "{args:?} changed a file");
+    }
+    // The epilog: a symlink in the spool is refused, the exit status is still 0.
+    let link = std::path::Path::new(SPOOL).join("4000000001.sqlite");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&good, &link).unwrap();
+    let before = sha(&good);
+    let e = Command::new(epilog_bin())
+        .arg("4000000001")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&link);
+    assert_eq!(e.status.code(), Some(0));
+    assert!(stderr(&e).contains("not a regular file"), "{}", stderr(&e));
+    assert_eq!(before, sha(&good), "nothing written through the symlink");
+    // No recording: sacct alone, said plainly.
+    let plain = Submit::new("rep-plain", "true")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    plain.wait(WAIT);
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &plain.id.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("#SBATCH --slurmwatch"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -1,0 +1,416 @@
+//! GPU scenarios through the real collector (nvml-wrapper dlopen-ing the fake NVML built
+//! by this package) and into a job's file, read back through the store's reader.
+//!
+//! The fake's state and NVML's init count are per process, so scenarios run one at a time.
+
+use serde_json::{json, Value};
+use slurmwatch_core::collect::gpu::derive::{card_state, throttle_state, CardState, ThrottleState};
+use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
+use slurmwatch_core::collect::gpu::{wanted_cards, GpuCollector, GpuEnv, NoGpus};
+use slurmwatch_core::sample::{GpuError, GpuSample, Source};
+use slurmwatch_core::store::{JobMeta, Reader, Writer};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+const GIB: u64 = 1 << 30;
+/// A pid that is the job's in these tests; every other pid is a neighbour's.
+const JOB_PID: u32 = 4242;
+
+/// The fake built by cargo for this package: `target/<profile>/deps/libfake_nvml.so`.
+fn fake_lib() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    for p in [
+        deps.join("libfake_nvml.so"),
+        deps.join("../libfake_nvml.so"),
+    ] {
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("libfake_nvml.so not found beside {}", exe.display());
+}
+
+struct Scene {
+    _guard: std::sync::MutexGuard<'static, ()>,
+    dir: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new(state: Value) -> Scene {
+        let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("FAKE_NVML_STATE", dir.path().join("state.json"));
+        let s = Scene { _guard: guard, dir };
+        s.set(state);
+        s
+    }
+
+    /// Rewrites the state the way tests do between samples: a new file renamed over.
+    fn set(&self, state: Value) {
+        let tmp = self.dir.path().join("state.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&state).unwrap()).unwrap();
+        std::fs::rename(&tmp, self.dir.path().join("state.json")).unwrap();
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join("1.sqlite")
+    }
+}
+
+fn card(i: u32) -> Value {
+    json!({
+        "uuid": format!("GPU-{i:08x}-aaaa-bbbb-cccc-0123456789ab"),
+        "name": "NVIDIA A100-SXM4-80GB",
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 7 + i),
+        "numa": i / 4, "switch": i / 2,
+        "memory_total": 80 * GIB, "memory_used": 30 * GIB, "memory_reserved": GIB / 2,
+        "utilization_gpu": 97, "utilization_memory": 41,
+        "power_usage_mw": 398_000, "power_limit_mw": 400_000, "temperature": 71,
+        "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
+        "energy_mj": 123_456_789u64, "ecc_uncorrected_volatile": 0,
+        "processes": [ { "pid": JOB_PID, "used_memory": 29 * GIB } ],
+    })
+}
+
+fn node(cards: Vec<Value>) -> Value {
+    json!({ "driver_version": "550.54.15", "devices": cards })
+}
+
+fn env_cvd(v: &str) -> GpuEnv {
+    GpuEnv {
+        cuda_visible_devices: Some(v.into()),
+        ..GpuEnv::default()
+    }
+}
+
+fn meta() -> JobMeta {
+    JobMeta {
+        job_id: 1,
+        user: "u".into(),
+        uid: 1000,
+        node: "n1".into(),
+        cluster: None,
+        plugin_version: "test".into(),
+        interval_seconds: 5,
+        source: Source::CgroupV2,
+        cores_allocated: Some(4),
+        memory_allocated_bytes: None,
+        started_unix_ms: 1_000_000,
+        incarnation: None,
+    }
+}
+
+/// Opens the collector for `env`, takes one reading per `states` entry (rewriting the
+/// fake's state before each), stores everything, and returns the file.
+fn record(scene: &Scene, env: &GpuEnv, states: &[Value]) -> PathBuf {
+    let mut c = GpuCollector::open(&fake_lib(), &wanted_cards(env)).expect("cards open");
+    let mut w = Writer::create(&scene.file(), &meta()).unwrap();
+    let ids = w
+        .register_gpus("batch", 1_000_000, &c.cards(), &c.topology())
+        .unwrap();
+    for (i, st) in states.iter().enumerate() {
+        scene.set(st.clone());
+        let samples = c.read(&mut |pid| pid == JOB_PID);
+        for ((id, _), s) in ids.iter().zip(samples) {
+            w.push_gpu(1_000_000 + 5000 * i as i64, *id, s);
+        }
+        w.flush().unwrap();
+    }
+    w.close().unwrap();
+    scene.file()
+}
+
+/// The stored readings of each card, in cuda order.
+fn stored(file: &Path) -> Vec<Vec<GpuSample>> {
+    let r = Reader::open(file).unwrap();
+    r.gpus()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            r.gpu_samples(g.id)
+                .unwrap()
+                .into_iter()
+                .map(|row| row.sample)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn busy_healthy_card_at_power_limit() {
+    let st = node(vec![card(0)]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0"), &[st]);
+    let r = Reader::open(&file).unwrap();
+    let g = &r.gpus().unwrap()[0];
+    assert_eq!(g.card.label(), "cuda:0");
+    assert_eq!(g.card.nvml_index, 0);
+    assert_eq!(g.card.pci_bus_id.as_deref(), Some("00000000:07:00.0"));
+    assert_eq!(g.card.memory_total_bytes, Some(80 * GIB));
+    assert_eq!(g.card.sm_clock_max_mhz, Some(1785));
+    let s = &stored(&file)[0][0];
+    assert_eq!(s.utilization_percent, Ok(97));
+    assert_eq!(s.power_draw_milliwatts, Ok(398_000));
+    assert_eq!(s.memory_used_bytes, Ok(30 * GIB));
+    let p = s.processes.unwrap();
+    assert_eq!((p.job_processes, p.job_memory_bytes), (1, 29 * GIB));
+    assert_eq!(card_state(s), CardState::Active);
+    assert_eq!(throttle_state(s), ThrottleState::AtPowerLimit);
+    assert_eq!(s.energy_millijoules, Ok(123_456_789));
+    assert_eq!(s.nvlink, Err(GpuError::NotSupported));
+}
+
+#[test]
+fn hardware_slowdown_at_a_fraction_of_the_limit_is_broken() {
+    let mut c = card(0);
+    c["sm_clock"] = json!(385);
+    c["power_usage_mw"] = json!(163_000);
+    c["temperature"] = json!(52);
+    c["throttle_reasons"] = json!(8);
+    let st = node(vec![c]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0"), &[st]);
+    let s = &stored(&file)[0][0];
+    assert_eq!(s.sm_clock_mhz, Ok(385));
+    assert_eq!(s.temperature_celsius, Ok(52));
+    assert_eq!(throttle_state(s), ThrottleState::HardwareSlowdownBroken);
+    // The view decodes the same in SQL.
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let (w, mhz, max): (f64, i64, i64) = conn
+        .query_row(
+            "SELECT power_draw_watts, sm_clock_mhz, sm_clock_max_mhz FROM gpu_readings",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((w, mhz, max), (163.0, 385, 1785));
+}
+
+#[test]
+fn idle_card_holding_40_gb() {
+    let mut c = card(0);
+    c["utilization_gpu"] = json!(0);
+    c["throttle_reasons"] = json!(1);
+    c["power_usage_mw"] = json!(61_000);
+    c["processes"] = json!([{ "pid": JOB_PID, "used_memory": 40 * GIB }]);
+    let st = node(vec![c]);
+    let scene = Scene::new(st.clone());
+    let s = &stored(&record(&scene, &env_cvd("0"), &[st]))[0][0];
+    assert_eq!(card_state(s), CardState::IdleHoldingMemory);
+    assert_eq!(throttle_state(s), ThrottleState::None);
+    assert_eq!(s.processes.unwrap().job_memory_bytes, 40 * GIB);
+}
+
+#[test]
+fn shared_card_is_not_credited_to_the_job() {
+    let mut c = card(0);
+    c["memory_used"] = json!(64 * GIB);
+    c["processes"] = json!([
+        { "pid": JOB_PID, "used_memory": 2 * GIB },
+        { "pid": 777, "used_memory": 60 * GIB },
+    ]);
+    let st = node(vec![c]);
+    let scene = Scene::new(st.clone());
+    let s = &stored(&record(&scene, &env_cvd("0"), &[st]))[0][0];
+    let p = s.processes.unwrap();
+    assert_eq!((p.job_processes, p.job_memory_bytes), (1, 2 * GIB));
+    assert_eq!((p.other_processes, p.other_memory_bytes), (1, 60 * GIB));
+    assert_eq!(card_state(s), CardState::SharedNotOurs);
+}
+
+#[test]
+fn unreadable_power_is_stored_as_unreadable_not_zero() {
+    let mut c = card(0);
+    c["errors"] = json!({ "power": "NOT_SUPPORTED" });
+    let st = node(vec![c]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0"), &[st]);
+    let s = &stored(&file)[0][0];
+    assert_eq!(s.power_draw_milliwatts, Err(GpuError::NotSupported));
+    assert_eq!(s.power_limit_milliwatts, Ok(400_000));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let (w, e): (Option<f64>, Option<String>) = conn
+        .query_row(
+            "SELECT power_draw_watts, power_draw_error FROM gpu_readings",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((w, e.as_deref()), (None, Some("NOT_SUPPORTED")));
+}
+
+#[test]
+fn card_lost_mid_job() {
+    let ok = node(vec![card(0)]);
+    let mut lost = card(0);
+    lost["lost"] = json!(true);
+    let scene = Scene::new(ok.clone());
+    let rows = &stored(&record(&scene, &env_cvd("0"), &[ok, node(vec![lost])]))[0];
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].utilization_percent, Ok(97));
+    assert_eq!(rows[1], GpuSample::all_failed(GpuError::GpuIsLost));
+    assert_eq!(card_state(&rows[1]), CardState::Unknown);
+}
+
+#[test]
+fn nvml_absent_or_driver_not_loaded_means_no_gpu_section() {
+    let scene = Scene::new(node(vec![card(0)]));
+    let wanted = wanted_cards(&env_cvd("0"));
+    match GpuCollector::open(Path::new("/nonexistent/libnvidia-ml.so.1"), &wanted) {
+        Err(NoGpus::NoLibrary(_)) => {}
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("opened a missing library"),
+    }
+    scene.set(json!({ "init_error": "DRIVER_NOT_LOADED", "devices": [] }));
+    assert!(matches!(
+        GpuCollector::open(&fake_lib(), &wanted),
+        Err(NoGpus::Init(GpuError::DriverNotLoaded))
+    ));
+    // A job that holds no card records none of the node's cards.
+    scene.set(node(vec![card(0)]));
+    assert!(matches!(
+        GpuCollector::open(&fake_lib(), &wanted_cards(&GpuEnv::default())),
+        Err(NoGpus::NoneRequested)
+    ));
+    // And a file without GPUs reads as "no GPU section".
+    let w = Writer::create(&scene.file(), &meta()).unwrap();
+    w.close().unwrap();
+    assert!(Reader::open(&scene.file())
+        .unwrap()
+        .gpus()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn utilization_unsupported_like_a_mig_slice() {
+    let mut c = card(0);
+    c.as_object_mut().unwrap().remove("utilization_gpu");
+    c.as_object_mut().unwrap().remove("utilization_memory");
+    let st = node(vec![c]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0"), &[st]);
+    let s = &stored(&file)[0][0];
+    assert_eq!(s.utilization_percent, Err(GpuError::NotSupported));
+    assert_eq!(s.memory_utilization_percent, Err(GpuError::NotSupported));
+    assert_eq!(s.memory_used_bytes, Ok(30 * GIB));
+    assert_eq!(card_state(s), CardState::Unknown);
+}
+
+#[test]
+fn cuda_visible_devices_2_3_are_cuda_0_and_1() {
+    let st = node((0..4).map(card).collect());
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("2,3"), &[st]);
+    let r = Reader::open(&file).unwrap();
+    let g = r.gpus().unwrap();
+    let got: Vec<(String, u32, String)> = g
+        .iter()
+        .map(|g| (g.card.label(), g.card.nvml_index, g.card.uuid.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "cuda:0".into(),
+                2,
+                "GPU-00000002-aaaa-bbbb-cccc-0123456789ab".into()
+            ),
+            (
+                "cuda:1".into(),
+                3,
+                "GPU-00000003-aaaa-bbbb-cccc-0123456789ab".into()
+            ),
+        ]
+    );
+    // Same cards named by UUID, in reverse order.
+    let env = env_cvd(
+        "GPU-00000003-aaaa-bbbb-cccc-0123456789ab,GPU-00000002-AAAA-bbbb-cccc-0123456789ab",
+    );
+    let c = GpuCollector::open(&fake_lib(), &wanted_cards(&env)).unwrap();
+    let got: Vec<(String, u32)> = c
+        .cards()
+        .iter()
+        .map(|c| (c.label(), c.nvml_index))
+        .collect();
+    assert_eq!(got, vec![("cuda:0".into(), 3), ("cuda:1".into(), 2)]);
+    // PCIe only here: the pair behind one switch.
+    assert_eq!(r.gpu_links().unwrap()[0].level, "single");
+}
+
+#[test]
+fn eight_card_node_with_nvlink_counts_every_link() {
+    let bus = |i: u32| format!("00000000:{:02X}:00.0", 7 + i);
+    let cards = |k: u64| -> Vec<Value> {
+        (0..8u32)
+            .map(|i| {
+                let mut c = card(i);
+                c["nvswitch"] = json!(true);
+                // 12 links: 0..11, each carrying a different amount, link 11 the most.
+                c["nvlinks"] = json!((0..12u64)
+                    .map(|l| json!({
+                        "active": true,
+                        "remote_pci_bus_id": format!("00000000:{:02X}:00.0", 0xA0 + l),
+                        "tx_kib": k * (l + 1) * 1000, "rx_kib": k * (l + 1) * 10,
+                    }))
+                    .collect::<Vec<_>>());
+                c["processes"] = json!([{ "pid": JOB_PID, "used_memory": 10 * GIB }]);
+                c["pci_bus_id"] = json!(bus(i));
+                c
+            })
+            .collect()
+    };
+    let scene = Scene::new(node(cards(1)));
+    let file = record(
+        &scene,
+        &env_cvd("0,1,2,3,4,5,6,7"),
+        &[node(cards(1)), node(cards(2))],
+    );
+    let r = Reader::open(&file).unwrap();
+    let g = r.gpus().unwrap();
+    assert_eq!(g.len(), 8);
+    assert!(g.iter().all(|g| g.card.nvlink_links == Some(12)));
+    let links = r.gpu_links().unwrap();
+    assert_eq!(links.len(), 28);
+    assert!(links.iter().all(|l| l.level == "nvlink"), "{links:?}");
+    let rows = stored(&file);
+    // Sum over links 0..11 of (l+1)*1000 = 78,000 KiB; link 0 alone would be 1,000.
+    for card_rows in &rows {
+        let n0 = card_rows[0].nvlink.unwrap();
+        let n1 = card_rows[1].nvlink.unwrap();
+        assert_eq!((n0.tx_kib, n0.rx_kib), (78_000, 780));
+        assert_eq!(n1.tx_kib - n0.tx_kib, 78_000);
+    }
+}
+
+#[test]
+fn worker_bounds_init_and_hung_reads() {
+    let mut c = card(0);
+    c["delay_ms"] = json!(600);
+    let scene = Scene::new(json!({ "init_delay_ms": 300, "devices": [c] }));
+    let mut w = GpuWorker::start(GpuWorkerConfig {
+        lib_path: fake_lib(),
+        wanted: wanted_cards(&env_cvd("0")),
+        proc_root: PathBuf::from("/proc"),
+        job_id: 1,
+    });
+    // Init takes 300 ms: the first poll returns at once with Pending.
+    assert!(matches!(w.poll_open(Duration::ZERO), Opened::Pending));
+    let mut opened = Opened::Pending;
+    for _ in 0..50 {
+        opened = w.poll_open(Duration::from_millis(100));
+        if !matches!(opened, Opened::Pending) {
+            break;
+        }
+    }
+    assert!(matches!(opened, Opened::Ready { .. }), "{opened:?}");
+    // Each read of the card takes 600 ms: a 100 ms budget records TIMEOUT, not a stall.
+    let t = std::time::Instant::now();
+    let s = w.read(&[], Duration::from_millis(100)).unwrap();
+    assert!(t.elapsed() < Duration::from_millis(400));
+    assert_eq!(s[0], GpuSample::all_failed(GpuError::Timeout));
+    drop(scene);
+}
