@@ -147,7 +147,10 @@ fn holding_job(name: &str, record: bool) -> Job {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    std::thread::sleep(Duration::from_millis(2500));
+    // The last two stored rows must both be after the hold began: rows come every 1 s and
+    // are committed at most 1 s late, so 2.5 s could still straddle the page-touching loop
+    // (seen once: 0.55 cores). 4 s cannot.
+    std::thread::sleep(Duration::from_millis(4000));
     job
 }
 

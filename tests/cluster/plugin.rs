@@ -9,6 +9,7 @@ const NEEDS: &str = "needs the test cluster: scripts/test.sh";
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn help_of_sbatch_srun_salloc_lists_the_option() {
+    let _p = shared_plugstack();
     let _ = NEEDS;
     for tool in ["sbatch", "srun", "salloc"] {
         let o = run(tool, &["--help"]);
@@ -28,6 +29,7 @@ fn help_of_sbatch_srun_salloc_lists_the_option() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_job_that_asks_is_recorded_and_completes() {
+    let _p = shared_plugstack();
     let job = Submit::new("asks", "echo hello from the job; sleep 1")
         .arg("--slurmwatch=5")
         .submit();
@@ -50,6 +52,7 @@ fn a_job_that_asks_is_recorded_and_completes() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_job_given_the_bare_option_uses_the_default_interval() {
+    let _p = shared_plugstack();
     let job = Submit::new("bare", "true").arg("--slurmwatch").submit();
     let line = job.wait(WAIT);
     assert_eq!(line.state, "COMPLETED");
@@ -65,6 +68,7 @@ fn a_job_given_the_bare_option_uses_the_default_interval() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_job_that_does_not_ask_has_no_plugin_activity() {
+    let _p = shared_plugstack();
     let job = Submit::new("quiet", "echo plain").submit();
     let line = job.wait(WAIT);
     assert_eq!(
@@ -84,6 +88,7 @@ fn a_job_that_does_not_ask_has_no_plugin_activity() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn hostile_option_values_are_refused_at_submission() {
+    let _p = shared_plugstack();
     for bad in ["abc", "0", "-5", "1e9", "5s", "99999999999"] {
         let flag = format!("--slurmwatch={bad}");
         let (o, _) = Submit::new("hostile", "true").arg(&flag).sbatch();
@@ -101,6 +106,7 @@ fn hostile_option_values_are_refused_at_submission() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn srun_refuses_hostile_values_too() {
+    let _p = shared_plugstack();
     let o = run("srun", &["--slurmwatch=abc", "true"]);
     assert!(!o.status.success());
     assert!(
@@ -113,6 +119,7 @@ fn srun_refuses_hostile_values_too() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn the_plugin_exports_only_the_spank_symbols() {
+    let _p = shared_plugstack();
     let o = run("nm", &["-D", "--defined-only", PLUGIN_SO]);
     assert!(o.status.success(), "{}", stderr(&o));
     let names: Vec<String> = stdout(&o)
@@ -142,6 +149,7 @@ fn the_plugin_exports_only_the_spank_symbols() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_panic_in_a_callback_never_harms_the_job() {
+    let _p = shared_plugstack();
     for callback in ["init_post_opt", "task_post_fork", "task_exit", "exit"] {
         let job = Submit::new("panic", "echo still fine; exit 0")
             .arg("--slurmwatch=1")
@@ -175,6 +183,7 @@ fn a_panic_in_a_callback_never_harms_the_job() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_failing_job_keeps_its_exit_code() {
+    let _p = shared_plugstack();
     let job = Submit::new("fails", "echo out; exit 3")
         .arg("--slurmwatch=1")
         .submit();
