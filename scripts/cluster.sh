@@ -134,6 +134,10 @@ PlugStackConfig=$ETC/plugstack.conf
 GresTypes=gpu
 $(node_lines "$cpus")
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+# For the queued-job answers: a short partition with a low MaxTime and one restricted to an
+# account (users without it may not use it).
+PartitionName=short Nodes=ALL MaxTime=00:10:00 State=UP
+PartitionName=restricted Nodes=ALL MaxTime=INFINITE AllowAccounts=research State=UP
 CONF
   if multi; then
     : > "$ETC/gres.conf" # the virtual nodes have no cards
@@ -205,6 +209,14 @@ start_slurm() {
     wait_for slurmdbd "$LOGDIR/slurmdbd.log" 60 sacctmgr -n list cluster
   fi
   sacctmgr -n list cluster format=cluster | grep -qw "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
+  # Accounts for the partition-access tests: swuser1 may use `research`, swuser2 may not.
+  sacctmgr -n list account format=account | grep -qw research || sacctmgr -i add account research cluster="$CLUSTER" >/dev/null
+  sacctmgr -n list account format=account | grep -qw general || sacctmgr -i add account general cluster="$CLUSTER" >/dev/null
+  local u
+  for u in root "${TEST_USERS[@]}"; do
+    sacctmgr -n list user "$u" format=user | grep -qw "$u" || sacctmgr -i add user "$u" account=general cluster="$CLUSTER" >/dev/null
+  done
+  sacctmgr -n list assoc user=swuser1 account=research format=user | grep -qw swuser1 || sacctmgr -i add user swuser1 account=research cluster="$CLUSTER" >/dev/null
   /usr/sbin/slurmctld
   wait_for slurmctld "$LOGDIR/slurmctld.log" 60 scontrol ping
   local n

@@ -20,10 +20,15 @@ echo
 echo "== the job's output"
 cat "$dir/$id.out"
 echo
-echo "== what slurmwatch did for job $id (slurmd log)"
+echo "== what the plugin did for job $id (slurmd log)"
 grep -F "[$id." /var/log/slurm/slurmd.log | grep slurmwatch || echo "(nothing: the plugin did not run)"
-if [ -x target/release/slurmwatch ] && target/release/slurmwatch --help 2>/dev/null | grep -q report; then
-  echo
-  echo "== slurmwatch report $id"
-  target/release/slurmwatch report "$id" || true
-fi
+# The plugin's job_epilog writes the summary a moment after the job leaves the queue.
+for _ in $(seq 20); do
+  sqlite3 "/var/spool/slurmwatch/$id.sqlite" "select 1 from summary limit 1" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+echo
+echo "== slurmwatch report $id"
+target/release/slurmwatch report "$id" || true
+echo
+echo "Also try: target/release/slurmwatch report $id --json | head; target/release/slurmwatch doctor"
