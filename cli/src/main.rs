@@ -5,6 +5,7 @@
 
 mod doctor;
 mod generate;
+mod history;
 mod report;
 mod watch;
 
@@ -29,6 +30,12 @@ struct Cli {
 enum Command {
     /// Post-mortem of a finished (or running) job: its recording joined with sacct.
     Report(report::ReportArgs),
+    /// Finished jobs over a window, rolled up into workloads and ranked by cost, with the
+    /// patterns across runs (repeated failure, memory hand-searched, nodes that eat jobs).
+    History(history::HistoryArgs),
+    /// `#SBATCH` advice per workload (--time, --mem, --cpus-per-task, --gres) from measured
+    /// peaks over a window of finished jobs.
+    Sizing(history::SizingArgs),
     /// Check this node's set-up (plugstack line, plugin version, spool, archive, cgroups,
     /// NVML, sacct); exit 0 only when it is ready to record jobs.
     Doctor(doctor::DoctorArgs),
@@ -42,6 +49,8 @@ fn main() {
     let result = match cli.command {
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::History(args)) => history::run_history(args),
+        Some(Command::Sizing(args)) => history::run_sizing(args),
         Some(Command::Generate(args)) => {
             generate::run(args, <Cli as clap::CommandFactory>::command())
         }

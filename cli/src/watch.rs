@@ -8,6 +8,7 @@
 mod feed;
 mod find;
 mod live;
+mod pending;
 pub mod screen;
 mod signals;
 
@@ -193,25 +194,21 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
         Some(j) => Some(find::parse_spec(j).map_err(usage)?),
         None => None,
     };
-    let entry = match &spec {
+    let mut entry = match &spec {
         None => find::choose_own_job()?,
         Some(spec) => resolve(&spec.query)?,
     };
     check_owner(&entry)?;
     if entry.is_pending() {
-        let why = if entry.reason.is_empty() || entry.reason == "None" {
-            String::new()
-        } else {
-            format!(" (reason: {})", entry.reason)
-        };
-        return Err(Outcome::fail(
-            1,
-            format!(
-                "job {} is pending{why}: it has not started, so there is nothing live to show yet.",
-                entry.display_id
-            ),
-            "squeue --start -j ID shows Slurm's estimate of when it starts; run slurmwatch again once it runs.",
-        ));
+        match mode {
+            Mode::Json => return pending::json(&entry),
+            Mode::Screen => match pending::screen(&args, &entry)? {
+                pending::End::Code(c) => return Ok(c),
+                // It started while watched: carry on to the live dashboard.
+                pending::End::Started => entry = resolve(&entry.display_id)?,
+            },
+            Mode::Csv | Mode::Log(_) => return Err(pending::explain(&entry)),
+        }
     }
     if !entry.is_running() {
         return Err(ended(&entry.display_id, &entry.state, entry.job_id));

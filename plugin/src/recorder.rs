@@ -411,9 +411,16 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
             jb.observe(t, &r);
             writer.push(jb.take_row(t, Series::Job, kind, r, &plan));
         }
-        let r = collector.read_step();
-        sb.observe(t, &r);
-        writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+        // A periodic step row that equals the job's (the only step running) is not stored:
+        // skip reading it. Boundary rows are always read and stored.
+        if kind != SampleKind::Periodic
+            || !plan.records_job_series
+            || writer.step_row_wanted(&plan.step, t)
+        {
+            let r = collector.read_step();
+            sb.observe(t, &r);
+            writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+        }
         Gpus::store(gpus, writer, &plan.step, t);
         rows += 1;
     };
@@ -481,9 +488,11 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
                     Gpus::poll_open(&mut gpus, &mut writer, &plan.step);
                     let t = now_unix_ms();
                     if plan.records_job_series {
-                        job_between.observe(t, &collector.read_job());
+                        job_between.observe(t, &collector.read_job_fast());
                     }
-                    step_between.observe(t, &collector.read_step());
+                    if !plan.records_job_series || writer.step_row_wanted(&plan.step, t) {
+                        step_between.observe(t, &collector.read_step_fast());
+                    }
                 }
                 if last_archive.elapsed() >= ARCHIVE_EVERY {
                     let _ = writer.flush();

@@ -290,13 +290,13 @@ fn bad_input_gets_one_sentence_and_the_documented_code() {
         1,
         "has ended",
     );
-    // A pending job.
+    // A pending job (CSV: nothing on stdout; --json prints the queue answer, tests/cluster/queue.rs).
     let later = Submit::new("cli-pending", "true")
         .arg("--begin=now+3600")
         .user(USER1)
         .submit();
     expect(
-        &slurmwatch_as(USER1, &[&later.id.to_string(), "--once", "--json"]),
+        &slurmwatch_as(USER1, &[&later.id.to_string(), "--once"]),
         1,
         "is pending",
     );

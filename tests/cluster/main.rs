@@ -5,7 +5,9 @@
 mod cli;
 mod doctor;
 mod gpu;
+mod history;
 mod package;
 mod plugin;
+mod queue;
 mod recorder;
 mod report;

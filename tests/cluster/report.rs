@@ -55,6 +55,10 @@ fn time_value(v: &str) -> f64 {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn report_oom_after_steady_phase() {
     let _p = shared_plugstack();
+    if cluster_mode() != "cgroup" {
+        // Without task/cgroup nothing enforces --mem (no memory cgroup): no OOM kill to report.
+        return;
+    }
     let script = r#"
 python3 - <<'PY'
 import time

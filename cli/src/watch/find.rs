@@ -120,7 +120,12 @@ pub fn pick(jobs: Vec<QueueEntry>, heading: &str) -> Result<QueueEntry, Outcome>
     let _ = writeln!(err, "{heading}:");
     for (i, j) in jobs.iter().enumerate() {
         let what = if j.is_pending() {
-            format!("PENDING ({})", j.reason)
+            // One line on why: the reason code in words.
+            let code = slurmwatch_core::slurm::scontrol::reason_code(&j.reason);
+            format!(
+                "PENDING: {}",
+                slurmwatch_core::queue::reasons::explain(&code).short
+            )
         } else {
             format!(
                 "{} {} on {}",

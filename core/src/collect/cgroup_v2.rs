@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{count_members, keyed, read_opt, read_u64};
+use super::parse::{keyed, lines_value, read_opt, read_u64, walk_tree, TreeValue};
 use crate::sample::{Pressure, UsageReading};
 
 /// Depth below the job directory where members live (`job/step_0/user/task_0` is 3).
@@ -56,6 +56,25 @@ impl V2Reader {
     /// The directory this reader reads.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Only what the sampler needs between stored rows (the running maxima of working set
+    /// and cores): three files instead of eleven plus a directory walk.
+    pub fn read_fast(&mut self) -> UsageReading {
+        let mut r = UsageReading::default();
+        let buf = &mut self.buf;
+        r.memory_usage_bytes = read_u64(buf, &self.current);
+        if let Some(stat) = read_opt(buf, &self.stat) {
+            r.memory_cache_bytes = keyed(stat, "active_file")
+                .zip(keyed(stat, "inactive_file"))
+                .map(|(a, i)| a.saturating_add(i));
+        }
+        r.memory_working_set_bytes = r
+            .memory_usage_bytes
+            .zip(r.memory_cache_bytes)
+            .map(|(u, c)| u.saturating_sub(c));
+        r.cpu_usage_usec = read_opt(buf, &self.cpu_stat).and_then(|c| keyed(c, "usage_usec"));
+        r
     }
 
     pub fn read(&mut self) -> UsageReading {
@@ -114,8 +133,11 @@ impl V2Reader {
 
         // v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps
         // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree.
-        r.processes = count_members(buf, &self.dir, "cgroup.procs", MEMBER_DEPTH);
-        r.threads = count_members(buf, &self.dir, "cgroup.threads", MEMBER_DEPTH);
+        const PER_DIR: [(&str, TreeValue); 2] = [
+            ("cgroup.procs", lines_value),
+            ("cgroup.threads", lines_value),
+        ];
+        [r.processes, r.threads] = walk_tree(buf, &self.dir, &PER_DIR, MEMBER_DEPTH);
         r
     }
 }

@@ -58,15 +58,27 @@ impl JobCollector {
             .ok()
             .and_then(|loc| cgroup_kind(cgroup_root, &loc))
             .unwrap_or_else(|| {
-                let mut job = ProcTreeTracker::new(proc_root, &[task_pid]);
-                for pid in find_step_pids(proc_root, job_id) {
-                    job.add_root(pid);
-                }
+                // The job level: everything below the job's slurmstepds (not their own CPU,
+                // which sacct leaves out too); if they cannot be found, the task's tree.
+                let stepds = find_step_pids(proc_root, job_id);
+                let job = if stepds.is_empty() {
+                    ProcTreeTracker::new(proc_root, &[task_pid])
+                } else {
+                    ProcTreeTracker::descendants_of(proc_root, &stepds)
+                };
+                // The step: everything below its slurmstepd (the task's parent), which also
+                // catches the tasks' final moments through what slurmstepd reaps.
+                let step = match procfs::parent_of(proc_root, task_pid) {
+                    Some(stepd) if stepds.contains(&stepd) => {
+                        ProcTreeTracker::descendants_of(proc_root, &[stepd])
+                    }
+                    _ => ProcTreeTracker::new(proc_root, &[task_pid]),
+                };
                 Kind::Proc {
                     proc_root: proc_root.to_path_buf(),
                     job_id,
                     job: Box::new(job),
-                    step: Box::new(ProcTreeTracker::new(proc_root, &[task_pid])),
+                    step: Box::new(step),
                 }
             });
         JobCollector { kind }
@@ -84,8 +96,12 @@ impl JobCollector {
     /// /proc fallback needs it: in a cgroup every task of the step is already counted.
     pub fn add_task_pid(&mut self, pid: u32) {
         if let Kind::Proc { job, step, .. } = &mut self.kind {
-            job.add_root(pid);
-            step.add_root(pid);
+            // Below a slurmstepd root every task is already a descendant.
+            for t in [job, step] {
+                if t.counts_roots() {
+                    t.add_root(pid);
+                }
+            }
         }
     }
 
@@ -108,6 +124,26 @@ impl JobCollector {
                 }
                 job.read()
             }
+        }
+    }
+
+    /// The job's working set and CPU only (for the running maxima between stored rows).
+    /// The /proc fallback has no cheaper read than its full walk.
+    pub fn read_job_fast(&mut self) -> UsageReading {
+        match &mut self.kind {
+            Kind::V1 { job, .. } => job.read_fast(),
+            Kind::V2 { job, .. } => job.read_fast(),
+            // No new-step search here (a full /proc scan): stored rows do that.
+            Kind::Proc { job, .. } => job.read(),
+        }
+    }
+
+    /// The step's working set and CPU only.
+    pub fn read_step_fast(&mut self) -> UsageReading {
+        match &mut self.kind {
+            Kind::V1 { step, .. } => step.read_fast(),
+            Kind::V2 { step, .. } => step.read_fast(),
+            Kind::Proc { step, .. } => step.read(),
         }
     }
 

@@ -78,50 +78,78 @@ pub(crate) fn ticks_to_usec(ticks: u64, ticks_per_sec: u64) -> u64 {
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
-/// Counts the lines of `file` in `dir` and its subdirectories (cgroup membership files
-/// list only their own directory's members; Slurm puts tasks in child directories).
-pub(crate) fn count_members(
-    buf: &mut String,
-    dir: &Path,
-    file: &str,
-    max_depth: u32,
-) -> Option<u64> {
-    sum_tree(buf, dir, file, max_depth, &|t| Some(count_lines(t)))
+/// How a per-directory file becomes a number in [`walk_tree`].
+pub(crate) type TreeValue = fn(&str) -> Option<u64>;
+
+/// Lines of a membership file (`cgroup.procs`, `tasks`, `cgroup.threads`).
+pub(crate) fn lines_value(text: &str) -> Option<u64> {
+    Some(count_lines(text))
 }
 
-/// Sums `value(file)` over `dir` and its subdirectories down to `max_depth`. `None` when a
-/// directory that still exists cannot be read (a partial sum would be a lie); a task
-/// directory removed while we walk is skipped.
-pub(crate) fn sum_tree(
+/// Sums each `(file, value)` over `dir` and its subdirectories down to `max_depth`, in ONE
+/// walk (the walk — a readdir of ~40 control files per cgroup directory — costs far more
+/// than the reads). cgroup membership files list only their own directory's members and
+/// Slurm puts tasks in child directories, hence the walk. A slot is `None` when a directory
+/// that still exists cannot give it (a partial sum would be a lie); a task directory removed
+/// while we walk is skipped.
+pub(crate) fn walk_tree<const N: usize>(
     buf: &mut String,
     dir: &Path,
-    file: &str,
+    files: &[(&str, TreeValue); N],
     max_depth: u32,
-    value: &dyn Fn(&str) -> Option<u64>,
-) -> Option<u64> {
-    let mut total = value(read_opt(buf, &dir.join(file))?)?;
-    if max_depth == 0 {
-        return Some(total);
+) -> [Option<u64>; N] {
+    let mut acc = [Some(0u64); N];
+    if !walk_into(buf, dir, files, max_depth, &mut acc) {
+        return [None; N];
     }
-    let entries = std::fs::read_dir(dir).ok()?;
+    acc
+}
+
+/// Adds `dir`'s values into `acc`; false when `dir` itself is unreadable.
+fn walk_into<const N: usize>(
+    buf: &mut String,
+    dir: &Path,
+    files: &[(&str, TreeValue); N],
+    max_depth: u32,
+    acc: &mut [Option<u64>; N],
+) -> bool {
+    let mut any = false;
+    for (slot, (file, value)) in acc.iter_mut().zip(files.iter()) {
+        let v = read_opt(buf, &dir.join(file)).and_then(value);
+        any |= v.is_some();
+        *slot = slot.zip(v).map(|(a, b)| a.saturating_add(b));
+    }
+    if !any && !dir.exists() {
+        return false;
+    }
+    if max_depth == 0 {
+        return true;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        *acc = [None; N];
+        return true;
+    };
     for entry in entries {
         let entry = match entry {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(_) => return None,
+            Err(_) => {
+                *acc = [None; N];
+                return true;
+            }
         };
-        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-        if !is_dir {
+        if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
             continue;
         }
-        let sub = entry.path();
-        match sum_tree(buf, &sub, file, max_depth - 1, value) {
-            Some(n) => total += n,
-            None if !sub.exists() => {}
-            None => return None,
+        let mut sub = [Some(0u64); N];
+        if walk_into(buf, &entry.path(), files, max_depth - 1, &mut sub) {
+            for (a, b) in acc.iter_mut().zip(sub) {
+                *a = a.zip(b).map(|(x, y)| x.saturating_add(y));
+            }
         }
+        // A subdirectory gone mid-walk (a task ended) is skipped.
     }
-    Some(total)
+    true
 }
 
 #[cfg(test)]

@@ -648,3 +648,35 @@ fn proc_malformed_stat_is_skipped() {
     assert_eq!(cpu_ticks(&r), 10);
     assert_eq!(r.processes, Some(1));
 }
+
+/// The job level in /proc mode: everything below the job's slurmstepds, not the slurmstepds'
+/// own CPU (sacct leaves it out; found when the /proc-mode overlapping-steps test counted the
+/// three slurmstepds and their samplers as job work).
+#[test]
+fn proc_descendants_of_slurmstepds_exclude_the_stepds() {
+    let fp = FakeProc::new();
+    fp.set(1, p(0, 1, 5000));
+    fp.set(200, p(1, 100, 700)); // slurmstepd [42.batch]: its own 700 ticks are Slurm's
+    fp.set(201, p(200, 110, 30)); // the batch script
+    fp.set(202, p(201, 120, 40)); // a child of the script
+    fp.set(300, p(1, 130, 900)); // slurmstepd [42.0]
+    fp.set(301, p(300, 140, 50)); // the step's task
+    let mut t = ProcTreeTracker::descendants_of(fp.dir.path(), &[200, 300]);
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 120, "only the tasks: 30 + 40 + 50");
+    assert_eq!(r.processes, Some(3));
+    // The step's task burns 10 more ticks after that reading, exits, and slurmstepd reaps
+    // it: slurmstepd's cutime carries all 60, so the final moments are not lost (polling
+    // alone would keep only the 50 it last saw).
+    fp.remove(301);
+    fp.set(
+        300,
+        P {
+            cutime: 60,
+            ..p(1, 130, 905)
+        },
+    );
+    let r = t.read();
+    assert_eq!(cpu_ticks(&r), 130);
+    assert_eq!(r.processes, Some(2), "slurmstepds are not job processes");
+}

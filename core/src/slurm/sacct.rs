@@ -462,10 +462,89 @@ impl Record {
 /// the first (an array's other tasks, when asked for `12345_*`) are kept apart by JobIDRaw
 /// only for the first job; the rest are ignored.
 pub fn parse(text: &str, delimiter: char) -> Option<Record> {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header: Vec<&str> = lines.next()?.split(delimiter).map(str::trim).collect();
+    let (lines, skipped) = parse_lines(text, delimiter);
     let mut job: Option<Line> = None;
     let mut steps = Vec::new();
+    for line in lines {
+        match (&job, &line.step) {
+            (None, None) => job = Some(line),
+            (Some(j), Some(_)) if line.job_id.starts_with(&format!("{}.", j.job_id)) => {
+                steps.push(line)
+            }
+            (None, Some(_)) => steps.push(line),
+            _ => {}
+        }
+    }
+    let job = job?;
+    steps.retain(|s| s.job_id.starts_with(&format!("{}.", job.job_id)));
+    Some(Record {
+        job,
+        steps,
+        skipped_lines: skipped,
+    })
+}
+
+/// Every job of a multi-job answer (`-S/-E` windows), each with its step lines. Step lines
+/// whose job line is missing (purged, or outside a chunk) are dropped; unparsable lines
+/// (a field count that does not match the header, even after repair) are counted, never
+/// fatal. Jobs keep sacct's order.
+pub fn parse_many(text: &str, delimiter: char) -> Batch {
+    let (lines, skipped) = parse_lines(text, delimiter);
+    let mut records: Vec<Record> = Vec::new();
+    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut orphans = Vec::new();
+    for line in lines {
+        match line.step.clone() {
+            None => {
+                index.insert(line.job_id.clone(), records.len());
+                records.push(Record {
+                    job: line,
+                    steps: Vec::new(),
+                    skipped_lines: 0,
+                });
+            }
+            Some(_) => {
+                let parent = line.job_id.split('.').next().unwrap_or("").to_string();
+                match index.get(&parent) {
+                    Some(&i) => records[i].steps.push(line),
+                    None => orphans.push((parent, line)),
+                }
+            }
+        }
+    }
+    let mut orphan_steps = 0;
+    for (parent, line) in orphans {
+        match index.get(&parent) {
+            Some(&i) => records[i].steps.push(line),
+            None => orphan_steps += 1,
+        }
+    }
+    Batch {
+        records,
+        skipped_lines: skipped,
+        orphan_steps,
+    }
+}
+
+/// What [`parse_many`] and [`Query::window`] return.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Batch {
+    pub records: Vec<Record>,
+    /// Lines that could not be parsed.
+    pub skipped_lines: usize,
+    /// Step lines without their job line.
+    pub orphan_steps: usize,
+}
+
+/// The header, then each line split, repaired where the `|` fallback split a user-typed
+/// field, and typed. Returns the lines and how many were skipped.
+fn parse_lines(text: &str, delimiter: char) -> (Vec<Line>, usize) {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let Some(first) = lines.next() else {
+        return (Vec::new(), 0);
+    };
+    let header: Vec<&str> = first.split(delimiter).map(str::trim).collect();
+    let mut out = Vec::new();
     let mut skipped = 0;
     for l in lines {
         let mut vals: Vec<String> = l.split(delimiter).map(str::to_string).collect();
@@ -487,26 +566,12 @@ pub fn parse(text: &str, delimiter: char) -> Option<Record> {
             .zip(vals)
             .map(|(k, v)| (k.to_string(), v))
             .collect();
-        let Some(line) = Line::from_fields(fields) else {
-            skipped += 1;
-            continue;
-        };
-        match (&job, &line.step) {
-            (None, None) => job = Some(line),
-            (Some(j), Some(_)) if line.job_id.starts_with(&format!("{}.", j.job_id)) => {
-                steps.push(line)
-            }
-            (None, Some(_)) => steps.push(line),
-            _ => {}
+        match Line::from_fields(fields) {
+            Some(line) => out.push(line),
+            None => skipped += 1,
         }
     }
-    let job = job?;
-    steps.retain(|s| s.job_id.starts_with(&format!("{}.", job.job_id)));
-    Some(Record {
-        job,
-        steps,
-        skipped_lines: skipped,
-    })
+    (out, skipped)
 }
 
 /// With the `|` fallback a `|` typed into a job name or work dir splits one field in two.
@@ -569,25 +634,118 @@ impl Query {
         {
             return Err(SacctError::Failed(format!("{job:?} is not a job id")));
         }
+        let (text, delimiter) =
+            self.run_fields(&["-j".to_string(), job.to_string()], self.timeout)?;
+        parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
+    }
+
+    /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
+    /// at most [`WINDOW_CHUNK_SECONDS`] so a long window never asks slurmdbd for months at
+    /// once. `self.timeout` bounds the whole query, not each chunk. A job running across a
+    /// chunk boundary is listed by both chunks: it is kept once (the later answer, which has
+    /// the more complete record).
+    pub fn window(&self, w: &Window) -> Result<Batch, SacctError> {
+        if w.until_unix <= w.since_unix {
+            return Err(SacctError::Failed(
+                "the window is empty: --until must be later than --since".into(),
+            ));
+        }
+        for u in &w.users {
+            if u.is_empty()
+                || !u
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-$".contains(c))
+            {
+                return Err(SacctError::Failed(format!("{u:?} is not a user name")));
+            }
+        }
+        if let Some(p) = &w.partition {
+            if p.is_empty()
+                || !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-,".contains(c))
+            {
+                return Err(SacctError::Failed(format!("{p:?} is not a partition name")));
+            }
+        }
+        let deadline = Instant::now() + self.timeout;
+        let mut out = Batch::default();
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut from = w.since_unix;
+        while from < w.until_unix {
+            let to = (from + WINDOW_CHUNK_SECONDS).min(w.until_unix);
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SacctError::TimedOut(self.timeout.as_secs().max(1)));
+            }
+            let mut sel = vec![
+                "-S".to_string(),
+                sacct_time(from),
+                "-E".to_string(),
+                sacct_time(to),
+            ];
+            if w.all_users {
+                sel.push("--allusers".into());
+            } else if !w.users.is_empty() {
+                sel.push("-u".into());
+                sel.push(w.users.join(","));
+            }
+            if let Some(p) = &w.partition {
+                sel.push("-r".into());
+                sel.push(p.clone());
+            }
+            let (text, delimiter) = self.run_fields(&sel, left).map_err(|e| match e {
+                SacctError::TimedOut(_) => SacctError::TimedOut(self.timeout.as_secs().max(1)),
+                e => e,
+            })?;
+            let b = parse_many(&text, delimiter);
+            out.skipped_lines += b.skipped_lines;
+            out.orphan_steps += b.orphan_steps;
+            for r in b.records {
+                let key = r
+                    .job
+                    .fields
+                    .get("JobIDRaw")
+                    .filter(|v| !v.trim().is_empty())
+                    .cloned()
+                    .unwrap_or_else(|| r.job.job_id.clone());
+                match seen.get(&key) {
+                    Some(&i) => out.records[i] = r,
+                    None => {
+                        seen.insert(key, out.records.len());
+                        out.records.push(r);
+                    }
+                }
+            }
+            from = to;
+        }
+        Ok(out)
+    }
+
+    /// Runs sacct with `selector` (the job or window arguments) and the field list, retrying
+    /// once per cause: a field this release calls invalid (renamed or dropped), then a
+    /// refused `--delimiter`. Returns the text and the delimiter it is split by.
+    fn run_fields(
+        &self,
+        selector: &[String],
+        timeout: Duration,
+    ) -> Result<(String, char), SacctError> {
         let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
         let mut delimiter = DELIMITER;
-        // At most one retry per cause: a renamed field, then the delimiter.
+        let deadline = Instant::now() + timeout;
         for _ in 0..4 {
-            let mut args: Vec<String> = vec![
-                "-j".into(),
-                job.into(),
-                "--parsable2".into(),
-                "-o".into(),
-                fields.join(","),
-            ];
+            let mut args: Vec<String> = selector.to_vec();
+            args.extend(["--parsable2".into(), "-o".into(), fields.join(",")]);
             if delimiter == DELIMITER {
                 args.push(format!("--delimiter={DELIMITER}"));
             }
-            let out = run_bounded(&self.program, &args, self.timeout)?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
+            }
+            let out = run_bounded(&self.program, &args, left)?;
             if out.status_ok {
-                let rec = parse(&out.stdout, delimiter)
-                    .ok_or_else(|| SacctError::UnknownJob(job.to_string()))?;
-                return Ok(rec);
+                return Ok((out.stdout, delimiter));
             }
             let err = out.stderr.trim().to_string();
             if let Some(bad) = invalid_field(&err) {
@@ -622,6 +780,40 @@ impl Query {
             "sacct refused every field list tried".into(),
         ))
     }
+}
+
+/// The longest stretch one sacct call is asked for in a window query.
+pub const WINDOW_CHUNK_SECONDS: i64 = 7 * 86400;
+
+/// A multi-job query: the jobs of `users` (or of everyone, or of the caller when neither is
+/// given) that ran between `since_unix` and `until_unix`, optionally in one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Window {
+    pub since_unix: i64,
+    pub until_unix: i64,
+    pub users: Vec<String>,
+    pub all_users: bool,
+    pub partition: Option<String>,
+}
+
+/// Unix seconds as sacct's `-S/-E` want them: local `YYYY-MM-DDTHH:MM:SS` (the `standard`
+/// format [`parse_time`] reads back).
+pub fn sacct_time(unix: i64) -> String {
+    let secs = unix as libc::time_t;
+    // SAFETY: localtime_r writes only into `tm`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        return "now".into();
+    }
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
 }
 
 fn first_line(s: &str) -> String {

@@ -57,10 +57,11 @@ impl QueueEntry {
 }
 
 /// A job's time limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TimeLimit {
     Seconds(u64),
     Unlimited,
+    #[default]
     Unknown,
 }
 
@@ -224,6 +225,61 @@ pub fn query_user(user: &str) -> Result<Vec<QueueEntry>, QueryError> {
     Ok(parse(&f.stdout))
 }
 
+/// `squeue --start -o` format for the pending queue: job id, display id, state, partition,
+/// priority, expected start, reason, user (all fixed words: no free text).
+pub const START_FORMAT: &str = "%A\x1f%i\x1f%T\x1f%P\x1f%Q\x1f%S\x1f%r\x1f%u";
+
+/// One pending job as `squeue --start` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingEntry {
+    pub job_id: u64,
+    pub display_id: String,
+    pub partitions: Vec<String>,
+    pub priority: Option<u64>,
+    /// The scheduler's expected start, when it has one.
+    pub expected_start: Option<String>,
+    pub reason: String,
+    pub user: String,
+}
+
+/// Parses `squeue --start -h -o START_FORMAT`; lines missing fields are skipped.
+pub fn parse_start(text: &str) -> Vec<PendingEntry> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\x1f').collect();
+            if f.len() != 8 {
+                return None;
+            }
+            let start = f[5].trim();
+            Some(PendingEntry {
+                job_id: f[0].trim().parse().ok()?,
+                display_id: f[1].trim().to_string(),
+                partitions: f[3].trim().split(',').map(str::to_string).collect(),
+                priority: f[4].trim().parse().ok(),
+                expected_start: (!start.is_empty()
+                    && !matches!(start, "N/A" | "NONE" | "Unknown" | "(null)"))
+                .then(|| start.to_string()),
+                reason: f[6].trim().to_string(),
+                user: f[7].trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Every pending job with its priority and expected start (one Slurm command; all users,
+/// so the job's place in its partition's queue can be counted).
+pub fn query_start() -> Result<Vec<PendingEntry>, QueryError> {
+    let f = command::run(
+        "squeue",
+        &["--start", "-h", "-o", START_FORMAT],
+        command::DEFAULT_TIMEOUT,
+    )?;
+    if !f.success {
+        return Err(QueryError::Failed(f.reason()));
+    }
+    Ok(parse_start(&f.stdout))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +346,27 @@ mod tests {
         ));
         let ids: Vec<&str> = tasks.iter().map(|t| t.display_id.as_str()).collect();
         assert_eq!(ids, ["103_1", "103_2", "104", "101"]);
+    }
+
+    /// Captured from the test cluster: `squeue --start -h -o START_FORMAT` with a held job,
+    /// one over `short`'s MaxTime, one asking more memory than the node, one on a dependency.
+    #[test]
+    fn captured_start_list() {
+        let e = parse_start(include_str!("../../tests/fixtures/slurm/squeue_start.txt"));
+        assert_eq!(e.len(), 4);
+        assert_eq!(e[0].job_id, 236);
+        assert_eq!(e[0].priority, Some(0));
+        assert_eq!(e[0].reason, "JobHeldUser");
+        assert_eq!(e[0].expected_start, None);
+        assert_eq!(e[1].partitions, ["short"]);
+        assert_eq!(e[1].priority, Some(4294901687));
+        assert_eq!(e[3].user, "swuser1");
+        let s = parse_start(
+            "9\x1f9\x1fPENDING\x1fa,b\x1f10\x1f2026-11-30T12:00:00\x1fResources\x1fu\nbad\n",
+        );
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].partitions, ["a", "b"]);
+        assert_eq!(s[0].expected_start.as_deref(), Some("2026-11-30T12:00:00"));
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Writer {
     /// `meta.started_unix_ms`: rows store their time relative to it.
     base: i64,
     buffer: Vec<SampleRow>,
+    /// The steps table as of the last flush (other steps' writers update it too).
+    known_steps: Vec<StepInfo>,
     /// Per series id: the delta chain (see `schema`). Loaded from the file on first use.
     chains: HashMap<i64, Chain>,
     dropped: u64,
@@ -119,6 +121,7 @@ impl Writer {
             path: path.to_path_buf(),
             base,
             buffer: Vec::with_capacity(64),
+            known_steps: Vec::new(),
             chains: HashMap::new(),
             dropped: 0,
             gpu_buffer: Vec::new(),
@@ -141,6 +144,13 @@ impl Writer {
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(|e| db_err(&self.path, e))
+    }
+
+    /// Whether a periodic row of `step` at `t_unix_ms` would be stored, judged by the steps
+    /// table as of the last flush (see [`step_row_is_redundant`]): lets the sampler skip the
+    /// full read of a step whose row would be dropped. Unknown steps are wanted.
+    pub fn step_row_wanted(&self, step: &str, t_unix_ms: i64) -> bool {
+        !step_row_is_redundant(step, t_unix_ms, &self.known_steps)
     }
 
     /// Rows waiting for the next [`flush`](Self::flush).
@@ -258,6 +268,7 @@ impl Writer {
         }
         tx.commit().map_err(|e| db_err(path, e))?;
         self.chains = chains;
+        self.known_steps = infos;
         self.buffer.clear();
         self.gpu_buffer.clear();
         self.dropped = 0;

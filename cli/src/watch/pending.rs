@@ -1,0 +1,211 @@
+//! A queued job: why it waits, when it should start, where it could run now
+//! (`slurmwatch JOB` refreshes it on screen; `--once --json` prints it and exits 1).
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Padding, Paragraph, Wrap};
+
+use slurmwatch_core::queue::gather::{self, Gathered};
+use slurmwatch_core::queue::{self, render, Analysis};
+use slurmwatch_core::slurm::squeue::QueueEntry;
+
+use super::{signals, Outcome, WatchArgs};
+
+/// How often the screen asks Slurm again by default: four commands a refresh, and a queue
+/// rarely changes faster than the scheduler's cycle.
+const REFRESH_SECONDS: f64 = 10.0;
+/// Never more often than this, whatever --interval says (the controller is shared).
+const MIN_REFRESH_SECONDS: f64 = 2.0;
+
+/// The one-sentence failure every non-screen mode ends with (exit 1: nothing live).
+fn pending_outcome(e: &QueueEntry, a: Option<&Analysis>) -> Outcome {
+    let why = if e.reason.is_empty() || e.reason == "None" {
+        String::new()
+    } else {
+        format!(" (reason: {})", e.reason)
+    };
+    Outcome::fail(
+        1,
+        format!(
+            "job {} is pending{why}: it has not started, so there is nothing live to show yet.",
+            e.display_id
+        ),
+        match a {
+            Some(a) => a.advice.clone(),
+            None => "squeue --start -j ID shows Slurm's estimate of when it starts; run slurmwatch again once it runs.".into(),
+        },
+    )
+}
+
+fn ask(e: &QueueEntry) -> Result<(Gathered, Analysis), String> {
+    let g = gather::gather(e.job_id).map_err(|err| err.to_string())?;
+    let a = queue::analyse(&g.inputs);
+    Ok((g, a))
+}
+
+/// `--once --json`: the analysis as JSON on stdout, the sentence on stderr, exit 1.
+pub fn json(e: &QueueEntry) -> Result<i32, Outcome> {
+    let (g, a) = match ask(e) {
+        Ok(x) => x,
+        Err(err) => {
+            eprintln!("slurmwatch: note: cannot analyse the queue: {err}");
+            return Err(pending_outcome(e, None));
+        }
+    };
+    for n in &g.notes {
+        eprintln!("slurmwatch: note: {n}");
+    }
+    let v = render::to_value(&a, g.commands, g.elapsed.as_secs_f64());
+    let text = format!("{v}\n");
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(err) => {
+            return Err(Outcome::fail(
+                2,
+                format!("cannot write the output: {err}."),
+                "",
+            ))
+        }
+    }
+    Err(pending_outcome(e, Some(&a)))
+}
+
+/// CSV and `--log`: nothing to write yet; the why, when and where go to stderr.
+pub fn explain(e: &QueueEntry) -> Outcome {
+    match ask(e) {
+        Ok((_, a)) => {
+            let mut err = std::io::stderr().lock();
+            for l in render::lines(&a) {
+                let _ = writeln!(err, "{l}");
+            }
+            pending_outcome(e, Some(&a))
+        }
+        Err(_) => pending_outcome(e, None),
+    }
+}
+
+/// How the pending screen ended.
+pub enum End {
+    Code(i32),
+    /// The job started: the caller switches to the live dashboard.
+    Started,
+}
+
+/// The refreshing view, until the job starts, leaves the queue, or the user quits.
+pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
+    // First answer before taking the terminal, so a failure is a plain message.
+    let first = ask(e)
+        .map_err(|err| Outcome::fail(2, format!("cannot ask Slurm about the queue: {err}."), ""))?;
+    let refresh = args
+        .interval
+        .unwrap_or(REFRESH_SECONDS)
+        .max(MIN_REFRESH_SECONDS);
+    signals::install();
+    let mut terminal = ratatui::try_init().map_err(|err| {
+        Outcome::fail(
+            2,
+            format!("cannot use this terminal: {err}."),
+            "Use --once --json where there is no terminal.",
+        )
+    })?;
+    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let mut current = Some(first);
+    let mut note: Option<String> = None;
+    let mut next = Instant::now();
+    let end = loop {
+        if let Some(c) = signals::caught() {
+            break End::Code(c);
+        }
+        if Instant::now() >= next {
+            if current.is_none() {
+                match ask(e) {
+                    Ok(x) => {
+                        note = None;
+                        current = Some(x);
+                    }
+                    // Slurm busy for a moment: keep the last answer, say so.
+                    Err(err) => note = Some(format!("last refresh failed: {err}")),
+                }
+            }
+            if let Some((g, a)) = &current {
+                let job = &g.inputs.job;
+                if !job.is_pending() {
+                    break if matches!(job.state.as_str(), "RUNNING" | "CONFIGURING") {
+                        End::Started
+                    } else {
+                        End::Code(1)
+                    };
+                }
+                let title = format!(
+                    " job {} · {} · PENDING · {} Slurm commands, {:.2} s · q quits ",
+                    e.display_id,
+                    a.job_name,
+                    g.commands,
+                    g.elapsed.as_secs_f64()
+                );
+                let mut lines: Vec<Line> = render::lines(a)
+                    .into_iter()
+                    .map(|l| {
+                        let bold = l.starts_with("So:");
+                        let style = if bold && color {
+                            Style::new().add_modifier(Modifier::BOLD)
+                        } else {
+                            Style::new()
+                        };
+                        Line::from(Span::styled(l, style))
+                    })
+                    .collect();
+                if let Some(n) = &note {
+                    lines.push(Line::from(n.clone()));
+                }
+                let drawn = terminal.draw(|f| {
+                    let [area] = Layout::vertical([Constraint::Fill(1)]).areas(f.area());
+                    let block = Block::bordered()
+                        .title(title.clone())
+                        .padding(Padding::horizontal(1));
+                    f.render_widget(
+                        Paragraph::new(lines.clone())
+                            .block(block)
+                            .wrap(Wrap { trim: false }),
+                        area,
+                    );
+                });
+                if drawn.is_err() {
+                    break End::Code(2);
+                }
+            }
+            current = None;
+            next = Instant::now() + Duration::from_secs_f64(refresh);
+        }
+        match event::poll(Duration::from_millis(250)) {
+            Ok(true) => match event::read() {
+                Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => match k.code {
+                    KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => break End::Code(0),
+                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                        break End::Code(128 + libc::SIGINT)
+                    }
+                    _ => {}
+                },
+                Ok(Event::Resize(..)) => next = Instant::now(),
+                _ => {}
+            },
+            Ok(false) => {}
+            Err(_) => break End::Code(2),
+        }
+    };
+    ratatui::restore();
+    if let End::Code(1) = end {
+        eprintln!(
+            "slurmwatch: job {} left the queue without starting.",
+            e.display_id
+        );
+    }
+    Ok(end)
+}

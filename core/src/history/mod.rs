@@ -1,0 +1,494 @@
+//! Across jobs: a window of finished jobs from sacct (plus their recorded files where they
+//! exist) rolled up into workloads, `#SBATCH` sizing advice per workload, and the patterns a
+//! single job cannot show (repeated failure, memory hand-searched across OOM kills, nodes that
+//! eat jobs). Pure once the runs are built: [`analyse`] does no I/O.
+
+pub mod hostlist;
+pub mod patterns;
+pub mod sizing;
+pub mod stats;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
+use crate::slurm::sacct::{Record, ReqMem};
+
+pub use patterns::Pattern;
+pub use sizing::{Advice, Verdict};
+
+/// Version of the `history --json` / `sizing --json` layout.
+pub const SCHEMA: u32 = 1;
+
+/// Cost ranking: one GPU-hour counts as this many core-hours. A typical GPU node carries
+/// 4 cards beside 128 cores, so a card's share of the node is 32 cores; sites that bill
+/// GPUs higher only make GPU workloads rank higher still.
+pub const GPU_HOUR_IN_CORE_HOURS: f64 = 32.0;
+
+/// Workloads shown before the fold unless `--top` says otherwise.
+pub const DEFAULT_TOP: usize = 20;
+
+/// How a run ended, as the history counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Completed,
+    Failed,
+    Timeout,
+    OutOfMemory,
+    Cancelled,
+    NodeFail,
+    Other,
+}
+
+impl Outcome {
+    fn of(state: &str) -> Outcome {
+        match state {
+            "COMPLETED" => Outcome::Completed,
+            "FAILED" => Outcome::Failed,
+            "TIMEOUT" | "DEADLINE" => Outcome::Timeout,
+            "OUT_OF_MEMORY" => Outcome::OutOfMemory,
+            "CANCELLED" => Outcome::Cancelled,
+            "NODE_FAIL" | "BOOT_FAIL" => Outcome::NodeFail,
+            _ => Outcome::Other,
+        }
+    }
+
+    /// Died on its own (not cancelled, not preempted): what "failures" counts.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Outcome::Failed | Outcome::Timeout | Outcome::OutOfMemory | Outcome::NodeFail
+        )
+    }
+}
+
+/// What a job's recorded file says, where one was found for the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Recorded {
+    pub file: PathBuf,
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_effective_cores: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    pub oom_kills: Option<u64>,
+    /// Cards the recording saw, and how many of them were used (mean utilization ≥ 5 %).
+    pub gpus_seen: usize,
+    pub gpus_used: usize,
+}
+
+/// One finished job, as the history needs it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub job_id: String,
+    pub raw_id: String,
+    pub name: String,
+    pub user: Option<String>,
+    pub partition: Option<String>,
+    pub state: String,
+    pub outcome: Outcome,
+    pub exit_code: Option<i32>,
+    pub submit_unix: Option<i64>,
+    pub start_unix: Option<i64>,
+    pub end_unix: Option<i64>,
+    pub elapsed_seconds: Option<f64>,
+    pub timelimit_seconds: Option<f64>,
+    /// CPUs per node of the allocation.
+    pub cpus_per_node: Option<u64>,
+    pub cpus_total: Option<u64>,
+    pub nodes: u64,
+    pub gpus: u64,
+    /// The job's nodes, expanded (empty when sacct printed none or an unreadable list).
+    pub node_names: Vec<String>,
+    /// The memory request per node (`--mem`, or `--mem-per-cpu` × CPUs per node).
+    pub mem_request_bytes: Option<u64>,
+    /// `--mem=0`: all of each node's memory.
+    pub mem_whole_node: bool,
+    /// CPU seconds: the recording's, else the sum of sacct's step TotalCPU.
+    pub cpu_seconds: Option<f64>,
+    pub max_rss_bytes: Option<u64>,
+    pub recorded: Option<Recorded>,
+}
+
+impl Run {
+    /// From sacct's job and step lines. `None` for a job that has not finished (no end, or
+    /// RUNNING/PENDING): the history is about finished work.
+    pub fn from_record(r: &Record) -> Option<Run> {
+        let j = &r.job;
+        if r.is_open() || j.end_unix.is_none() {
+            return None;
+        }
+        let nodes = j.alloc_tres.nodes.or(j.nodes).unwrap_or(1).max(1);
+        let cpus_total = j.alloc_tres.cpus.or(j.cpus);
+        let cpus_per_node = cpus_total.map(|c| c.div_ceil(nodes));
+        let (mem_request_bytes, mem_whole_node) = match j.req_mem {
+            Some(ReqMem::Node { bytes: 0 }) => (j.memory_per_node_bytes(), true),
+            Some(ReqMem::Node { bytes }) => (Some(bytes), false),
+            Some(ReqMem::Cpu { bytes }) => (
+                cpus_per_node
+                    .map(|c| bytes.saturating_mul(c))
+                    .or(j.memory_per_node_bytes()),
+                false,
+            ),
+            None => (j.memory_per_node_bytes(), false),
+        };
+        let node_names = j
+            .node_list
+            .as_deref()
+            .and_then(|l| hostlist::expand(l).ok())
+            .unwrap_or_default();
+        Some(Run {
+            raw_id: j
+                .fields
+                .get("JobIDRaw")
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| j.job_id.clone()),
+            job_id: j.job_id.clone(),
+            name: j.job_name.clone(),
+            user: j.user.clone(),
+            partition: j.partition.clone(),
+            outcome: Outcome::of(&j.state.name),
+            state: j.state.name.clone(),
+            exit_code: j.exit_code.map(|e| e.code),
+            submit_unix: j.submit_unix,
+            start_unix: j.start_unix,
+            end_unix: j.end_unix,
+            elapsed_seconds: j.elapsed_seconds.map(|e| e as f64),
+            timelimit_seconds: j.timelimit_minutes.map(|m| m as f64 * 60.0),
+            cpus_per_node,
+            cpus_total,
+            nodes,
+            gpus: j.gpus_allocated().unwrap_or(0),
+            node_names,
+            mem_request_bytes,
+            mem_whole_node,
+            cpu_seconds: r.steps_total_cpu_seconds(),
+            max_rss_bytes: r.max_rss_bytes(),
+            recorded: None,
+        })
+    }
+
+    /// OOM-killed: Slurm's state, or a kill the recording saw.
+    pub fn oom(&self) -> bool {
+        self.outcome == Outcome::OutOfMemory
+            || self
+                .recorded
+                .as_ref()
+                .is_some_and(|r| r.oom_kills.unwrap_or(0) > 0)
+    }
+
+    /// Stopped at its time limit having done next to nothing: on average less than
+    /// [`IDLE_MAX_CPU_SECONDS`] per [`IDLE_MIN_SECONDS`] (DESIGN.md §8) over the whole run.
+    /// sacct has no per-stretch CPU, so a run that computed and then hung counts as computing.
+    pub fn hung(&self) -> bool {
+        if self.outcome != Outcome::Timeout {
+            return false;
+        }
+        let cpu = self
+            .recorded
+            .as_ref()
+            .and_then(|r| r.cpu_seconds)
+            .or(self.cpu_seconds);
+        match (cpu, self.elapsed_seconds) {
+            (Some(c), Some(e)) if e > 0.0 => c < IDLE_MAX_CPU_SECONDS * e / IDLE_MIN_SECONDS,
+            _ => false,
+        }
+    }
+
+    /// Peak memory and what it came from: the recorded working set where there is one.
+    pub fn memory_peak(&self) -> Option<(u64, MemoryBasis)> {
+        if let Some(w) = self
+            .recorded
+            .as_ref()
+            .and_then(|r| r.peak_working_set_bytes)
+        {
+            return Some((w, MemoryBasis::WorkingSet));
+        }
+        self.max_rss_bytes.map(|m| (m, MemoryBasis::MaxRss))
+    }
+
+    pub fn core_hours(&self) -> f64 {
+        self.elapsed_seconds.unwrap_or(0.0) * self.cpus_total.unwrap_or(0) as f64 / 3600.0
+    }
+
+    pub fn gpu_hours(&self) -> f64 {
+        self.elapsed_seconds.unwrap_or(0.0) * self.gpus as f64 / 3600.0
+    }
+
+    /// When it was submitted (else started, else ended): orders runs in time.
+    pub fn t(&self) -> i64 {
+        self.submit_unix
+            .or(self.start_unix)
+            .or(self.end_unix)
+            .unwrap_or(0)
+    }
+}
+
+/// Where a run's memory peak came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryBasis {
+    WorkingSet,
+    MaxRss,
+}
+
+/// `s1e20` → `s#e#`: digit runs collapsed, so numbered runs of one thing group together.
+pub fn workload_name(job_name: &str) -> String {
+    let mut out = String::with_capacity(job_name.len());
+    let mut in_digits = false;
+    for c in job_name.chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(c);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+/// Finds each run's recorded file (`<dir>/<raw id>.sqlite` in the spool, or
+/// `<raw id>.sqlite` / `<raw id>.<node>.sqlite` in an archive directory) and reads its
+/// summary (the epilog's, else computed). A file whose recording started outside the run
+/// (a job id reused after the accounting was wiped) is not this run's and is ignored, as is
+/// an unreadable one. Returns how many files were used.
+pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
+    let mut used = 0;
+    for run in runs.iter_mut() {
+        if run.raw_id.is_empty() || !run.raw_id.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        for dir in dirs {
+            let mut candidates = vec![dir.join(format!("{}.sqlite", run.raw_id))];
+            for n in &run.node_names {
+                candidates.push(dir.join(format!("{}.{n}.sqlite", run.raw_id)));
+            }
+            let hit = candidates
+                .iter()
+                .filter(|p| p.is_file())
+                .find_map(|p| read_recording(p, run));
+            if let Some(r) = hit {
+                run.recorded = Some(r);
+                used += 1;
+                break;
+            }
+        }
+    }
+    used
+}
+
+/// Slack allowed between sacct's start/end and the recording's start (clock steps, the
+/// extern step starting before the batch step).
+const RECORDING_MATCH_SLACK_MS: i64 = 120_000;
+
+fn read_recording(path: &Path, run: &Run) -> Option<Recorded> {
+    use crate::analysis::Summary;
+    use crate::store::{summary, Reader};
+    let reader = Reader::open(path).ok()?;
+    let meta = reader.meta().ok()?;
+    if meta.job_id.to_string() != run.raw_id {
+        return None;
+    }
+    if let (Some(s), Some(e)) = (run.start_unix, run.end_unix) {
+        let t = meta.started_unix_ms;
+        if t < s * 1000 - RECORDING_MATCH_SLACK_MS || t > e * 1000 + RECORDING_MATCH_SLACK_MS {
+            return None;
+        }
+    }
+    let s = match summary::read(&reader)
+        .ok()
+        .flatten()
+        .as_deref()
+        .and_then(Summary::from_pairs)
+    {
+        Some(s) => s,
+        None => crate::analysis::summary::from_reader(&reader).ok()?,
+    };
+    Some(Recorded {
+        file: path.to_path_buf(),
+        peak_working_set_bytes: s.peak_working_set_bytes,
+        peak_effective_cores: s.peak_effective_cores,
+        cpu_seconds: s.cpu_usage_seconds_total,
+        oom_kills: s.oom_kills,
+        gpus_seen: s.gpus.len(),
+        gpus_used: s
+            .gpus
+            .iter()
+            .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
+            .count(),
+    })
+}
+
+/// Runs of one job name pattern and user, with their totals and advice.
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// The collapsed name (`s#e#`).
+    pub name: String,
+    pub user: Option<String>,
+    /// How many distinct real job names it covers, and a few of them.
+    pub names_covered: usize,
+    pub example_names: Vec<String>,
+    pub runs: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    pub timeouts: usize,
+    pub hung: usize,
+    pub out_of_memory: usize,
+    /// Runs with a recorded file.
+    pub recorded_runs: usize,
+    pub core_hours: f64,
+    pub gpu_hours: f64,
+    /// core-hours + GPU-hours × [`GPU_HOUR_IN_CORE_HOURS`].
+    pub cost_core_hours: f64,
+    /// GPU-hours of runs that did not complete.
+    pub wasted_gpu_hours: f64,
+    pub states: BTreeMap<String, usize>,
+    pub advice: Vec<Advice>,
+    /// Indices into [`Analysis::runs`], oldest first.
+    #[serde(skip)]
+    pub run_indices: Vec<usize>,
+}
+
+/// Totals of the workloads not shown.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Fold {
+    pub workloads: usize,
+    pub runs: usize,
+    pub failed: usize,
+    pub core_hours: f64,
+    pub gpu_hours: f64,
+    pub cost_core_hours: f64,
+    pub wasted_gpu_hours: f64,
+}
+
+/// Everything `history` and `sizing` print.
+#[derive(Debug, Clone, Serialize)]
+pub struct Analysis {
+    /// Most costly first.
+    pub workloads: Vec<Workload>,
+    pub patterns: Vec<Pattern>,
+    /// Nodes flagged by the node pattern, compressed (`cn[03,07]`), or `None`.
+    pub exclude: Option<String>,
+    #[serde(skip)]
+    pub runs: Vec<Run>,
+}
+
+impl Analysis {
+    /// The workloads past the first `top`, totalled: counted, not dropped.
+    pub fn fold(&self, top: usize) -> Fold {
+        let mut f = Fold::default();
+        for w in self.workloads.iter().skip(top) {
+            f.workloads += 1;
+            f.runs += w.runs;
+            f.failed += w.failed;
+            f.core_hours += w.core_hours;
+            f.gpu_hours += w.gpu_hours;
+            f.cost_core_hours += w.cost_core_hours;
+            f.wasted_gpu_hours += w.wasted_gpu_hours;
+        }
+        f
+    }
+}
+
+/// Groups, ranks, sizes and looks for patterns. Pure.
+pub fn analyse(mut runs: Vec<Run>) -> Analysis {
+    runs.sort_by_key(|r| r.t());
+    let mut groups: HashMap<(Option<String>, String), Vec<usize>> = HashMap::new();
+    for (i, r) in runs.iter().enumerate() {
+        groups
+            .entry((r.user.clone(), workload_name(&r.name)))
+            .or_default()
+            .push(i);
+    }
+    let mut workloads: Vec<Workload> = groups
+        .into_iter()
+        .map(|((user, name), idx)| {
+            let rs: Vec<&Run> = idx.iter().map(|&i| &runs[i]).collect();
+            let names: BTreeSet<&str> = rs.iter().map(|r| r.name.as_str()).collect();
+            let mut states = BTreeMap::new();
+            for r in &rs {
+                *states.entry(r.state.clone()).or_insert(0) += 1;
+            }
+            let core_hours: f64 = rs.iter().map(|r| r.core_hours()).sum();
+            let gpu_hours: f64 = rs.iter().map(|r| r.gpu_hours()).sum();
+            let advice = sizing::advise(&rs);
+            Workload {
+                names_covered: names.len(),
+                example_names: names.iter().take(3).map(|s| s.to_string()).collect(),
+                runs: rs.len(),
+                completed: rs
+                    .iter()
+                    .filter(|r| r.outcome == Outcome::Completed)
+                    .count(),
+                failed: rs.iter().filter(|r| r.outcome.is_failure()).count(),
+                cancelled: rs
+                    .iter()
+                    .filter(|r| r.outcome == Outcome::Cancelled)
+                    .count(),
+                timeouts: rs.iter().filter(|r| r.outcome == Outcome::Timeout).count(),
+                hung: rs.iter().filter(|r| r.hung()).count(),
+                out_of_memory: rs.iter().filter(|r| r.oom()).count(),
+                recorded_runs: rs.iter().filter(|r| r.recorded.is_some()).count(),
+                core_hours,
+                gpu_hours,
+                cost_core_hours: core_hours + gpu_hours * GPU_HOUR_IN_CORE_HOURS,
+                wasted_gpu_hours: rs
+                    .iter()
+                    .filter(|r| r.outcome != Outcome::Completed)
+                    .map(|r| r.gpu_hours())
+                    .sum(),
+                states,
+                advice,
+                run_indices: idx,
+                name,
+                user,
+            }
+        })
+        .collect();
+    workloads.sort_by(|a, b| {
+        b.cost_core_hours
+            .total_cmp(&a.cost_core_hours)
+            .then(b.runs.cmp(&a.runs))
+            .then(a.name.cmp(&b.name))
+    });
+    let (patterns, flagged) = patterns::find(&workloads, &runs);
+    let exclude = (!flagged.is_empty()).then(|| hostlist::compress(&flagged));
+    Analysis {
+        workloads,
+        patterns,
+        exclude,
+        runs,
+    }
+}
+
+/// Builds the runs of a sacct answer (finished jobs only) and says how many were not.
+pub fn runs_from(records: &[Record]) -> (Vec<Run>, usize) {
+    let mut runs = Vec::with_capacity(records.len());
+    let mut unfinished = 0;
+    for r in records {
+        match Run::from_record(r) {
+            Some(run) => runs.push(run),
+            None => unfinished += 1,
+        }
+    }
+    (runs, unfinished)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_collapse() {
+        assert_eq!(workload_name("s1e20"), "s#e#");
+        assert_eq!(workload_name("s2e47"), "s#e#");
+        assert_eq!(workload_name("train-1"), "train-#");
+        assert_eq!(workload_name("bash"), "bash");
+        assert_eq!(workload_name(""), "");
+    }
+}

@@ -1,0 +1,157 @@
+//! Asks Slurm what [`super::analyse`] needs: four commands per refresh whatever the
+//! cluster's size (`scontrol show job -o ID`, `scontrol show partition -o`,
+//! `scontrol -d show node -o`, `squeue --start`), run at once so the answer takes as long
+//! as the slowest, each bounded by the command timeout.
+
+use std::time::{Duration, Instant};
+
+use crate::slurm::scontrol::{self, JobDetails, ShowError};
+use crate::slurm::squeue::{self, QueryError};
+
+use super::Inputs;
+
+/// The Slurm commands one refresh runs.
+pub const COMMANDS_PER_REFRESH: u32 = 4;
+
+/// How a refresh went.
+#[derive(Debug, Clone)]
+pub struct Gathered {
+    pub inputs: Inputs,
+    pub commands: u32,
+    pub elapsed: Duration,
+    /// Partial answers (nodes or queue unreadable) are still analysed; these say what is
+    /// missing.
+    pub notes: Vec<String>,
+}
+
+/// Why there is no answer at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatherError {
+    #[error(transparent)]
+    Show(#[from] ShowError),
+    #[error("Slurm no longer knows job {0}")]
+    UnknownJob(u64),
+}
+
+/// Asks Slurm about the job and the cluster. `Ok` with a job that is no longer pending is
+/// possible (it started meanwhile): the caller checks [`JobDetails::is_pending`].
+pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
+    let t = Instant::now();
+    let (job, parts, nodes, queue) = std::thread::scope(|s| {
+        let job = s.spawn(move || scontrol::show_job(job_id));
+        let parts = s.spawn(scontrol::show_partitions);
+        let nodes = s.spawn(scontrol::show_nodes);
+        let queue = s.spawn(squeue::query_start);
+        let failed = || ShowError::Failed("a query thread stopped".into());
+        (
+            job.join().unwrap_or_else(|_| Err(failed())),
+            parts.join().unwrap_or_else(|_| Err(failed())),
+            nodes.join().unwrap_or_else(|_| Err(failed())),
+            queue
+                .join()
+                .unwrap_or_else(|_| Err(QueryError::Failed("a query thread stopped".into()))),
+        )
+    });
+    let job = job?.ok_or(GatherError::UnknownJob(job_id))?;
+    let mut notes = Vec::new();
+    let partitions = parts.unwrap_or_else(|e| {
+        notes.push(format!("partitions unreadable: {e}"));
+        Vec::new()
+    });
+    let nodes = nodes.unwrap_or_else(|e| {
+        notes.push(format!("nodes unreadable: {e}"));
+        Vec::new()
+    });
+    let queue = queue.unwrap_or_else(|e| {
+        notes.push(format!("queue unreadable: {e}"));
+        Vec::new()
+    });
+    let groups = user_groups(&job);
+    Ok(Gathered {
+        inputs: Inputs {
+            job,
+            partitions,
+            nodes,
+            queue,
+            groups,
+        },
+        commands: COMMANDS_PER_REFRESH,
+        elapsed: t.elapsed(),
+        notes,
+    })
+}
+
+/// The job user's group names (primary and supplementary), from the system's group
+/// database: Slurm matches `AllowGroups` by name.
+fn user_groups(job: &JobDetails) -> Vec<String> {
+    let mut names = vec![job.group.clone()];
+    let (Ok(user), Some(gid)) = (std::ffi::CString::new(job.user.as_str()), job.gid) else {
+        return names;
+    };
+    let mut n: libc::c_int = 64;
+    let mut gids: Vec<libc::gid_t> = vec![0; n as usize];
+    // SAFETY: getgrouplist writes at most `n` gids into the buffer we own and updates `n`;
+    // retried once with the size it asks for.
+    let ok = unsafe {
+        let mut r = libc::getgrouplist(user.as_ptr(), gid, gids.as_mut_ptr(), &mut n);
+        if r < 0 && n > 0 && n < 65536 {
+            gids.resize(n as usize, 0);
+            r = libc::getgrouplist(user.as_ptr(), gid, gids.as_mut_ptr(), &mut n);
+        }
+        r >= 0
+    };
+    if !ok {
+        return names;
+    }
+    gids.truncate(n.max(0) as usize);
+    for g in gids {
+        if let Some(name) = group_name(g) {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    names
+}
+
+fn group_name(gid: libc::gid_t) -> Option<String> {
+    // SAFETY: getgrgid_r with a buffer we own; the result points into it.
+    unsafe {
+        let mut gr: libc::group = std::mem::zeroed();
+        let mut buf = vec![0 as libc::c_char; 16384];
+        let mut out: *mut libc::group = std::ptr::null_mut();
+        if libc::getgrgid_r(gid, &mut gr, buf.as_mut_ptr(), buf.len(), &mut out) == 0
+            && !out.is_null()
+            && !gr.gr_name.is_null()
+        {
+            return std::ffi::CStr::from_ptr(gr.gr_name)
+                .to_str()
+                .ok()
+                .map(str::to_string);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_in_its_own_group() {
+        let j = JobDetails {
+            user: "root".into(),
+            group: "root".into(),
+            gid: Some(0),
+            ..JobDetails::default()
+        };
+        assert!(user_groups(&j).contains(&"root".to_string()));
+        let nobody = JobDetails {
+            user: "no-such-user-x".into(),
+            group: "g".into(),
+            gid: Some(4242),
+            ..JobDetails::default()
+        };
+        assert_eq!(user_groups(&nobody)[0], "g");
+    }
+}

@@ -1,0 +1,323 @@
+//! Queued jobs on the real cluster (issue 8): why a job waits, when it should start, where
+//! it could run now. The cluster has `debug` (default, no MaxTime), `short` (MaxTime 10 min)
+//! and `restricted` (AllowAccounts=research; swuser1 has that account, swuser2 not), one
+//! node with 2 CPUs, ~20 GB and 4 (fake) GPUs.
+//!
+//! These tests take one lock among themselves: one of them fills the node, which would
+//! change what "fits now" means for the others.
+
+use serde_json::Value;
+use slurmwatch_tests::*;
+use std::process::{Command, Output};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static NODE: Mutex<()> = Mutex::new(());
+
+const WAIT: Duration = Duration::from_secs(90);
+
+fn node_lock() -> std::sync::MutexGuard<'static, ()> {
+    NODE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cancel(jobs: &[&Job]) {
+    for j in jobs {
+        let _ = run("scancel", &[&j.id.to_string()]);
+    }
+}
+
+fn slurmwatch_as(user: &str, args: &[&str]) -> Output {
+    Command::new("runuser")
+        .arg("-u")
+        .arg(user)
+        .arg("--")
+        .arg(slurmwatch_bin())
+        .args(args)
+        .output()
+        .expect("run slurmwatch")
+}
+
+/// `slurmwatch --once --json JOB` as `user`: exit 1, strict JSON, the sentence on stderr.
+fn answer(user: &str, job: &Job) -> Value {
+    let o = slurmwatch_as(user, &[&job.id.to_string(), "--once", "--json"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("is pending"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let text = stdout(&o);
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
+    assert_eq!(v["schema"], 1, "{text}");
+    assert_eq!(v["state"], "pending", "{text}");
+    assert_eq!(v["job_id"], job.id.to_string());
+    v
+}
+
+/// Asks until `ok` holds (the scheduler sets reasons and estimates on its own cycle).
+fn answer_until(user: &str, job: &Job, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let end = Instant::now() + WAIT;
+    loop {
+        let v = answer(user, job);
+        if ok(&v) {
+            return v;
+        }
+        assert!(Instant::now() < end, "never {what}: {v:#}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+fn partition<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["pending"]["partitions"]
+        .as_array()
+        .expect("partitions")
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("no partition {name}: {v:#}"))
+}
+
+fn command_for(job: &Job, name: &str) -> String {
+    format!("scontrol update JobId={} Partition={name}", job.id)
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
+    let _p = shared_plugstack();
+    let _n = node_lock();
+    // swuser2 (account general): short's MaxTime is 10 min, the job asks 20.
+    let j2 = Submit::new("queue-short", "true")
+        .arg("-p")
+        .arg("short")
+        .arg("--time=20")
+        .arg("--mem=100M")
+        .user(USER2)
+        .submit();
+    let v = answer_until(USER2, &j2, "PartitionTimeLimit with debug free", |v| {
+        v["pending"]["reason"] == "PartitionTimeLimit" && partition(v, "debug")["fits_now"] == true
+    });
+    let p = &v["pending"];
+    assert!(
+        p["explanation"].as_str().unwrap().contains("MaxTime"),
+        "{v:#}"
+    );
+    let short = partition(&v, "short");
+    assert_eq!(short["obstacle"], "time_limit", "{v:#}");
+    assert_eq!(short["fits_now"], false);
+    assert_eq!(short["current"], true);
+    let debug = partition(&v, "debug");
+    assert_eq!(debug["command"], command_for(&j2, "debug"), "{v:#}");
+    assert_eq!(p["move_would_help"], true);
+    let restricted = partition(&v, "restricted");
+    assert_eq!(restricted["accessible"], false, "{v:#}");
+    assert_eq!(restricted["obstacle"], "not_accessible");
+    assert!(restricted["command"].is_null());
+    // Free figures come from the node (2 CPUs, ~20 GB, 4 GPUs at most).
+    assert!(debug["free"]["cpus"].as_u64().unwrap() <= 2);
+    assert!(debug["free"]["gpus"].as_u64().unwrap() <= 4);
+    assert!(debug["free"]["memory_bytes"].as_u64().unwrap() < 21 << 30);
+
+    // swuser1 with the research account: restricted is offered.
+    let j1 = Submit::new("queue-short-research", "true")
+        .arg("-p")
+        .arg("short")
+        .arg("--time=20")
+        .arg("--mem=100M")
+        .arg("--account=research")
+        .user(USER1)
+        .submit();
+    let v = answer_until(USER1, &j1, "PartitionTimeLimit with restricted free", |v| {
+        v["pending"]["reason"] == "PartitionTimeLimit"
+            && partition(v, "restricted")["fits_now"] == true
+    });
+    let restricted = partition(&v, "restricted");
+    assert_eq!(restricted["accessible"], true, "{v:#}");
+    assert_eq!(
+        restricted["command"],
+        command_for(&j1, "restricted"),
+        "{v:#}"
+    );
+    assert_eq!(v["queried"]["slurm_commands"], 4);
+    cancel(&[&j1, &j2]);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn more_memory_than_the_node_has_never_fits_anywhere() {
+    let _p = shared_plugstack();
+    let _n = node_lock();
+    // sbatch refuses 100G outright; a held job is accepted, and released it pends
+    // with BadConstraints.
+    let j = Submit::new("queue-big", "true")
+        .arg("--hold")
+        .arg("--mem=100G")
+        .user(USER1)
+        .submit();
+    let o = run("scontrol", &["release", &j.id.to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v = answer_until(USER1, &j, "a reason after release", |v| {
+        !matches!(
+            v["pending"]["reason"].as_str(),
+            Some("JobHeldUser" | "None")
+        )
+    });
+    let p = &v["pending"];
+    assert_eq!(p["move_would_help"], false, "{v:#}");
+    for part in p["partitions"].as_array().unwrap() {
+        assert_eq!(part["fits_now"], false, "{v:#}");
+        assert!(part["command"].is_null(), "{v:#}");
+        if part["accessible"] == true {
+            assert_eq!(part["fits_when_empty"], false, "{v:#}");
+        }
+    }
+    let debug = partition(&v, "debug");
+    assert_eq!(debug["obstacle"], "memory", "{v:#}");
+    assert!(
+        debug["obstacle_detail"]
+            .as_str()
+            .unwrap()
+            .contains("never fits"),
+        "{v:#}"
+    );
+    assert!(p["advice"].as_str().unwrap().contains("never run"), "{v:#}");
+    cancel(&[&j]);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn behind_a_job_that_fills_the_node_waits_for_resources_with_an_expected_start() {
+    let _p = shared_plugstack();
+    let _n = node_lock();
+    let filler = Submit::new("queue-filler", "sleep 120")
+        .arg("-c")
+        .arg("2")
+        .arg("--mem=1G")
+        .arg("--time=3")
+        .user(USER1)
+        .submit();
+    filler.wait_running(WAIT);
+    let j = Submit::new("queue-behind", "true")
+        .arg("-c")
+        .arg("1")
+        .arg("--mem=100M")
+        .arg("--time=2")
+        .user(USER1)
+        .submit();
+    let t = Instant::now();
+    let v = answer_until(USER1, &j, "Resources with an expected start", |v| {
+        v["pending"]["reason"] == "Resources" && v["pending"]["expected_start"].is_string()
+    });
+    let waited = t.elapsed();
+    let p = &v["pending"];
+    assert_eq!(p["queue_position"], 1, "{v:#}");
+    assert_eq!(p["queue_partition"], "debug");
+    let debug = partition(&v, "debug");
+    assert_eq!(debug["current"], true);
+    assert_eq!(debug["fits_now"], false, "{v:#}");
+    assert_eq!(debug["fits_when_empty"], true, "{v:#}");
+    assert!(
+        matches!(debug["obstacle"].as_str(), Some("processors" | "nodes")),
+        "{v:#}"
+    );
+    // Every partition shares the one full node: nowhere to move.
+    assert_eq!(p["move_would_help"], false, "{v:#}");
+    assert!(v["queried"]["seconds"].as_f64().unwrap() < 5.0, "{v:#}");
+    eprintln!(
+        "queue answer: {} Slurm commands in {} s (the scheduler's estimate appeared after {:.1} s)",
+        v["queried"]["slurm_commands"],
+        v["queried"]["seconds"],
+        waited.as_secs_f64()
+    );
+    cancel(&[&j, &filler]);
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn held_and_dependent_jobs_are_not_advised_to_move() {
+    let _p = shared_plugstack();
+    let _n = node_lock();
+    let held = Submit::new("queue-held", "true")
+        .arg("--hold")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    let dep_arg = format!("--dependency=afterok:{}", held.id);
+    let dep = Submit::new("queue-dep", "true")
+        .arg(dep_arg.as_str())
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    for (job, reason) in [(&held, "JobHeldUser"), (&dep, "Dependency")] {
+        let v = answer_until(USER1, job, reason, |v| v["pending"]["reason"] == reason);
+        let p = &v["pending"];
+        assert_eq!(p["move_would_help"], false, "{v:#}");
+        assert!(
+            p["advice"].as_str().unwrap().contains("cannot help"),
+            "{v:#}"
+        );
+        for part in p["partitions"].as_array().unwrap() {
+            assert!(part["command"].is_null(), "{v:#}");
+        }
+        assert!(p["expected_start"].is_null(), "{v:#}");
+    }
+    // The job picker gives the reason in words.
+    let o = slurmwatch_as(USER1, &[]);
+    let err = stderr(&o);
+    assert!(err.contains("held by its owner"), "{err}");
+    assert!(err.contains("waiting for another job"), "{err}");
+    cancel(&[&dep, &held]);
+}
+
+fn tmux(args: &[&str]) -> Output {
+    Command::new("tmux").args(args).output().expect("run tmux")
+}
+
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
+    let _p = shared_plugstack();
+    let _n = node_lock();
+    let held = Submit::new("queue-tmux", "true")
+        .arg("--hold")
+        .arg("--mem=100M")
+        .user(USER1)
+        .submit();
+    let session = format!("sw-queue-{}", held.id);
+    let rc_file = held.dir.join("rc");
+    let cmd = format!(
+        "runuser -u {USER1} -- {} {}; echo $? > {}",
+        slurmwatch_bin().display(),
+        held.id,
+        rc_file.display()
+    );
+    let o = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        &session,
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let end = Instant::now() + Duration::from_secs(20);
+    let screen = loop {
+        let s = stdout(&tmux(&["capture-pane", "-p", "-t", &session]));
+        if s.contains("PENDING") && s.contains("Why:") && s.contains("Where:") {
+            break s;
+        }
+        assert!(Instant::now() < end, "the pending view never showed:\n{s}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(screen.contains("JobHeldUser"), "{screen}");
+    assert!(screen.contains("cannot help"), "{screen}");
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let end = Instant::now() + Duration::from_secs(5);
+    while tmux(&["has-session", "-t", &session]).status.success() {
+        assert!(Instant::now() < end, "the pending view did not quit on q");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let rc = std::fs::read_to_string(&rc_file).unwrap_or_default();
+    assert_eq!(rc.trim(), "0", "exit code after q");
+    cancel(&[&held]);
+}
