@@ -6,7 +6,7 @@
 # plugin_version must match slurmstepd's). Uses dpkg-deb directly: no extra tool to install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CARGO_TARGET_DIR=${PACKAGE_TARGET_DIR:-target/package}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)

@@ -7,16 +7,16 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
 
+echo "== package"
+# The production build (no fault injection) goes into the .deb first; the test build of the
+# plugin below then only recompiles the plugin crate.
+scripts/package-deb.sh
+
 echo "== build"
 # The test build of the plugin can be asked by a job to panic (fault-injection feature).
 cargo build --release --locked -p slurmwatch-plugin --features fault-injection
-cargo build --release --locked -p slurmwatch-cli -p slurmwatch-epilog
 # The fake NVML library (tests/fake-nvml) that GPU jobs on the test cluster load.
 cargo build --release --locked -p fake-nvml
-
-echo "== package"
-# Its own target dir: the package's plugin is the production build (no fault injection).
-scripts/package-deb.sh
 
 echo "== fast tier"
 cargo test --locked --workspace

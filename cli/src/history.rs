@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use anyhow::bail;
 use serde_json::{json, Value};
-use slurmwatch_core::analysis::units::duration;
 use slurmwatch_core::history::{self, Analysis, Workload, GPU_HOUR_IN_CORE_HOURS, SCHEMA};
 use slurmwatch_core::slurm::sacct::{self, Window};
 
@@ -354,7 +353,6 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<i32> {
     if let Some(e) = &a.exclude {
         s += &format!("#SBATCH --exclude={e}\n");
     }
-    let _ = duration;
     print(&s)
 }
 

@@ -290,7 +290,6 @@ fn node_rates(workloads: &[Workload], runs: &[Run]) -> (Vec<Pattern>, Vec<String
                 t.rk, t.rn, pct(t.rk, t.rn), rlo95 * 100.0, rhi95 * 100.0, t.node
             ),
         });
-        let _ = rlo;
     }
     (out, flagged.into_iter().collect())
 }
