@@ -167,9 +167,18 @@ fn seven_days(busy: bool, srun: bool) {
     let wal = dir.path().join("job.db-wal");
     for i in 0..ROWS_7_DAYS {
         w.push(job.next(i, Series::Job));
-        w.push(step.next(i, Series::step("batch")));
-        if srun {
-            w.push(step0.next(i, Series::step("0")));
+        // The plugin's policy (plugin/src/recorder.rs STEP_ROW_EVERY): while several steps
+        // run, step rows are kept every 6th interval (the job series has full resolution).
+        let step_due = !srun || i.is_multiple_of(6);
+        let (b, s0) = (
+            step.next(i, Series::step("batch")),
+            step0.next(i, Series::step("0")),
+        );
+        if step_due {
+            w.push(b);
+        }
+        if srun && step_due {
+            w.push(s0);
         }
         if i % FLUSH_EVERY == FLUSH_EVERY - 1 {
             w.flush().unwrap();
@@ -237,6 +246,7 @@ fn main() {
     seven_days(true, false);
     seven_days(false, false);
     seven_days(true, true);
+    seven_days(false, true);
     let mut c = Criterion::default().sample_size(20).configure_from_args();
     push_flush(&mut c);
     c.final_summary();

@@ -27,6 +27,8 @@ const FAST_READ: Duration = Duration::from_secs(1);
 const FLUSH_EVERY: Duration = Duration::from_secs(5);
 /// A consistent copy goes to the archive this often while the step runs, and at its end.
 const ARCHIVE_EVERY: Duration = Duration::from_secs(300);
+/// While several steps run, a step's periodic row is stored every this many intervals.
+const STEP_ROW_EVERY: u32 = 6;
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 /// The longest a stored row waits for the GPU readings (NVML runs on its own thread; a
@@ -397,6 +399,7 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
     let mut job_between = Between::default();
     let mut step_between = Between::default();
     let mut rows = 0u64;
+    let mut step_periodic = 0u32;
     // NVML starts loading now, on its own thread; nothing here waits for it.
     let mut gpus = Gpus::start(&plan);
     let mut store = |writer: &mut Writer,
@@ -413,13 +416,20 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
         }
         // A periodic step row that equals the job's (the only step running) is not stored:
         // skip reading it. Boundary rows are always read and stored.
-        if kind != SampleKind::Periodic
-            || !plan.records_job_series
-            || writer.step_row_wanted(&plan.step, t)
-        {
+        // While several steps run, each step's periodic rows are kept every
+        // STEP_ROW_EVERY intervals only — the job series (written by the batch step) has the
+        // full resolution, and the per-row maxima keep every step's peaks. Without this a
+        // week-long `srun` inside a batch job tripled the file (25.6 MB at 5 s).
+        let boundary = kind != SampleKind::Periodic;
+        let coarse = plan.records_job_series || writer.has_job_series_writer(t);
+        let wanted = !plan.records_job_series || writer.step_row_wanted(&plan.step, t);
+        if boundary || (wanted && (!coarse || step_periodic.is_multiple_of(STEP_ROW_EVERY))) {
             let r = collector.read_step();
             sb.observe(t, &r);
             writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+        }
+        if !boundary && wanted {
+            step_periodic += 1;
         }
         Gpus::store(gpus, writer, &plan.step, t);
         rows += 1;

@@ -153,6 +153,16 @@ impl Writer {
         !step_row_is_redundant(step, t_unix_ms, &self.known_steps)
     }
 
+    /// Whether the batch or interactive step — the writer of the job series — is running
+    /// at `t_unix_ms` (steps table as of the last flush).
+    pub fn has_job_series_writer(&self, t_unix_ms: i64) -> bool {
+        self.known_steps.iter().any(|s| {
+            matches!(s.step.as_str(), "batch" | "interactive")
+                && s.started_unix_ms.is_some_and(|a| a <= t_unix_ms)
+                && s.ended_unix_ms.is_none_or(|e| t_unix_ms <= e)
+        })
+    }
+
     /// Rows waiting for the next [`flush`](Self::flush).
     pub fn buffered(&self) -> usize {
         self.buffer.len() + self.gpu_buffer.len()
