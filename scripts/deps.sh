@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   slurmctld slurmd slurm-client slurmdbd slurm-wlm-basic-plugins libslurm-dev
-  munge mariadb-server libclang-dev clang sqlite3 tmux procps
+  munge mariadb-server libclang-dev clang sqlite3 tmux procps rpm
 )
 
 missing=()

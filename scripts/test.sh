@@ -11,6 +11,7 @@ echo "== package"
 # The production build (no fault injection) goes into the .deb first; the test build of the
 # plugin below then only recompiles the plugin crate.
 scripts/package-deb.sh
+scripts/package-rpm.sh
 
 echo "== build"
 # The test build of the plugin can be asked by a job to panic (fault-injection feature).

@@ -99,3 +99,57 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
         stdout(&n)
     );
 }
+
+/// The RPM (scripts/package-rpm.sh) carries the same files, the plugstack file as config,
+/// and requires the Slurm major.minor it was built for.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn the_rpm_carries_the_plugin_and_pins_the_slurm_release() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rpm");
+    let rpm = walk(&dir)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "rpm"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no .rpm under {}: run scripts/package-rpm.sh",
+                dir.display()
+            )
+        });
+    let f = rpm.display().to_string();
+    let files = stdout(&run("rpm", &["-qpl", &f]));
+    for want in [
+        "/usr/lib64/slurm/slurmwatch.so",
+        "/usr/bin/slurmwatch",
+        "/usr/sbin/slurmwatch-epilog",
+        "/usr/share/man/man8/slurmwatch-plugin.8",
+        "/etc/slurm/plugstack.conf.d/slurmwatch.conf",
+    ] {
+        assert!(
+            files.lines().any(|l| l.starts_with(want)),
+            "{want} missing:\n{files}"
+        );
+    }
+    let conf = stdout(&run("rpm", &["-qp", "--configfiles", &f]));
+    assert!(
+        conf.contains("/etc/slurm/plugstack.conf.d/slurmwatch.conf"),
+        "{conf}"
+    );
+    let req = stdout(&run("rpm", &["-qpR", &f]));
+    assert!(
+        req.contains("slurm-slurmd >= 22.05") && req.contains("slurm-slurmd < 22.06"),
+        "{req}"
+    );
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

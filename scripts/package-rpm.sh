@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Builds target/rpm/slurmwatch-<version>-1.<arch>.rpm with the same contents as the Debian
+# package (scripts/package-deb.sh): the plugin in Slurm's plugin directory (/usr/lib64/slurm
+# on RHEL), slurmwatch, slurmwatch-epilog, man pages, bash completion, and an inactive
+# /etc/slurm/plugstack.conf.d/slurmwatch.conf. It requires the Slurm major.minor it was built
+# against. Uses rpmbuild on prebuilt binaries (Debian's `rpm` package provides it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+command -v rpmbuild >/dev/null || { echo "package-rpm: rpmbuild not found: apt-get install rpm (or dnf install rpm-build)" >&2; exit 2; }
+cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+arch=$(uname -m)
+slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' "${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h")
+next_mm=$(awk -v v="$slurm_mm" 'BEGIN {split(v, a, "."); printf "%d.%02d", a[1], a[2]+1}')
+top=$(mktemp -d)
+trap 'rm -rf "$top"' EXIT
+root="$top/root"
+rel="$CARGO_TARGET_DIR/release"
+
+install -D -m 0755 "$rel/libslurmwatch.so" "$root/usr/lib64/slurm/slurmwatch.so"
+install -D -m 0755 "$rel/slurmwatch" "$root/usr/bin/slurmwatch"
+install -D -m 0755 "$rel/slurmwatch-epilog" "$root/usr/sbin/slurmwatch-epilog"
+"$rel/slurmwatch" generate man "$top/man"
+for page in "$top"/man/*.1; do install -D -m 0644 "$page" "$root/usr/share/man/man1/$(basename "$page")"; done
+install -D -m 0644 "$top/man/slurmwatch-plugin.8" "$root/usr/share/man/man8/slurmwatch-plugin.8"
+install -d "$root/usr/share/bash-completion/completions"
+"$rel/slurmwatch" generate completions bash > "$root/usr/share/bash-completion/completions/slurmwatch"
+install -D -m 0644 README.md "$root/usr/share/doc/slurmwatch/README.md"
+install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugstack.conf.example"
+install -d -m 0755 "$root/var/spool/slurmwatch"
+install -d "$root/etc/slurm/plugstack.conf.d"
+cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
+# slurmwatch (built for Slurm $slurm_mm). Not active: remove the '#' below to enable it on
+# this node (plugstack.conf needs: include /etc/slurm/plugstack.conf.d/*.conf).
+# See slurmwatch-plugin(8); 'slurmwatch doctor' checks the set-up.
+#optional /usr/lib64/slurm/slurmwatch.so default=off spool=/var/spool/slurmwatch
+CONF
+
+cat > "$top/slurmwatch.spec" <<SPEC
+Name: slurmwatch
+Version: $version
+Release: 1
+Summary: Per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)
+License: GPL-2.0-or-later
+Requires: slurm-slurmd >= $slurm_mm, slurm-slurmd < $next_mm
+AutoReqProv: no
+%description
+A SPANK plugin records each job's own cgroup and GPUs from inside the step into a per-job
+SQLite file; the slurmwatch command shows it live and after the job. This build's plugin
+matches Slurm $slurm_mm only; rebuild for other releases.
+%install
+cp -a $root/. %{buildroot}/
+%files
+/usr/lib64/slurm/slurmwatch.so
+/usr/bin/slurmwatch
+/usr/sbin/slurmwatch-epilog
+/usr/share/man/man1/*
+/usr/share/man/man8/slurmwatch-plugin.8*
+/usr/share/bash-completion/completions/slurmwatch
+%doc /usr/share/doc/slurmwatch
+%dir /var/spool/slurmwatch
+%config(noreplace) /etc/slurm/plugstack.conf.d/slurmwatch.conf
+SPEC
+mkdir -p target/rpm
+rpmbuild -bb --quiet --define "_topdir $top/rpmbuild" --define "_rpmdir $PWD/target/rpm" \
+  --define "_build_id_links none" --define "__os_install_post %{nil}" --define "debug_package %{nil}" \
+  --target "$arch" "$top/slurmwatch.spec" >/dev/null
+out=$(find target/rpm -name "slurmwatch-$version-1.*.rpm" | head -1)
+echo "$out"
