@@ -191,7 +191,10 @@ impl PluginConfig {
                 "interval" => c.default_interval_seconds = parse_seconds_arg(key, value)?,
                 "min_interval" => c.min_interval_seconds = parse_seconds_arg(key, value)?,
                 "max_interval" => c.max_interval_seconds = parse_seconds_arg(key, value)?,
-                "spool" => c.spool_dir = parse_abs_path(key, value)?,
+                "spool" => {
+                    c.spool_dir = parse_abs_path(key, value)?;
+                    validate_spool_template(value)?;
+                }
                 "nvml" => c.nvml_library = Some(parse_abs_path(key, value)?),
                 "archive" => {
                     parse_abs_path(key, value)?;
@@ -251,6 +254,46 @@ fn validate_template(t: &str) -> Result<(), OptionError> {
     Ok(())
 }
 
+/// The spool may name the node (`%n`) for hosts that run several slurmd (test clusters,
+/// emulated nodes): nothing else, since root creates it.
+fn validate_spool_template(t: &str) -> Result<(), OptionError> {
+    let mut chars = t.chars();
+    while let Some(ch) = chars.next() {
+        if ch == '%' && !matches!(chars.next(), Some('n' | '%')) {
+            return Err(refuse(
+                format!("slurmwatch: spool {t:?} uses a placeholder other than %n."),
+                "Only %n (the node name) is allowed in spool=.".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The spool directory for `node`: `%n` expanded (the node name must be a plain name).
+pub fn spool_for_node(spool: &std::path::Path, node: &str) -> Option<PathBuf> {
+    let t = spool.to_str()?;
+    if !t.contains('%') {
+        return Some(spool.to_path_buf());
+    }
+    if !is_plain_name(node) {
+        return None;
+    }
+    Some(PathBuf::from(
+        t.replace("%%", "\u{0}")
+            .replace("%n", node)
+            .replace('\u{0}', "%"),
+    ))
+}
+
+/// A user or node name that can be a path component: letters, digits, `-_.@`, no leading dot.
+pub fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 255
+        && !s.starts_with('.')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@'))
+}
+
 /// Values substituted into an archive template.
 pub struct TemplateIds<'a> {
     pub user: &'a str,
@@ -294,6 +337,7 @@ pub fn expand_template(t: &str, ids: &TemplateIds<'_>) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn cfg() -> PluginConfig {
         PluginConfig::default()
@@ -394,6 +438,21 @@ mod tests {
             let e = PluginConfig::parse(&[bad]).unwrap_err();
             assert!(e.message.contains("nvml="), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn spool_may_name_the_node_only() {
+        let c = PluginConfig::parse(&["spool=/var/spool/sw/%n"]).unwrap();
+        assert_eq!(
+            spool_for_node(&c.spool_dir, "sw2"),
+            Some(PathBuf::from("/var/spool/sw/sw2"))
+        );
+        assert_eq!(spool_for_node(&c.spool_dir, "../etc"), None);
+        assert_eq!(
+            spool_for_node(Path::new("/var/spool/sw"), "any"),
+            Some(PathBuf::from("/var/spool/sw"))
+        );
+        assert!(PluginConfig::parse(&["spool=/var/spool/%u"]).is_err());
     }
 
     #[test]

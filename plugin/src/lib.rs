@@ -253,7 +253,13 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(
         let config = load_config(ac, av)?;
         let job_id = sp.job_id().ok_or("no job id")?;
         let started = std::time::Instant::now();
-        match summarise_job_file(&config.spool_dir, job_id).map_err(|e| e.to_string())? {
+        // slurmd sets SLURMD_NODENAME in the epilog's environment (the job cannot).
+        let node = std::env::var("SLURMD_NODENAME")
+            .ok()
+            .filter(|n| options::is_plain_name(n))
+            .unwrap_or_else(node_name);
+        let spool = options::spool_for_node(&config.spool_dir, &node).ok_or("bad spool")?;
+        match summarise_job_file(&spool, job_id).map_err(|e| e.to_string())? {
             EpilogOutcome::NotRecorded => return Ok(()),
             EpilogOutcome::Written => log::info(&format!(
                 "slurmwatch: job {job_id}: summary written in {} ms",
@@ -261,9 +267,9 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(
             )),
         }
         let (uid, gid) = (sp.uid().ok_or("no job uid")?, sp.gid().ok_or("no job gid")?);
-        let (user, node) = (user_name(uid), node_name());
+        let user = user_name(uid);
         if let Some(dir) = archive::dir_for(&config, &user, uid, job_id, &node)? {
-            let file = config.spool_dir.join(format!("{job_id}.sqlite"));
+            let file = spool.join(format!("{job_id}.sqlite"));
             archive::copy_as_user(&file, &dir, &archive::file_name(job_id, &node), uid, gid)?;
         }
         Ok(())
@@ -351,6 +357,42 @@ fn plan_gpus(sp: Spank, config: &PluginConfig) -> Option<recorder::GpuPlan> {
     })
 }
 
+/// This node's name as Slurm knows it. Several slurmd may share one host (so not the host
+/// name), and slurmstepd's own environment does not carry it; the step's node list from the
+/// job's environment (the step's for `srun` steps, the job's otherwise) indexed by
+/// `S_JOB_NODEID` does. Used only as a validated file-name component.
+fn slurm_node_name(sp: Spank, step: &str) -> Option<String> {
+    let var = if step.parse::<u32>().is_ok() {
+        "SLURM_STEP_NODELIST"
+    } else {
+        "SLURM_JOB_NODELIST"
+    };
+    let list = sp.getenv(var)?;
+    let nodes = slurmwatch_core::history::hostlist::expand(&list).ok()?;
+    let name = nodes.get(sp.node_id()? as usize)?.clone();
+    options::is_plain_name(&name).then_some(name)
+}
+
+/// The spool for this node (`%n` expanded), created if missing. It lives under the site's
+/// root-owned spool, so only root can have made it; refuse anything but a real directory.
+fn node_spool(config: &PluginConfig, node: &str) -> Result<std::path::PathBuf, String> {
+    let dir = options::spool_for_node(&config.spool_dir, node)
+        .ok_or("the spool template cannot be expanded for this node")?;
+    if dir != config.spool_dir {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        let md = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
+        if !md.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+    }
+    Ok(dir)
+}
+
 /// What this step records and where. The file name is built only from Slurm's numeric job
 /// id inside the root-owned spool: nothing the user controls chooses a path.
 fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
@@ -360,8 +402,9 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let uid = sp.uid().ok_or("no job uid")?;
     let gid = sp.gid().ok_or("no job gid")?;
     let user = user_name(uid);
-    let node = node_name();
+    let node = slurm_node_name(sp, &step).unwrap_or_else(node_name);
     let archive_dir = archive::dir_for(config, &user, uid, job_id, &node)?;
+    let spool = node_spool(config, &node)?;
     Ok(recorder::Plan {
         archive_dir,
         job_id,
@@ -372,7 +415,7 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         gid,
         user,
         node,
-        file: config.spool_dir.join(format!("{job_id}.sqlite")),
+        file: spool.join(format!("{job_id}.sqlite")),
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: sp
             .job_alloc_mem_mib()

@@ -151,8 +151,9 @@ times
     } else {
         0.02
     };
+    // ~12 CPU-s on an idle machine; a loaded one gives less, still plenty to compare.
     assert!(
-        truth_s > 5.0,
+        truth_s > 2.0,
         "sacct TotalCPU too small to compare: {truth_s}"
     );
     let span_s = (rows.last().unwrap().t_unix_ms - rows[0].t_unix_ms) as f64 / 1000.0;
