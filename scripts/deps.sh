@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   slurmctld slurmd slurm-client slurmdbd slurm-wlm-basic-plugins libslurm-dev
   munge mariadb-server libclang-dev clang sqlite3 tmux procps rpm
+  chromium  # headless: the cluster tests render the HTML report
 )
 
 missing=()

@@ -30,3 +30,6 @@ for mode in ${MODES:-cgroup proc}; do
   scripts/cluster.sh up "$mode" target/release/libslurmwatch.so
   cargo test --locked --test cluster -- --ignored --test-threads=2
 done
+echo "== cluster tier (2 nodes on this machine)"
+NODES=2 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+cargo test --locked --test cluster -- --ignored multinode

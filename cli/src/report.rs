@@ -39,6 +39,79 @@ pub struct ReportArgs {
     /// Seconds to wait for sacct before giving up.
     #[arg(long, value_name = "SECONDS", default_value_t = 20)]
     pub sacct_timeout: u64,
+    /// The job's output file to scan, instead of the one Slurm recorded (repeat for stderr).
+    #[arg(long = "log", value_name = "FILE", num_args = 1, action = clap::ArgAction::Append)]
+    pub logs: Vec<PathBuf>,
+    /// Do not look at the job's stdout/stderr.
+    #[arg(long)]
+    pub no_log: bool,
+}
+
+/// How long `scontrol show job` may take for the log's location.
+const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Finds the job's stdout/stderr, reads their tails, scans them (see report::joblog).
+fn attach_log(rep: &mut report::Report, args: &ReportArgs, acct: Option<&sacct::Record>) {
+    use slurmwatch_core::report::joblog;
+    let owner = rep.job.uid;
+    let files: Vec<(&'static str, PathBuf, &'static str)> = if !args.logs.is_empty() {
+        args.logs
+            .iter()
+            .take(2)
+            .map(|p| ("given", p.clone(), "option"))
+            .collect()
+    } else if args.no_sacct {
+        let info = joblog::LogInfo {
+            note: Some(
+                "Slurm was not asked (--no-sacct): give the job's output file with --log FILE."
+                    .into(),
+            ),
+            ..Default::default()
+        };
+        rep.attach_log(info, &Default::default());
+        return;
+    } else {
+        let timeout = SCONTROL_TIMEOUT.min(Duration::from_secs(args.sacct_timeout.max(1)));
+        let from_ctl = slurmwatch_core::slurm::command::run(
+            "scontrol",
+            &["show", "job", "-o", &args.job],
+            timeout,
+        )
+        .ok()
+        .filter(|f| f.success)
+        .and_then(|f| joblog::from_scontrol(&f.stdout))
+        // The controller may answer for another job of an array; keep only this one.
+        .filter(|l| {
+            acct.and_then(|a| a.job.fields.get("JobIDRaw"))
+                .is_none_or(|raw| raw.trim() == l.vars.job_id.to_string())
+        });
+        let located = from_ctl.or_else(|| {
+            let a = acct?;
+            let q = sacct::Query {
+                timeout: Duration::from_secs(args.sacct_timeout.max(1)),
+                ..sacct::Query::default()
+            };
+            let line = q.submit_line(&args.job).ok().flatten();
+            joblog::from_sacct(a, line.as_deref())
+        });
+        match located {
+            Some(l) => {
+                if owner.is_none() {
+                    rep.job.uid = l.uid;
+                }
+                l.paths()
+            }
+            None => Vec::new(),
+        }
+    };
+    let (mut info, scan) = joblog::gather(&files, rep.job.uid.or(owner));
+    if files.is_empty() {
+        info.note = Some(
+            "Slurm did not say where this job wrote its output; give its path with --log FILE."
+                .into(),
+        );
+    }
+    rep.attach_log(info, &scan);
 }
 
 fn valid_job(job: &str) -> bool {
@@ -120,6 +193,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
                 raw_id
             ));
         }
+    }
+    if !args.no_log {
+        attach_log(&mut rep, &args, acct.as_ref());
     }
     if let Some(p) = &args.svg {
         write_file(p, &chart::svg(&rep))?;

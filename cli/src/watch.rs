@@ -2,8 +2,8 @@
 //! CSV, `--log`).
 //!
 //! Finding the job (squeue), choosing the source (the plugin's file, else direct readings on
-//! the node, else the same command on the node through `srun --overlap`), then one of three
-//! outputs drawn from the same [`Snapshot`].
+//! the node, else the same command on the node through `srun --overlap`, else sstat's
+//! lifetime summary), then one of three outputs drawn from the same [`Snapshot`].
 
 mod feed;
 mod find;
@@ -21,6 +21,7 @@ use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::scontrol;
 use slurmwatch_core::slurm::squeue::{self, QueryError, QueueEntry, TimeLimit};
+use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{
     JobFacts, JobState, Reading, Snapshot, SnapshotSource, TimeBudget,
 };
@@ -103,6 +104,32 @@ fn sentence(e: impl std::fmt::Display) -> String {
 
 /// Set on the inner run of an `srun --overlap` hop: mark the source and never hop again.
 const HOP_ENV: &str = "SLURMWATCH_HOP";
+
+/// Takes only this source (`plugin_file`, `direct`, `srun_hop`, `sstat_summary`; also `file`,
+/// `hop`, `sstat`): for tests and scripts, e.g. to reach the hop or sstat on the job's own node.
+const SOURCE_ENV: &str = "SLURMWATCH_SOURCE";
+
+/// How long a hop for `--once` may take, srun's step start on the node included.
+const HOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn forced_source() -> Result<Option<SnapshotSource>, Outcome> {
+    let Some(v) = std::env::var_os(SOURCE_ENV) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    Ok(Some(match v.trim() {
+        "" => return Ok(None),
+        "plugin_file" | "file" => SnapshotSource::PluginFile,
+        "direct" => SnapshotSource::Direct,
+        "srun_hop" | "hop" => SnapshotSource::SrunHop,
+        "sstat_summary" | "sstat" => SnapshotSource::SstatSummary,
+        other => {
+            return Err(usage(format!(
+                "{SOURCE_ENV}={other:?} names no source: use plugin_file, direct, srun_hop or sstat_summary."
+            )))
+        }
+    }))
+}
 
 pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     let o = match main(args) {
@@ -223,9 +250,18 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     let queue = QueueInfo::from_entry(&entry);
     let series = step.clone().map_or(Series::Job, Series::Step);
 
+    // The inner run of a hop chooses for itself (its environment is cleared of the choice).
+    let forced = if hopped { None } else { forced_source()? };
+    let allow = |s: SnapshotSource| forced.is_none_or(|f| f == s);
+
     // 1. The plugin's file, in the spool on the node or the archive copy.
     let mut notes = Vec::new();
-    for path in candidate_files(&entry) {
+    let files = if allow(SnapshotSource::PluginFile) {
+        candidate_files(&entry)
+    } else {
+        Vec::new()
+    };
+    for path in files {
         if !path.exists() {
             continue;
         }
@@ -243,7 +279,12 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     }
     // 2. Directly, when the job has processes on this node.
     let slot = args.interval.map_or(1, |i| i.round().max(1.0) as u32);
-    match scontrol::task_pid(entry.job_id) {
+    let pid = if allow(SnapshotSource::Direct) {
+        scontrol::task_pid(entry.job_id)
+    } else {
+        Ok(None)
+    };
+    match pid {
         Ok(Some(pid)) => {
             if let Some(st) = facts.step.take() {
                 eprintln!(
@@ -259,10 +300,46 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
         Err(e) => eprintln!("slurmwatch: note: {e}"),
     }
     // 3. On the job's node, through srun.
-    if !hopped {
-        if let Some(node) = entry.first_node() {
-            return hop(&entry, &node, &mode);
+    if !hopped && allow(SnapshotSource::SrunHop) {
+        match entry.first_node() {
+            Some(node) => match hop(&entry, &node, &mode) {
+                Ok(code) => return Ok(code),
+                Err(why) => eprintln!("slurmwatch: note: {why}"),
+            },
+            None => eprintln!("slurmwatch: note: squeue names no node for the job: no srun hop"),
         }
+    }
+    // 4. The last resort: sstat's lifetime figures of the running steps, labelled as such.
+    if !hopped && allow(SnapshotSource::SstatSummary) {
+        match sstat::query(entry.job_id, sstat::TIMEOUT) {
+            Ok(summary) => {
+                if let Some(st) = facts.step.take() {
+                    eprintln!(
+                        "slurmwatch: note: step {st} is not recorded; sstat's summary covers every running step"
+                    );
+                }
+                if !matches!(mode, Mode::Json) {
+                    eprintln!(
+                        "slurmwatch: note: no live source for job {}: showing sstat's lifetime totals, not live readings",
+                        entry.display_id
+                    );
+                }
+                let feed = Feed::sstat(entry.job_id, summary);
+                return output(mode, feed, facts, queue, &args, None);
+            }
+            Err(e) => eprintln!("slurmwatch: note: no sstat summary either: {e}"),
+        }
+    }
+    if let Some(f) = forced {
+        return Err(Outcome::fail(
+            2,
+            format!(
+                "job {} cannot be read from the source {SOURCE_ENV} asks for ({}).",
+                entry.display_id,
+                f.as_str()
+            ),
+            format!("Unset {SOURCE_ENV} to let slurmwatch choose."),
+        ));
     }
     Err(Outcome::fail(
         2,
@@ -472,9 +549,13 @@ fn candidate_files(e: &QueueEntry) -> Vec<PathBuf> {
 
 /// Runs this same command on the job's node inside the job (`srun --overlap`), where the
 /// file or the cgroup is; the inner run marks its output `srun_hop`.
-fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, Outcome> {
+///
+/// `Ok(code)`: the inner run answered (its output is passed on). `Err(why)`: the hop could
+/// not be made or failed before the inner run answered, so the caller may fall back to sstat.
+/// `--once` is bounded by [`HOP_TIMEOUT`]; the dashboard and `--log` run as long as they run.
+fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, String> {
     let exe = std::env::current_exe()
-        .map_err(|err| Outcome::fail(2, format!("cannot find my own executable: {err}."), ""))?;
+        .map_err(|err| format!("no srun hop: cannot find my own executable: {err}"))?;
     if matches!(mode, Mode::Screen) {
         eprintln!(
             "slurmwatch: job {} has no recording here; running on {node} through srun --overlap",
@@ -483,22 +564,54 @@ fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, Outcome> {
     }
     let mut cmd = std::process::Command::new("srun");
     cmd.arg(format!("--jobid={}", e.job_id))
-        .args(["--overlap", "-N1", "-n1", "--quiet"])
+        .args([
+            "--overlap",
+            "-N1",
+            "-n1",
+            "--quiet",
+            "--job-name=slurmwatch",
+        ])
         .arg(format!("--nodelist={node}"));
     if matches!(mode, Mode::Screen) {
         cmd.arg("--pty");
     }
-    cmd.arg(exe)
-        .args(std::env::args_os().skip(1))
-        .env(HOP_ENV, "1");
-    match cmd.status() {
-        Ok(s) => Ok(s.code().unwrap_or(1)),
-        Err(err) => Err(Outcome::fail(
-            2,
-            format!("cannot run srun to reach the job's node {node}: {err}."),
-            "Run slurmwatch on the job's node, or record the job with #SBATCH --slurmwatch.",
-        )),
+    cmd.arg(&exe).args(std::env::args_os().skip(1));
+    // srun hands its environment to the step: drop the caller's own job's SLURM_* settings
+    // (from inside another allocation they would size this step) and the source choice,
+    // and mark the inner run.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if (k.starts_with("SLURM_") && k != "SLURM_CONF") || k == SOURCE_ENV {
+            cmd.env_remove(k.as_ref());
+        }
     }
+    cmd.env(HOP_ENV, "1");
+    if matches!(mode, Mode::Screen | Mode::Log(_)) {
+        return match cmd.status() {
+            Ok(s) => Ok(s.code().unwrap_or(1)),
+            Err(err) => Err(format!("no srun hop to {node}: cannot run srun: {err}")),
+        };
+    }
+    let f = command::run_command(cmd, HOP_TIMEOUT, Some(Duration::from_secs(3)))
+        .map_err(|err| format!("no srun hop to {node}: {err}"))?;
+    // The inner run's own answer (a snapshot, or "nothing live" with exit 1) is passed on;
+    // anything else (srun refused, the inner run found nothing there) is a failed hop.
+    let inner_spoke = f.stderr.lines().any(|l| l.starts_with("slurmwatch: "));
+    if f.success || (f.code == Some(1) && inner_spoke) {
+        let _ = std::io::stderr().write_all(f.stderr.as_bytes());
+        return match print(&f.stdout) {
+            Ok(_) => Ok(f.code.unwrap_or(1)),
+            Err(o) => Ok(o.code),
+        };
+    }
+    let why = f
+        .stderr
+        .lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with("srun: error:") || l.starts_with("slurmwatch: "))
+        .or_else(|| f.stderr.lines().map(str::trim).rfind(|l| !l.is_empty()))
+        .map_or_else(|| format!("exit status {:?}", f.code), str::to_string);
+    Err(format!("the srun hop to {node} failed: {why}"))
 }
 
 /// A snapshot of the feed with Slurm's facts.

@@ -85,7 +85,9 @@ fn fake_state(dir: &std::path::Path) -> PathBuf {
     p
 }
 
-/// A busy card's readings over time (deterministic), as the collector would return them.
+/// A busy card's readings over time (deterministic), as the collector would return them:
+/// every gauge jumps at random within its range at every reading (the worst case for the
+/// file's per-card differences).
 fn sample(i: u64, card: u64) -> GpuSample {
     let w = (i * 7919 + card * 104_729) % 97;
     GpuSample {
@@ -109,10 +111,43 @@ fn sample(i: u64, card: u64) -> GpuSample {
             tx_kib: i * 50_000_000 + w,
             rx_kib: i * 45_000_000 + w,
         }),
+        pcie_tx_kib_per_s: Ok(150_000 + (w as u32) * 9_000),
+        pcie_rx_kib_per_s: Ok(900_000 + (w as u32) * 21_000),
+        xid_errors: Ok(if i == 50_000 && card == 3 {
+            vec![79]
+        } else {
+            Vec::new()
+        }),
     }
 }
 
-fn seven_days(nvlink: bool) {
+/// A steady training run as a real card reports it: busy 100 %, memory allocated once,
+/// power near the limit within a few watts, temperature drifting by a degree, clocks
+/// pinned, PCIe traffic around a level.
+fn steady(i: u64, card: u64) -> GpuSample {
+    let w = (i * 7919 + card * 104_729) % 97;
+    GpuSample {
+        utilization_percent: Ok(if w < 3 { 96 } else { 100 }),
+        memory_utilization_percent: Ok(38 + (w % 5) as u32),
+        memory_used_bytes: Ok(61 * GIB),
+        power_draw_milliwatts: Ok(688_000 + (w % 13) as u32 * 1_000),
+        temperature_celsius: Ok(70 + ((i / 700 + card) % 3) as u32),
+        sm_clock_mhz: Ok(if w < 5 { 1_740 } else { 1_755 }),
+        throttle_reasons: Ok(4),
+        energy_millijoules: Ok(9_876_543_210 + i * 3_450_000 + w * 1000),
+        processes: Ok(GpuProcesses {
+            job_processes: 1,
+            job_memory_bytes: 60 * GIB,
+            other_processes: 0,
+            other_memory_bytes: 0,
+        }),
+        pcie_tx_kib_per_s: Ok(1_000_000 + (w % 7) as u32 * 50_000),
+        pcie_rx_kib_per_s: Ok(2_000_000 + (w % 11) as u32 * 40_000),
+        ..sample(i, card)
+    }
+}
+
+fn seven_days(nvlink: bool, readings: fn(u64, u64) -> GpuSample, what: &str) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("job.db");
     let mut w = Writer::create(&path, &meta()).unwrap();
@@ -133,7 +168,7 @@ fn seven_days(nvlink: bool) {
     let t = Instant::now();
     for i in 0..SAMPLES_7_DAYS {
         for (c, (id, _)) in ids.iter().enumerate() {
-            let mut s = sample(i, c as u64);
+            let mut s = readings(i, c as u64);
             if !nvlink {
                 s.nvlink = Err(GpuError::NotSupported);
             }
@@ -151,7 +186,7 @@ fn seven_days(nvlink: bool) {
     let t = Instant::now();
     let back = r.gpu_samples(ids[0].0).unwrap().len();
     println!(
-        "7-day file, {CARDS} cards at 5 s ({}): {size} bytes = {:.1} MB, {:.1} bytes per card row; \
+        "7-day file, {CARDS} cards at 5 s ({what}, {}): {size} bytes = {:.1} MB, {:.1} bytes per card row; \
          writing {:.1} µs per card row; one card's week read back ({back} rows) in {:.0} ms",
         if nvlink { "NVLink counters" } else { "no NVLink" },
         size as f64 / 1e6,
@@ -162,8 +197,10 @@ fn seven_days(nvlink: bool) {
 }
 
 fn main() {
-    seven_days(true);
-    seven_days(false);
+    seven_days(true, sample, "every gauge random");
+    seven_days(false, sample, "every gauge random");
+    seven_days(true, steady, "steady training run");
+    seven_days(false, steady, "steady training run");
     let mut c = Criterion::default().sample_size(30).configure_from_args();
     let Some(lib) = fake_lib() else {
         println!("no libfake_nvml.so: run `cargo build --release -p fake-nvml` first (or set FAKE_NVML_LIB)");

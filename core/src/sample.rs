@@ -272,6 +272,14 @@ pub struct GpuSample {
     /// Volatile (since last driver load) uncorrected ECC errors.
     pub ecc_uncorrected: GpuReading<u64>,
     pub nvlink: GpuReading<NvlinkCounters>,
+    /// PCIe throughput card → host and host → card, in KB/s (1 KB = 1024 bytes) as NVML
+    /// measures it over its own 20 ms window (`nvmlDeviceGetPcieThroughput`): a snapshot, not
+    /// an average over the sample interval.
+    pub pcie_tx_kib_per_s: GpuReading<u32>,
+    pub pcie_rx_kib_per_s: GpuReading<u32>,
+    /// Critical Xid errors NVML delivered since the previous reading, oldest first (their
+    /// Xid codes; empty: none). `Err` when the card's Xid events cannot be watched.
+    pub xid_errors: GpuReading<Vec<u64>>,
 }
 
 impl GpuSample {
@@ -290,6 +298,9 @@ impl GpuSample {
             processes: Err(e),
             ecc_uncorrected: Err(e),
             nvlink: Err(e),
+            pcie_tx_kib_per_s: Err(e),
+            pcie_rx_kib_per_s: Err(e),
+            xid_errors: Err(e),
         }
     }
 }

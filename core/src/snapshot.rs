@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{self, MemoryGuard, Peaks};
 use crate::sample::Source;
+use crate::slurm::sstat::{self, StepStat};
 use crate::store::{JobMeta, SampleKind, SampleRow};
 
 /// Version of the snapshot's JSON and CSV layout (`schema` key). Bump on any rename or
@@ -270,6 +271,23 @@ pub struct Snapshot {
     pub gpus: Vec<GpuSnapshot>,
     pub time: TimeBudget,
     pub history: History,
+    /// sstat's own figures, only on an `sstat_summary` snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sstat: Option<SstatFigures>,
+}
+
+/// What `sstat` gives for the job's *running* steps: totals and averages over each step's
+/// life so far, never a live reading. Kept apart from the live figures (which stay `None`
+/// with a reason on an `sstat_summary` snapshot) so that neither is mistaken for the other.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SstatFigures {
+    /// CPU seconds the running steps have used so far: Σ `AveCPU × NTasks`.
+    pub cpu_seconds_total: Reading<f64>,
+    /// The largest resident set any one task has had (`MaxRSS`): page cache not counted,
+    /// shared pages counted in every process; not the cgroup's working set.
+    pub max_rss_bytes: Reading<u64>,
+    pub max_rss_node: Option<String>,
+    pub steps: Vec<StepStat>,
 }
 
 /// Facts from Slurm that the rows do not carry.
@@ -404,7 +422,53 @@ pub fn from_rows(
         gpus: Vec::new(),
         time: TimeBudget::unknown("not asked of Slurm"),
         history: history(rows, interval.unwrap_or(5).max(1), HISTORY_SLOTS),
+        sstat: None,
     }
+}
+
+/// Why a live figure is absent from an `sstat_summary` snapshot.
+pub const SSTAT_NO_RATE: &str = "sstat gives lifetime totals, not a rate";
+pub const SSTAT_NO_WORKING_SET: &str = "sstat has no page-cache-free figure";
+
+/// The snapshot of an `sstat` summary taken at `t_unix_ms`: Slurm's facts (allocation,
+/// state), sstat's lifetime figures in [`Snapshot::sstat`], and every live figure `None`
+/// with the reason sstat cannot give it.
+pub fn from_sstat(facts: &JobFacts, summary: &sstat::Summary, t_unix_ms: i64) -> Snapshot {
+    let mut s = from_rows(SnapshotSource::SstatSummary, None, facts, &[], false);
+    s.reading_unix_ms = Some(t_unix_ms);
+    s.history = History {
+        slot_seconds: 0,
+        effective_cores: Vec::new(),
+        working_set_bytes: Vec::new(),
+    };
+    s.cpu.usage_seconds_total = Reading::missing(
+        "sstat has only per-task averages of the running steps: see sstat_cpu_seconds_total",
+    );
+    s.cpu.effective_cores = Reading::missing(SSTAT_NO_RATE);
+    s.cpu.peak_effective_cores = Reading::missing(SSTAT_NO_RATE);
+    let m = &mut s.memory;
+    m.working_set_bytes = Reading::missing(SSTAT_NO_WORKING_SET);
+    m.cache_bytes = Reading::missing("sstat has no page-cache figure");
+    m.limit_bytes = Reading::from_option(facts.memory_allocated_bytes, || {
+        "no memory allocation known".into()
+    });
+    m.percent_of_limit = Reading::missing(SSTAT_NO_WORKING_SET);
+    m.peak_working_set_bytes = Reading::missing(SSTAT_NO_WORKING_SET);
+    m.lifetime_peak_bytes = Reading::missing(
+        "sstat's MaxRSS is one task's resident set, not the cgroup's peak: see sstat_max_rss_bytes",
+    );
+    m.guard = None;
+    s.sstat = Some(SstatFigures {
+        cpu_seconds_total: Reading::from_option(summary.cpu_seconds_total(), || {
+            "sstat gave no AveCPU and NTasks".into()
+        }),
+        max_rss_bytes: Reading::from_option(summary.max_rss_bytes(), || {
+            "sstat gave no MaxRSS".into()
+        }),
+        max_rss_node: summary.max_rss_node(),
+        steps: summary.steps.clone(),
+    });
+    s
 }
 
 /// Places rows on a grid of `slot_seconds` ending at the last row; a slot no row falls in
@@ -500,6 +564,43 @@ mod tests {
             .unwrap()
             .contains("two"));
         assert_eq!(s.memory.guard, None);
+    }
+
+    #[test]
+    fn an_sstat_summary_is_never_a_live_reading() {
+        let summary = crate::slurm::sstat::parse(
+            "JobID|AveCPU|MaxRSS|MaxRSSNode|AveRSS|NTasks|MaxDiskRead|MaxDiskWrite\n\
+             9.extern|00:00:00|1000K|n1|1000K|1|0|0\n\
+             9.batch|00:00:12|310M|n1|310M|1|1M|2K\n\
+             9.0|00:00:05|100M|n2|90M|2|0|0\n",
+        );
+        let facts = JobFacts {
+            job_id: "9".into(),
+            cores_allocated: Some(2),
+            memory_allocated_bytes: Some(1 << 30),
+            state: Some(JobState::Running),
+            ..JobFacts::default()
+        };
+        let s = from_sstat(&facts, &summary, 1_000);
+        assert_eq!(s.source, SnapshotSource::SstatSummary);
+        assert_eq!(s.reading_unix_ms, Some(1_000));
+        assert_eq!(s.cpu.effective_cores.reason.as_deref(), Some(SSTAT_NO_RATE));
+        assert_eq!(s.cpu.peak_effective_cores.value(), None);
+        assert_eq!(s.cpu.usage_seconds_total.value(), None);
+        assert_eq!(s.cpu.cores_allocated.value(), Some(2));
+        assert_eq!(
+            s.memory.working_set_bytes.reason.as_deref(),
+            Some(SSTAT_NO_WORKING_SET)
+        );
+        assert_eq!(s.memory.peak_working_set_bytes.value(), None);
+        assert_eq!(s.memory.lifetime_peak_bytes.value(), None);
+        assert_eq!(s.memory.limit_bytes.value(), Some(1 << 30));
+        assert_eq!(s.memory.guard, None);
+        let st = s.sstat.as_ref().unwrap();
+        assert_eq!(st.cpu_seconds_total.value(), Some(22.0));
+        assert_eq!(st.max_rss_bytes.value(), Some(310 << 20));
+        assert_eq!(st.max_rss_node.as_deref(), Some("n1"));
+        assert_eq!(st.steps.len(), 3);
     }
 
     #[test]

@@ -24,6 +24,9 @@ fn card(i: u32, job_pid: Option<u32>) -> serde_json::Value {
         "power_usage_mw": 390_000, "power_limit_mw": 400_000, "temperature": 60 + i,
         "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
         "energy_mj": 1_000_000, "ecc_uncorrected_volatile": 0,
+        "pcie_tx_kib_per_s": 500_000 + i, "pcie_rx_kib_per_s": 0,
+        // One critical Xid once the job runs: recorded once, never repeated.
+        "xid_events": if job_pid.is_some() { json!([43]) } else { json!([]) },
         "processes": procs,
         "errors": if i == 3 { json!({ "power": "NOT_SUPPORTED" }) } else { json!({}) },
     })
@@ -112,5 +115,12 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
             .expect("the job's process was never seen on its card");
         assert_eq!((p.job_processes, p.job_memory_bytes), (1, 20 * GIB));
         assert_eq!((p.other_processes, p.other_memory_bytes), (1, 30 * GIB));
+        assert_eq!(last.pcie_tx_kib_per_s, Ok(500_000 + i));
+        assert_eq!(last.pcie_rx_kib_per_s, Ok(0));
+        let xids: Vec<u64> = rows
+            .iter()
+            .flat_map(|r| r.sample.xid_errors.clone().unwrap())
+            .collect();
+        assert_eq!(xids, vec![43], "{}", g.card.label());
     }
 }

@@ -6,6 +6,7 @@ mod cli;
 mod doctor;
 mod gpu;
 mod history;
+mod multinode;
 mod package;
 mod plugin;
 mod queue;

@@ -324,3 +324,289 @@ fn report_bad_input_is_one_sentence_and_exit_2() {
         stdout(&o)
     );
 }
+
+/// `report JOB --json` without the epilog step (the plugin's job_epilog already ran it).
+fn report_json_only(job: &Job) -> Value {
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &job.id.to_string(), "--json"])
+        .output()
+        .expect("run slurmwatch report");
+    assert_eq!(o.status.code(), Some(0), "report failed: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+}
+
+/// A job prints a Python traceback ending in `ModuleNotFoundError: No module named 'torch'`
+/// to a separate stderr file (`--error=err-%j.txt`, relative to the work dir) and exits 1;
+/// another runs a command that does not exist (exit 127). The report finds both logs where
+/// Slurm put them and names `module_not_found` (torch), `traceback` and `command_not_found`
+/// (with the command). Another user is refused the owner's log.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_reads_the_jobs_own_log() {
+    let _p = shared_plugstack();
+    let script = r#"
+echo "loading data"
+cat >&2 <<'PY'
+Traceback (most recent call last):
+  File "/home/swuser1/proj/train.py", line 3, in <module>
+    import torch
+ModuleNotFoundError: No module named 'torch'
+PY
+exit 1
+"#;
+    let py = Submit::new("rep-log-py", script)
+        .arg("--slurmwatch=1")
+        .arg("--mem=100M")
+        .arg("--error=err-%j.txt")
+        .user(USER1)
+        .submit();
+    let missing = Submit::new(
+        "rep-log-127",
+        "echo starting\nslurmwatch_no_such_cmd --epochs 3\n",
+    )
+    .arg("--slurmwatch=1")
+    .arg("--mem=100M")
+    .user(USER1)
+    .submit();
+    assert_eq!(py.wait(WAIT).state, "FAILED", "{}", py.output());
+    let r = report_json_only(&py);
+    let log = &r["log"];
+    let files = log["files"].as_array().expect("log.files");
+    let err_path = py.dir.join(format!("err-{}.txt", py.id));
+    let err = files
+        .iter()
+        .find(|f| f["stream"] == "stderr")
+        .unwrap_or_else(|| panic!("no stderr file: {log:#}"));
+    assert_eq!(err["path"], err_path.display().to_string(), "{log:#}");
+    assert!(err["error"].is_null(), "{log:#}");
+    assert!(
+        matches!(err["found_by"].as_str(), Some("scontrol" | "submit_line")),
+        "{log:#}"
+    );
+    let out = files.iter().find(|f| f["stream"] == "stdout").unwrap();
+    assert_eq!(out["path"], py.dir.join("out.txt").display().to_string());
+    let m = finding(&r, "module_not_found").unwrap_or_else(|| panic!("{:#}", r["findings"]));
+    assert_eq!(m["facts"]["modules"], serde_json::json!(["torch"]));
+    assert_eq!(m["facts"]["source"], "log");
+    assert!(m["sentence"].as_str().unwrap().contains("torch"));
+    let t = finding(&r, "traceback").expect("traceback");
+    assert_eq!(t["facts"]["exception"], "ModuleNotFoundError");
+    assert_eq!(t["facts"]["line"], 3);
+    let codes: Vec<&str> = log["codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c.as_str())
+        .collect();
+    assert_eq!(codes, vec!["module_not_found", "traceback"]);
+    // The text report has the section, with the traceback's lines.
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &py.id.to_string()])
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    assert!(
+        text.contains("FROM THE JOB'S LOG") && text.contains("| ModuleNotFoundError"),
+        "{text}"
+    );
+    // Another user may not read the owner's log through the report (given a readable copy
+    // of the recording, since the spool file itself is the owner's only).
+    let copy = job_dir("rep-log-other").join("copy.sqlite");
+    std::fs::copy(spool_file(py.id), &copy).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = Command::new("runuser")
+        .args(["-u", USER2, "--"])
+        .arg(slurmwatch_bin())
+        .args(["report", &py.id.to_string(), "--json", "--file"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    {
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert!(finding(&v, "module_not_found").is_none(), "{:#}", v["log"]);
+        assert!(
+            v["log"]["files"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("only its owner"))),
+            "{:#}",
+            v["log"]
+        );
+    }
+
+    let line = missing.wait(WAIT);
+    assert_eq!(line.exit_code, "127:0", "{}", missing.output());
+    let r = report_json_only(&missing);
+    let c = finding(&r, "command_not_found").unwrap_or_else(|| panic!("{:#}", r["findings"]));
+    assert_eq!(c["facts"]["exit_code"], 127);
+    assert_eq!(
+        c["facts"]["commands"],
+        serde_json::json!(["slurmwatch_no_such_cmd"]),
+        "{c:#}"
+    );
+    assert!(c["sentence"]
+        .as_str()
+        .unwrap()
+        .contains("`slurmwatch_no_such_cmd`"));
+    // One finding, not the exit code's and the log's side by side.
+    let n = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "command_not_found")
+        .count();
+    assert_eq!(n, 1);
+    assert_eq!(
+        r["log"]["files"][0]["stream"], "stdout+stderr",
+        "{:#}",
+        r["log"]
+    );
+}
+
+/// The first of `chromium`, `chromium-browser`, `google-chrome` on PATH (or `$CHROMIUM`).
+fn chromium() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMIUM") {
+        return Some(p.into());
+    }
+    let path = std::env::var_os("PATH")?;
+    ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
+        .find(|p| p.is_file())
+}
+
+/// The HTML report of a real recorded job, rendered by headless Chromium: the screenshot is
+/// not blank and shows the charts' coloured series, the console has no errors, and the DOM
+/// holds every chart series. Skips (with a message) only when no Chromium is installed
+/// (`scripts/deps.sh` installs it).
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn report_html_renders_in_headless_chromium() {
+    let _p = shared_plugstack();
+    let Some(chrome) = chromium() else {
+        eprintln!("SKIPPED report_html_renders_in_headless_chromium: no chromium on PATH (apt-get install chromium, or set CHROMIUM)");
+        return;
+    };
+    // Two memory phases and some CPU, so every series has something to draw.
+    let script = r#"
+python3 - <<'PY'
+import time
+MiB = 1024 * 1024
+a = bytearray(40 * MiB)
+for i in range(0, len(a), 4096): a[i] = 1
+t = time.time()
+while time.time() - t < 3: pass
+b = bytearray(60 * MiB)
+for i in range(0, len(b), 4096): b[i] = 1
+time.sleep(3)
+PY
+"#;
+    let job = Submit::new("rep-html", script)
+        .arg("--slurmwatch=1")
+        .arg("--mem=300M")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let dir = job_dir("rep-html-render");
+    let html = dir.join("report.html");
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &job.id.to_string(), "--html"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let png_path = dir.join("shot.png");
+    let url = format!("file://{}", html.display());
+    let common = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ];
+    let shot = Command::new("timeout")
+        .arg("120")
+        .arg(&chrome)
+        .args(common)
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .args(["--enable-logging=stderr", "--v=0", "--window-size=1200,900"])
+        .arg(format!("--screenshot={}", png_path.display()))
+        .arg(&url)
+        .output()
+        .expect("run chromium");
+    let log = stderr(&shot);
+    assert!(shot.status.success(), "chromium failed: {log}");
+    // The page has no script: any console line (an error, a blocked load) is a fault.
+    let console: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect();
+    assert!(console.is_empty(), "console messages: {console:#?}");
+
+    let decoder = png::Decoder::new(std::fs::File::open(&png_path).expect("a screenshot"));
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a frame");
+    assert_eq!((info.width, info.height), (1200, 900));
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    let px = &buf[..info.buffer_size()];
+    let mut colours = std::collections::HashSet::new();
+    let (mut non_white, mut coloured) = (0usize, 0usize);
+    for p in px.chunks_exact(channels) {
+        let (r, g, b) = (p[0] as i32, p[1] as i32, p[2] as i32);
+        colours.insert((r, g, b));
+        if r.min(g).min(b) < 240 {
+            non_white += 1;
+        }
+        // A series line: clearly not grey.
+        if (r - g).abs().max((g - b).abs()).max((r - b).abs()) > 60 {
+            coloured += 1;
+        }
+    }
+    let total = (info.width * info.height) as usize;
+    assert!(colours.len() > 16, "{} colours: blank page", colours.len());
+    assert!(
+        non_white * 100 > total,
+        "{non_white} of {total} pixels drawn"
+    );
+    assert!(
+        coloured > 300,
+        "{coloured} coloured pixels: no chart series drawn"
+    );
+
+    let dom = Command::new("timeout")
+        .arg("120")
+        .arg(&chrome)
+        .args(common)
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("profile2").display()
+        ))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .expect("run chromium --dump-dom");
+    let dom = stdout(&dom);
+    for id in [
+        "series-working-set",
+        "series-cache",
+        "series-limit",
+        "series-cores",
+        "series-allocated",
+        "step-batch",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "no {id} in the rendered DOM"
+        );
+    }
+    assert!(dom.contains("<polyline"), "no series drawn");
+}

@@ -1,15 +1,22 @@
 //! Where the figures come from: the plugin's file, or direct readings of the job's cgroup.
 //! Both end as stored-row shaped [`SampleRow`]s, so one builder makes every snapshot.
+//! The last resort, `sstat`'s lifetime summary, is kept apart: it has no rows to derive
+//! rates from, and its snapshot says so.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
 use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series};
 
 /// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
 const DIRECT_ROWS_MAX: usize = 86_400;
+
+/// sstat is asked at most this often, whatever the refresh: every call costs slurmctld and
+/// each node of the job a request, and its figures are lifetime totals anyway.
+pub const SSTAT_MIN_GAP_SECONDS: u32 = 10;
 
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -40,6 +47,15 @@ pub enum Feed {
         collector: Box<JobCollector>,
         rows: Vec<SampleRow>,
         slot_seconds: u32,
+    },
+    /// sstat's summary of the running steps, asked again at most every
+    /// [`SSTAT_MIN_GAP_SECONDS`].
+    Sstat {
+        job_id: u64,
+        summary: Box<sstat::Summary>,
+        t_unix_ms: i64,
+        /// When sstat was last asked; `None` until the first summary has been shown.
+        asked: Option<Instant>,
     },
 }
 
@@ -73,10 +89,20 @@ impl Feed {
         }
     }
 
+    /// A first sstat summary, already taken (the caller asked sstat to know it answers).
+    pub fn sstat(job_id: u64, summary: sstat::Summary) -> Feed {
+        Feed::Sstat {
+            job_id,
+            summary: Box::new(summary),
+            t_unix_ms: now_ms(),
+            asked: None,
+        }
+    }
+
     pub fn meta(&self) -> Option<&JobMeta> {
         match self {
             Feed::File { meta, .. } => Some(meta),
-            Feed::Direct { .. } => None,
+            Feed::Direct { .. } | Feed::Sstat { .. } => None,
         }
     }
 
@@ -112,6 +138,27 @@ impl Feed {
                 }
                 Ok(true)
             }
+            Feed::Sstat {
+                job_id,
+                summary,
+                t_unix_ms,
+                asked,
+            } => {
+                let Some(last) = asked else {
+                    // The summary the feed was made with is new to the caller.
+                    *asked = Some(Instant::now());
+                    return Ok(true);
+                };
+                if last.elapsed() < Duration::from_secs(SSTAT_MIN_GAP_SECONDS.into()) {
+                    return Ok(false);
+                }
+                *asked = Some(Instant::now());
+                // A failed ask keeps the last summary (its time says how old it is).
+                let s = sstat::query(*job_id, sstat::TIMEOUT).map_err(|e| e.to_string())?;
+                **summary = s;
+                *t_unix_ms = now_ms();
+                Ok(true)
+            }
         }
     }
 
@@ -135,6 +182,7 @@ impl Feed {
             Feed::Direct { rows, .. } => rows
                 .last()
                 .is_some_and(|r| r.usage.cpu_usage_usec.is_none() && rows.len() > 1),
+            Feed::Sstat { .. } => false,
         }
     }
 
@@ -142,6 +190,7 @@ impl Feed {
         match self {
             Feed::File { meta, .. } => Some(meta.interval_seconds),
             Feed::Direct { slot_seconds, .. } => Some(*slot_seconds),
+            Feed::Sstat { .. } => Some(SSTAT_MIN_GAP_SECONDS),
         }
     }
 
@@ -171,6 +220,9 @@ impl Feed {
                 s.history = snapshot::history(shown, *slot_seconds, snapshot::HISTORY_SLOTS);
                 s
             }
+            Feed::Sstat {
+                summary, t_unix_ms, ..
+            } => snapshot::from_sstat(facts, summary, *t_unix_ms),
         }
     }
 }

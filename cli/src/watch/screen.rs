@@ -236,9 +236,21 @@ fn cpu_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
         .map(f64::from)
         .or(c.peak_effective_cores.value())
         .unwrap_or(1.0);
-    let spark = sparkline(&s.history.effective_cores, max, width, v.ascii);
-    let p = Paragraph::new(vec![line1, Line::styled(spark, v.fg(CPU_COLOR))])
-        .block(v.block("CPU", CPU_COLOR));
+    // sstat has no rate and no history: its lifetime total takes the sparkline's place.
+    let line2 = match &s.sstat {
+        Some(st) => Line::from(vec![
+            Span::styled("sstat ", v.fg(CPU_COLOR)),
+            Span::raw(format!(
+                "{} CPU-s so far in the running steps (lifetime total, not live)",
+                or_na(&st.cpu_seconds_total, |x| format!("{x:.1}"))
+            )),
+        ]),
+        None => Line::styled(
+            sparkline(&s.history.effective_cores, max, width, v.ascii),
+            v.fg(CPU_COLOR),
+        ),
+    };
+    let p = Paragraph::new(vec![line1, line2]).block(v.block("CPU", CPU_COLOR));
     frame.render_widget(p, area);
 }
 
@@ -308,13 +320,21 @@ fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
         .value()
         .or(m.peak_working_set_bytes.value())
         .map_or(1.0, |b| b as f64);
-    let spark = sparkline(&hist, max, width, v.ascii);
-    let p = Paragraph::new(vec![
-        Line::from(line1),
-        line2,
-        Line::styled(spark, v.fg(MEM_COLOR)),
-    ])
-    .block(v.block("MEM", MEM_COLOR));
+    let line3 = match &s.sstat {
+        Some(st) => Line::from(vec![
+            Span::styled("sstat MaxRSS ", v.fg(MEM_COLOR)),
+            Span::raw(format!(
+                "{}{} (largest one task's resident set so far, not live)",
+                or_na(&st.max_rss_bytes, |b| text::bytes(*b)),
+                st.max_rss_node
+                    .as_deref()
+                    .map(|n| format!(" on {n}"))
+                    .unwrap_or_default()
+            )),
+        ]),
+        None => Line::styled(sparkline(&hist, max, width, v.ascii), v.fg(MEM_COLOR)),
+    };
+    let p = Paragraph::new(vec![Line::from(line1), line2, line3]).block(v.block("MEM", MEM_COLOR));
     frame.render_widget(p, area);
 }
 

@@ -46,6 +46,14 @@ pub const GPU_COLUMNS: &[&str] = &[
     "throttle_reasons",
 ];
 
+/// Added after the rest on an `sstat_summary` row only: sstat's lifetime figures (the
+/// live columns stay empty there).
+pub const SSTAT_COLUMNS: &[&str] = &[
+    "sstat_cpu_seconds_total",
+    "sstat_max_rss_bytes",
+    "sstat_max_rss_node",
+];
+
 /// Escapes one text cell: formula-looking text gets a leading `'`; a cell holding a comma,
 /// a quote or a line break is quoted with inner quotes doubled.
 pub fn escape_text(s: &str) -> String {
@@ -82,6 +90,9 @@ pub fn header(s: &Snapshot) -> String {
     for i in 0..s.gpus.len() {
         cols.extend(GPU_COLUMNS.iter().map(|c| format!("gpu{i}_{c}")));
     }
+    if s.sstat.is_some() {
+        cols.extend(SSTAT_COLUMNS.iter().map(|c| c.to_string()));
+    }
     cols.join(",")
 }
 
@@ -110,6 +121,11 @@ pub fn row(s: &Snapshot) -> String {
     ];
     for g in &s.gpus {
         cells.extend(gpu_cells(g));
+    }
+    if let Some(st) = &s.sstat {
+        cells.push(num_f(&st.cpu_seconds_total));
+        cells.push(num_u(&st.max_rss_bytes));
+        cells.push(escape_text(st.max_rss_node.as_deref().unwrap_or("")));
     }
     cells.join(",")
 }

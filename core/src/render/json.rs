@@ -4,6 +4,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::slurm::sstat::StepStat;
 use crate::snapshot::{guard_word, GpuSnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA};
 
 trait ToJson {
@@ -93,7 +94,9 @@ pub fn to_value(s: &Snapshot) -> Value {
     );
     m.insert(
         "peaks_cover".into(),
-        if s.peaks_cover_whole_job {
+        if s.sstat.is_some() {
+            "running_steps"
+        } else if s.peaks_cover_whole_job {
             "whole_job"
         } else {
             "since_watch_start"
@@ -110,6 +113,9 @@ pub fn to_value(s: &Snapshot) -> Value {
         "peak_effective_cores",
         &s.cpu.peak_effective_cores,
     );
+    if let Some(st) = &s.sstat {
+        put(&mut cpu, "sstat_cpu_seconds_total", &st.cpu_seconds_total);
+    }
     m.insert("cpu".into(), cpu.into());
 
     let mem = &s.memory;
@@ -128,6 +134,13 @@ pub fn to_value(s: &Snapshot) -> Value {
         "needs both the working set and a limit".into()
     });
     put(&mut mm, "guard", &guard);
+    if let Some(st) = &s.sstat {
+        put(&mut mm, "sstat_max_rss_bytes", &st.max_rss_bytes);
+        mm.insert(
+            "sstat_max_rss_node".into(),
+            opt_str(st.max_rss_node.as_deref()),
+        );
+    }
     m.insert("memory".into(), mm.into());
 
     let mut t = Map::new();
@@ -139,6 +152,36 @@ pub fn to_value(s: &Snapshot) -> Value {
     m.insert(
         "gpus".into(),
         Value::Array(s.gpus.iter().map(gpu_value).collect()),
+    );
+    if let Some(st) = &s.sstat {
+        m.insert("sstat_note".into(), SSTAT_NOTE.into());
+        m.insert(
+            "sstat_steps".into(),
+            Value::Array(st.steps.iter().map(sstat_step_value).collect()),
+        );
+    }
+    Value::Object(m)
+}
+
+/// Beside every `sstat_summary` snapshot: what its figures are and are not.
+pub const SSTAT_NOTE: &str = "sstat figures: totals and averages over the life of the job's running steps (ended steps not included), not live readings";
+
+fn sstat_step_value(st: &StepStat) -> Value {
+    let num_u = |v: Option<u64>| v.map_or(Value::Null, Value::from);
+    let num_f = |v: Option<f64>| v.and_then(|v| v.to_json()).unwrap_or(Value::Null);
+    let mut m = Map::new();
+    m.insert("step_id".into(), st.step_id.clone().into());
+    m.insert("ave_cpu_seconds".into(), num_f(st.ave_cpu_seconds));
+    m.insert("cpu_seconds_total".into(), num_f(st.cpu_seconds()));
+    m.insert("task_count".into(), num_u(st.ntasks.map(u64::from)));
+    m.insert("max_rss_bytes".into(), num_u(st.max_rss_bytes));
+    m.insert("max_rss_node".into(), opt_str(st.max_rss_node.as_deref()));
+    m.insert("ave_rss_bytes".into(), num_u(st.ave_rss_bytes));
+    m.insert("tasks_max_rss_sum_bytes".into(), num_u(st.tres_mem_bytes));
+    m.insert("max_disk_read_bytes".into(), num_u(st.max_disk_read_bytes));
+    m.insert(
+        "max_disk_write_bytes".into(),
+        num_u(st.max_disk_write_bytes),
     );
     Value::Object(m)
 }
@@ -200,6 +243,58 @@ mod tests {
         assert_eq!(v["memory"]["working_set_bytes"], Value::Null);
         assert_eq!(v["memory"]["working_set_bytes_reason"], "no reading yet");
         assert_eq!(v["schema"], SNAPSHOT_SCHEMA);
+    }
+}
+
+#[cfg(test)]
+mod sstat_keys {
+    use serde_json::Value;
+
+    use crate::slurm::sstat;
+    use crate::snapshot::{from_sstat, JobFacts};
+
+    #[test]
+    fn sstat_figures_have_their_own_keys_and_the_live_ones_are_null() {
+        let summary = sstat::parse("9.batch|00:01:00|2G|n1|1G|2|5M|0\n");
+        let s = from_sstat(&JobFacts::default(), &summary, 5);
+        let line = super::to_line(&s);
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["source"], "sstat_summary");
+        assert_eq!(v["peaks_cover"], "running_steps");
+        assert_eq!(v["cpu"]["effective_cores"], Value::Null);
+        assert_eq!(
+            v["cpu"]["effective_cores_reason"],
+            "sstat gives lifetime totals, not a rate"
+        );
+        assert_eq!(v["memory"]["working_set_bytes"], Value::Null);
+        assert_eq!(
+            v["memory"]["working_set_bytes_reason"],
+            "sstat has no page-cache-free figure"
+        );
+        assert_eq!(v["cpu"]["sstat_cpu_seconds_total"], 120.0);
+        assert_eq!(v["memory"]["sstat_max_rss_bytes"], 2u64 << 30);
+        assert_eq!(v["memory"]["sstat_max_rss_node"], "n1");
+        assert!(v["sstat_note"].as_str().unwrap().contains("not live"));
+        let step = &v["sstat_steps"][0];
+        assert_eq!(step["step_id"], "9.batch");
+        assert_eq!(step["task_count"], 2);
+        assert_eq!(step["max_disk_read_bytes"], 5u64 << 20);
+        // A live snapshot has none of these keys.
+        let live = crate::snapshot::from_rows(
+            crate::snapshot::SnapshotSource::Direct,
+            None,
+            &JobFacts::default(),
+            &[],
+            false,
+        );
+        let l = super::to_line(&live);
+        assert!(!l.contains("sstat"), "{l}");
+        // The CSV row carries sstat's columns at its end.
+        let h = crate::render::csv::header(&s);
+        let r = crate::render::csv::row(&s);
+        assert!(h.ends_with(",sstat_cpu_seconds_total,sstat_max_rss_bytes,sstat_max_rss_node"));
+        assert!(r.ends_with(",120,2147483648,n1"), "{r}");
+        assert!(r.contains(",sstat_summary,"), "{r}");
     }
 }
 

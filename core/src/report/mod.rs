@@ -5,6 +5,7 @@
 //! section; units in key names; `null` for unknown, never a made-up 0; no NaN.
 
 pub mod chart;
+pub mod joblog;
 pub mod text;
 
 use std::path::{Path, PathBuf};
@@ -179,6 +180,11 @@ pub struct Report {
     pub notes: Vec<String>,
     pub sacct: Option<SacctDump>,
     pub sacct_error: Option<String>,
+    /// The job's own stdout/stderr: where they were, what was read; null with `--no-log`.
+    pub log: Option<joblog::LogInfo>,
+    /// The last Python traceback from the log, for the text report.
+    #[serde(skip)]
+    pub log_excerpt: Vec<String>,
     #[serde(skip)]
     pub points: Vec<Point>,
     #[serde(skip)]
@@ -191,6 +197,23 @@ impl Report {
         let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
         scrub(&mut v);
         serde_json::to_string_pretty(&v).unwrap_or_else(|_| "null".into())
+    }
+}
+
+impl Report {
+    /// Adds what the job's log showed: the `log` object, and its findings merged into
+    /// `findings[]` (a code already there, `command_not_found` from exit 127, gains the log's
+    /// facts instead of a second entry).
+    pub fn attach_log(&mut self, mut info: joblog::LogInfo, scan: &analysis::joblog::Scan) {
+        let found = scan.findings();
+        info.codes = found.iter().map(|f| f.code).collect();
+        self.log_excerpt = scan
+            .traceback
+            .as_ref()
+            .map(|t| t.lines.clone())
+            .unwrap_or_default();
+        analysis::joblog::merge_findings(&mut self.findings, found);
+        self.log = Some(info);
     }
 }
 
@@ -406,6 +429,8 @@ pub fn build(
             steps: a.steps.iter().map(|s| s.fields.clone()).collect(),
         }),
         sacct_error,
+        log: None,
+        log_excerpt: Vec::new(),
         points: rec.map(|r| points(&r.job_rows, limit)).unwrap_or_default(),
         step_marks: rec
             .map(|r| {

@@ -236,11 +236,52 @@ pub fn render(r: &Report, _colour: bool) -> String {
     }
 
     let _ = writeln!(o, "\nFINDINGS");
-    if r.findings.is_empty() {
+    // The log's findings are said in their own section below.
+    let from_log = |code: &str| r.log.as_ref().is_some_and(|l| l.codes.contains(&code));
+    let own: Vec<_> = r.findings.iter().filter(|f| !from_log(f.code)).collect();
+    if own.is_empty() {
         let _ = writeln!(o, "  nothing to point out");
     }
-    for f in &r.findings {
+    for f in own {
         let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+    }
+
+    if let Some(log) = &r.log {
+        let _ = writeln!(o, "\nFROM THE JOB'S LOG");
+        for f in &log.files {
+            let what = match (&f.error, f.bytes_read) {
+                (Some(e), _) => format!("not read: {e}"),
+                (None, Some(n)) if f.truncated => {
+                    format!("last {} of {} read", bytes(n), na(f.size_bytes, bytes))
+                }
+                (None, Some(n)) => format!("{} read", bytes(n)),
+                (None, None) => String::new(),
+            };
+            let via = match f.found_by {
+                "scontrol" => "as scontrol says",
+                "submit_line" => "from sbatch's command line",
+                "slurm_default" => "Slurm's default name",
+                _ => "given with --log",
+            };
+            let _ = writeln!(o, "  {} {} ({via}; {what})", f.stream, f.path);
+        }
+        if log.files.iter().any(|f| f.error.is_none()) && log.codes.is_empty() {
+            let _ = writeln!(
+                o,
+                "  nothing that explains a failure (CUDA OOM, NCCL, missing modules or commands, tracebacks)"
+            );
+        }
+        for code in &log.codes {
+            if let Some(f) = r.findings.iter().find(|f| f.code == *code) {
+                let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+            }
+        }
+        for l in &r.log_excerpt {
+            let _ = writeln!(o, "    | {l}");
+        }
+        if let Some(n) = &log.note {
+            let _ = writeln!(o, "  {n}");
+        }
     }
 
     let _ = writeln!(o, "\nNEXT TIME");

@@ -41,8 +41,23 @@ impl Finished {
 /// Runs `program args…` with `SLURM_TIME_FORMAT=standard` and `LC_ALL=C`, killing it after
 /// `timeout`. Output is read on threads, so a large answer never blocks on a full pipe.
 pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Finished, CommandError> {
-    let mut child = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    run_command(cmd, timeout, None)
+}
+
+/// [`run`] for a command the caller has built (its program, arguments and environment),
+/// with the same pinned environment and bounded time. With `grace`, a command that runs
+/// past `timeout` gets SIGTERM first (srun then cancels the step it started) and SIGKILL
+/// only if it is still there `grace` later.
+pub fn run_command(
+    mut cmd: Command,
+    timeout: Duration,
+    grace: Option<Duration>,
+) -> Result<Finished, CommandError> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let program = program.as_str();
+    let mut child = cmd
         .env("SLURM_TIME_FORMAT", "standard")
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
@@ -78,7 +93,22 @@ pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Finished, 
         let status = child.wait();
         let _ = tx.send((status, o, e));
     });
-    match rx.recv_timeout(timeout) {
+    let mut answer = rx.recv_timeout(timeout);
+    if let (Err(_), Some(grace)) = (&answer, grace) {
+        // SAFETY: as below: the child is not reaped while the waiting thread has not sent.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+        answer = rx.recv_timeout(grace);
+        if answer.is_ok() {
+            // It ended on SIGTERM, but past its time all the same.
+            return Err(CommandError::Timeout {
+                program: program.to_string(),
+                seconds: timeout.as_secs(),
+            });
+        }
+    }
+    match answer {
         Ok((status, o, e)) => {
             let status = status.map_err(|e| CommandError::Spawn {
                 program: program.to_string(),
@@ -127,6 +157,28 @@ mod tests {
         assert_eq!(f.reason(), "oops");
         assert_eq!(f.code, Some(3));
         assert!(!f.success);
+    }
+
+    #[test]
+    fn with_grace_a_hung_command_gets_sigterm_then_sigkill() {
+        // Ends on SIGTERM: reported as a timeout all the same, promptly.
+        let mut c = Command::new("sh");
+        c.args(["-c", "trap 'exit 0' TERM; while :; do sleep 0.1; done"]);
+        let t = std::time::Instant::now();
+        let e = run_command(c, Duration::from_millis(200), Some(Duration::from_secs(5)));
+        assert!(matches!(e, Err(CommandError::Timeout { .. })), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(4));
+        // Ignores SIGTERM: killed once the grace is over.
+        let mut c = Command::new("sh");
+        c.args(["-c", "trap '' TERM; sleep 30"]);
+        let t = std::time::Instant::now();
+        let e = run_command(
+            c,
+            Duration::from_millis(200),
+            Some(Duration::from_millis(300)),
+        );
+        assert!(matches!(e, Err(CommandError::Timeout { .. })), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

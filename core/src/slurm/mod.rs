@@ -1,7 +1,8 @@
-//! Slurm's commands (`squeue`, `scontrol`, `sacct`) run with a bounded time, a pinned time
+//! Slurm's commands (`squeue`, `scontrol`, `sacct`, `sstat`) run with a bounded time, a pinned time
 //! format and locale, and their output parsed from captured fixtures.
 
 pub mod command;
 pub mod sacct;
 pub mod scontrol;
 pub mod squeue;
+pub mod sstat;

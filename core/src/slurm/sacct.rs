@@ -639,6 +639,32 @@ impl Query {
         parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
     }
 
+    /// The sbatch command line as typed (`SubmitLine`), for where the job's output went;
+    /// `Ok(None)` when sacct has none (older Slurm, or the job was not submitted by sbatch).
+    pub fn submit_line(&self, job: &str) -> Result<Option<String>, SacctError> {
+        if job.is_empty()
+            || !job
+                .chars()
+                .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
+        {
+            return Err(SacctError::Failed(format!("{job:?} is not a job id")));
+        }
+        let args: Vec<String> = ["-j", job, "-X", "-n", "--parsable2", "-o", "SubmitLine"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let out = run_bounded(&self.program, &args, self.timeout)?;
+        if !out.status_ok {
+            return Ok(None);
+        }
+        Ok(out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string))
+    }
+
     /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
     /// at most [`WINDOW_CHUNK_SECONDS`] so a long window never asks slurmdbd for months at
     /// once. `self.timeout` bounds the whole query, not each chunk. A job running across a

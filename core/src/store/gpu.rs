@@ -1,13 +1,28 @@
 //! The GPU tables: `gpus` (once per card), `gpu_links` (once per pair of the job's cards),
-//! `gpu_samples` (one row per card per stored sample) and the decoded view `gpu_readings`.
+//! `gpu_samples` (one row per card per stored sample), `gpu_xid` (one row per critical Xid
+//! event) and the decoded view `gpu_readings`.
 //!
-//! `gpu_samples` is a plain table (no delta chain): every value column is NULL when the
-//! reading failed, and the `errors` column says why, 4 bits per reading in
-//! [`GPU_READINGS`] order (bit 4·i): 0 = readable, else a `GpuError` code. A row whose
-//! readings all succeeded stores `errors = 0`, which SQLite keeps in the record header
-//! alone (no payload byte), so the common case costs one byte.
+//! `gpu_samples` is packed the way `samples_packed` is (see `schema`):
+//! - `t_ms` and every value column hold the *difference from the same column's previous
+//!   non-NULL value of the same card* (the card's first row: the value itself; `t_ms` counts
+//!   from `meta.started_unix_ms`). Cumulative counters (energy, NVLink) and slow gauges
+//!   (memory, power limit, clocks at a steady state) then cost 0–3 bytes instead of 4–6.
+//!   Each card has a single writer (the step that registered it), so its chain is simple:
+//!   `value = SUM(column) OVER (PARTITION BY gpu ORDER BY rowid)` where the cell is not NULL;
+//! - memory is stored in MiB (rounded to nearest; nvidia-smi's unit), power in mW, energy in
+//!   mJ, NVLink in KiB and PCIe in KB/s: all integers (a REAL always costs 8 bytes);
+//! - a value column is NULL when the reading failed, and `errors` says why, 4 bits per
+//!   reading in [`GPU_READINGS`] order (bit 4·i): 0 = readable, else a `GpuError` code. A row
+//!   whose readings all succeeded stores `errors = 0`, which SQLite keeps in the record
+//!   header alone (no payload byte).
+//!
+//! The card's constants (memory size, rated SM clock, name, bus id) live in `gpus`.
+//! `xid_events` is the number of critical Xid events seen since the card's previous row; their
+//! codes are in `gpu_xid`, in the same order as the rows (NVML gives an event no time: it is
+//! stamped with the reading that collected it).
 
 use rusqlite::{params, Connection, Row};
+use std::collections::HashMap;
 use std::path::Path;
 
 use super::reader::db_err;
@@ -17,7 +32,7 @@ use crate::sample::{
 };
 
 /// The readings of a `GpuSample` in `errors` nibble order, with the view's name for each.
-pub const GPU_READINGS: [&str; 12] = [
+pub const GPU_READINGS: [&str; 15] = [
     "utilization",
     "memory_utilization",
     "memory_used",
@@ -30,18 +45,105 @@ pub const GPU_READINGS: [&str; 12] = [
     "processes",
     "ecc_uncorrected",
     "nvlink",
+    "pcie_tx",
+    "pcie_rx",
+    "xid",
 ];
+// 15 nibbles fill bits 0..59 of the (signed 64-bit) `errors` word.
+const _: () = assert!(GPU_READINGS.len() <= 15);
+
+/// How a stored column becomes the view's plain unit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Plain,
+    /// MiB → bytes.
+    Mib,
+    /// KiB → bytes.
+    Kib,
+    /// Thousandths (mW, mJ) → W, J.
+    Milli,
+}
+
+const NCOLS: usize = 19;
+
+/// (column in `gpu_samples`, column in `gpu_readings`, unit). Order is the codec's order.
+const COLUMNS: [(&str, &str, Unit); NCOLS] = [
+    ("utilization_percent", "utilization_percent", Unit::Plain),
+    (
+        "memory_utilization_percent",
+        "memory_utilization_percent",
+        Unit::Plain,
+    ),
+    ("memory_used_mib", "memory_used_bytes", Unit::Mib),
+    ("power_draw_milliwatts", "power_draw_watts", Unit::Milli),
+    ("power_limit_milliwatts", "power_limit_watts", Unit::Milli),
+    ("temperature_celsius", "temperature_celsius", Unit::Plain),
+    ("sm_clock_mhz", "sm_clock_mhz", Unit::Plain),
+    ("throttle_reasons", "throttle_reasons", Unit::Plain),
+    ("energy_millijoules", "energy_joules", Unit::Milli),
+    ("job_processes", "job_processes", Unit::Plain),
+    ("job_memory_mib", "job_memory_bytes", Unit::Mib),
+    ("other_processes", "other_processes", Unit::Plain),
+    ("other_memory_mib", "other_memory_bytes", Unit::Mib),
+    ("ecc_uncorrected", "ecc_uncorrected", Unit::Plain),
+    ("nvlink_tx_kib", "nvlink_tx_bytes", Unit::Kib),
+    ("nvlink_rx_kib", "nvlink_rx_bytes", Unit::Kib),
+    ("pcie_tx_kib_per_s", "pcie_tx_bytes_per_second", Unit::Kib),
+    ("pcie_rx_kib_per_s", "pcie_rx_bytes_per_second", Unit::Kib),
+    ("xid_events", "xid_events", Unit::Plain),
+];
+
+/// Comments for the table's columns (the file is read with `sqlite3` too).
+fn column_comment(c: &str) -> &'static str {
+    match c {
+        "memory_used_mib" => "anyone's, MiB",
+        "throttle_reasons" => "nvmlClocksThrottleReasons bits",
+        "energy_millijoules" => "cumulative since the driver loaded",
+        "other_processes" => "not the job's: never credited to it",
+        "ecc_uncorrected" => "volatile count",
+        "nvlink_tx_kib" => "cumulative, all links",
+        "pcie_tx_kib_per_s" => "NVML's 20 ms window, card -> host",
+        "pcie_rx_kib_per_s" => "host -> card",
+        "xid_events" => "critical Xid events since the previous row (gpu_xid)",
+        _ => "",
+    }
+}
+
+type Values = [Option<i64>; NCOLS];
 
 pub(crate) fn create_sql() -> String {
     let mut err_cols = Vec::new();
     for (i, name) in GPU_READINGS.iter().enumerate() {
-        let mut case = format!("CASE (errors >> {}) & 15", 4 * i);
+        let mut case = format!("CASE (d.errors >> {}) & 15", 4 * i);
         for e in GpuError::ALL {
             case.push_str(&format!(" WHEN {} THEN '{}'", e.code(), e.name()));
         }
         case.push_str(" END");
         err_cols.push(format!("    {case} AS {name}_error"));
     }
+    let table_cols: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _, _)| match column_comment(c) {
+            "" => format!("    {c:<26} INTEGER,"),
+            note => format!("    {c:<26} INTEGER,  -- {note}"),
+        })
+        .collect();
+    let sums: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _, _)| {
+            format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}")
+        })
+        .collect();
+    let view = |c: &str| {
+        let (stored, name, unit) = COLUMNS.iter().find(|(_, v, _)| *v == c).expect("column");
+        match unit {
+            Unit::Plain => format!("d.{stored} AS {name}"),
+            Unit::Mib => format!("1048576 * d.{stored} AS {name}"),
+            Unit::Kib => format!("1024 * d.{stored} AS {name}"),
+            Unit::Milli => format!("d.{stored} / 1000.0 AS {name}"),
+        }
+    };
+    let cols = |names: &[&str]| names.iter().map(|n| view(n)).collect::<Vec<_>>().join(", ");
     format!(
         "CREATE TABLE gpus (
     id                 INTEGER PRIMARY KEY,  -- gpu_samples.gpu
@@ -65,59 +167,82 @@ CREATE TABLE gpu_links (
     nvlink_links INTEGER NOT NULL,
     PRIMARY KEY (a, b)
 );
--- Plain units in the names; NULL = unreadable, and `errors` says why (see gpu_readings).
+-- Packed (differences per card, see store/gpu.rs): read the gpu_readings view instead.
+-- NULL = unreadable, and `errors` says why.
 CREATE TABLE gpu_samples (
-    t_ms                       INTEGER NOT NULL,  -- ms since meta.started_unix_ms
+    t_ms                       INTEGER NOT NULL,  -- ms since the card's previous row
     gpu                        INTEGER NOT NULL,  -- gpus.id
-    utilization_percent        INTEGER,
-    memory_utilization_percent INTEGER,
-    memory_used_kib            INTEGER,
-    power_draw_milliwatts      INTEGER,
-    power_limit_milliwatts     INTEGER,
-    temperature_celsius        INTEGER,
-    sm_clock_mhz               INTEGER,
-    throttle_reasons           INTEGER,           -- nvmlClocksThrottleReasons bits
-    energy_millijoules         INTEGER,           -- cumulative since the driver loaded
-    job_processes              INTEGER,
-    job_memory_kib             INTEGER,
-    other_processes            INTEGER,           -- not the job's: never credited to it
-    other_memory_kib           INTEGER,
-    ecc_uncorrected            INTEGER,           -- volatile count
-    nvlink_tx_kib              INTEGER,           -- cumulative, all links
-    nvlink_rx_kib              INTEGER,
+{}
     errors                     INTEGER NOT NULL   -- 4 bits per reading, see store/gpu.rs
 );
+-- Critical Xid events, in the order NVML delivered them; stamped with the reading that saw them.
+CREATE TABLE gpu_xid (
+    t_unix_ms INTEGER NOT NULL,
+    gpu       INTEGER NOT NULL,  -- gpus.id
+    xid       INTEGER NOT NULL   -- the Xid code (NVIDIA's Xid catalogue)
+);
 CREATE VIEW gpu_readings AS SELECT
-    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + t_ms AS t_unix_ms,
+    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + d.t_ms AS t_unix_ms,
     g.label AS gpu, g.uuid AS uuid,
-    utilization_percent, memory_utilization_percent,
-    1024 * memory_used_kib AS memory_used_bytes, g.memory_total_bytes AS memory_total_bytes,
-    power_draw_milliwatts / 1000.0 AS power_draw_watts,
-    power_limit_milliwatts / 1000.0 AS power_limit_watts,
-    temperature_celsius, sm_clock_mhz, g.sm_clock_max_mhz AS sm_clock_max_mhz,
-    throttle_reasons, energy_millijoules / 1000.0 AS energy_joules,
-    job_processes, 1024 * job_memory_kib AS job_memory_bytes,
-    other_processes, 1024 * other_memory_kib AS other_memory_bytes,
-    ecc_uncorrected, 1024 * nvlink_tx_kib AS nvlink_tx_bytes, 1024 * nvlink_rx_kib AS nvlink_rx_bytes,
+    {}, g.memory_total_bytes AS memory_total_bytes,
+    {},
+    {}, g.sm_clock_max_mhz AS sm_clock_max_mhz,
+    {},
+    {},
+    CASE WHEN d.xid_events > 0 THEN (SELECT group_concat(x.xid, ',') FROM gpu_xid x
+        WHERE x.gpu = d.gpu AND x.t_unix_ms = (SELECT CAST(value AS INTEGER) FROM meta
+        WHERE key = 'started_unix_ms') + d.t_ms) END AS xid_codes,
 {}
-FROM gpu_samples JOIN gpus g ON g.id = gpu_samples.gpu;
+FROM (SELECT rowid AS r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
+{}
+      FROM gpu_samples
+      WINDOW w AS (PARTITION BY gpu ORDER BY rowid ROWS UNBOUNDED PRECEDING)) d
+JOIN gpus g ON g.id = d.gpu
+ORDER BY d.gpu, d.r;
 ",
-        err_cols.join(",\n")
+        table_cols.join("\n"),
+        cols(&[
+            "utilization_percent",
+            "memory_utilization_percent",
+            "memory_used_bytes"
+        ]),
+        cols(&["power_draw_watts", "power_limit_watts"]),
+        cols(&["temperature_celsius", "sm_clock_mhz"]),
+        cols(&[
+            "throttle_reasons",
+            "energy_joules",
+            "job_processes",
+            "job_memory_bytes",
+            "other_processes",
+            "other_memory_bytes",
+            "ecc_uncorrected",
+            "nvlink_tx_bytes",
+            "nvlink_rx_bytes"
+        ]),
+        cols(&[
+            "pcie_tx_bytes_per_second",
+            "pcie_rx_bytes_per_second",
+            "xid_events"
+        ]),
+        err_cols.join(",\n"),
+        sums.join(",\n")
     )
 }
 
-pub(crate) const INSERT_SAMPLE: &str = "INSERT INTO gpu_samples(t_ms, gpu, utilization_percent,
-    memory_utilization_percent, memory_used_kib, power_draw_milliwatts, power_limit_milliwatts,
-    temperature_celsius, sm_clock_mhz, throttle_reasons, energy_millijoules, job_processes,
-    job_memory_kib, other_processes, other_memory_kib, ecc_uncorrected, nvlink_tx_kib,
-    nvlink_rx_kib, errors) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14,
-    ?15, ?16, ?17, ?18, ?19)";
+fn insert_sql() -> String {
+    let cols: Vec<&str> = COLUMNS.iter().map(|(c, _, _)| *c).collect();
+    let marks: Vec<String> = (1..=NCOLS + 3).map(|i| format!("?{i}")).collect();
+    format!(
+        "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
+        cols.join(", "),
+        marks.join(", ")
+    )
+}
 
-const SELECT_SAMPLE: &str = "SELECT t_ms, gpu, utilization_percent, memory_utilization_percent,
-    memory_used_kib, power_draw_milliwatts, power_limit_milliwatts, temperature_celsius,
-    sm_clock_mhz, throttle_reasons, energy_millijoules, job_processes, job_memory_kib,
-    other_processes, other_memory_kib, ecc_uncorrected, nvlink_tx_kib, nvlink_rx_kib, errors
-    FROM gpu_samples";
+fn select_sql() -> String {
+    let cols: Vec<&str> = COLUMNS.iter().map(|(c, _, _)| *c).collect();
+    format!("SELECT t_ms, {}, errors FROM gpu_samples", cols.join(", "))
+}
 
 /// One stored reading of one card.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -137,16 +262,18 @@ pub struct StoredGpu {
     pub first_unix_ms: i64,
 }
 
-fn kib(b: u64) -> i64 {
-    (b / 1024 + u64::from(b % 1024 >= 512)).min(i64::MAX as u64) as i64
+const MIB: u64 = 1 << 20;
+
+fn mib(b: u64) -> i64 {
+    int(b / MIB + u64::from(b % MIB >= MIB / 2))
 }
 
 fn int(v: u64) -> i64 {
     v.min(i64::MAX as u64) as i64
 }
 
-/// `GpuSample` → the 16 value columns and the `errors` word.
-pub(crate) fn encode(s: &GpuSample) -> ([Option<i64>; 16], i64) {
+/// `GpuSample` → the absolute value columns (in [`COLUMNS`] order) and the `errors` word.
+pub(crate) fn encode(s: &GpuSample) -> (Values, i64) {
     let mut errors: i64 = 0;
     let mut slot = 0usize;
     let mut e = |r: std::result::Result<(), GpuError>| {
@@ -170,13 +297,16 @@ pub(crate) fn encode(s: &GpuSample) -> ([Option<i64>; 16], i64) {
     e(okv(&s.processes));
     e(okv(&s.ecc_uncorrected));
     e(okv(&s.nvlink));
+    e(okv(&s.pcie_tx_kib_per_s));
+    e(okv(&s.pcie_rx_kib_per_s));
+    e(okv(&s.xid_errors));
     let u32v = |r: &GpuReading<u32>| r.as_ref().ok().map(|v| i64::from(*v));
     let p = s.processes.as_ref().ok();
     let n = s.nvlink.as_ref().ok();
     let values = [
         u32v(&s.utilization_percent),
         u32v(&s.memory_utilization_percent),
-        s.memory_used_bytes.as_ref().ok().map(|b| kib(*b)),
+        s.memory_used_bytes.as_ref().ok().map(|b| mib(*b)),
         u32v(&s.power_draw_milliwatts),
         u32v(&s.power_limit_milliwatts),
         u32v(&s.temperature_celsius),
@@ -184,12 +314,15 @@ pub(crate) fn encode(s: &GpuSample) -> ([Option<i64>; 16], i64) {
         s.throttle_reasons.as_ref().ok().map(|v| int(*v)),
         s.energy_millijoules.as_ref().ok().map(|v| int(*v)),
         p.map(|p| i64::from(p.job_processes)),
-        p.map(|p| kib(p.job_memory_bytes)),
+        p.map(|p| mib(p.job_memory_bytes)),
         p.map(|p| i64::from(p.other_processes)),
-        p.map(|p| kib(p.other_memory_bytes)),
+        p.map(|p| mib(p.other_memory_bytes)),
         s.ecc_uncorrected.as_ref().ok().map(|v| int(*v)),
         n.map(|n| int(n.tx_kib)),
         n.map(|n| int(n.rx_kib)),
+        u32v(&s.pcie_tx_kib_per_s),
+        u32v(&s.pcie_rx_kib_per_s),
+        s.xid_errors.as_ref().ok().map(|x| int(x.len() as u64)),
     ];
     (values, errors)
 }
@@ -204,13 +337,12 @@ fn reading<T>(v: Option<T>, errors: i64, slot: usize) -> GpuReading<T> {
     }
 }
 
-fn decode_row(r: &Row<'_>, base: i64) -> rusqlite::Result<GpuRow> {
-    let g = |i: usize| r.get::<_, Option<i64>>(i);
-    let u32o = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
-    let u64o = |v: Option<i64>| v.and_then(|v| u64::try_from(v).ok());
-    let bytes = |v: Option<i64>| u64o(v).map(|k| k.saturating_mul(1024));
-    let errors: i64 = r.get(18)?;
-    let procs = match (u32o(g(11)?), bytes(g(12)?), u32o(g(13)?), bytes(g(14)?)) {
+/// Absolute values (and the card's queue of Xid codes) → the reading.
+fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -> GpuSample {
+    let u32o = |i: usize| v[i].and_then(|v| u32::try_from(v).ok());
+    let u64o = |i: usize| v[i].and_then(|v| u64::try_from(v).ok());
+    let bytes = |i: usize| u64o(i).map(|m| m.saturating_mul(MIB));
+    let procs = match (u32o(9), bytes(10), u32o(11), bytes(12)) {
         (Some(a), Some(b), Some(c), Some(d)) => Some(GpuProcesses {
             job_processes: a,
             job_memory_bytes: b,
@@ -219,28 +351,137 @@ fn decode_row(r: &Row<'_>, base: i64) -> rusqlite::Result<GpuRow> {
         }),
         _ => None,
     };
-    let nvlink = match (u64o(g(16)?), u64o(g(17)?)) {
+    let nvlink = match (u64o(14), u64o(15)) {
         (Some(tx_kib), Some(rx_kib)) => Some(NvlinkCounters { tx_kib, rx_kib }),
         _ => None,
     };
-    Ok(GpuRow {
-        t_unix_ms: base + r.get::<_, i64>(0)?,
-        gpu: r.get(1)?,
-        sample: GpuSample {
-            utilization_percent: reading(u32o(g(2)?), errors, 0),
-            memory_utilization_percent: reading(u32o(g(3)?), errors, 1),
-            memory_used_bytes: reading(bytes(g(4)?), errors, 2),
-            power_draw_milliwatts: reading(u32o(g(5)?), errors, 3),
-            power_limit_milliwatts: reading(u32o(g(6)?), errors, 4),
-            temperature_celsius: reading(u32o(g(7)?), errors, 5),
-            sm_clock_mhz: reading(u32o(g(8)?), errors, 6),
-            throttle_reasons: reading(u64o(g(9)?), errors, 7),
-            energy_millijoules: reading(u64o(g(10)?), errors, 8),
-            processes: reading(procs, errors, 9),
-            ecc_uncorrected: reading(u64o(g(15)?), errors, 10),
-            nvlink: reading(nvlink, errors, 11),
-        },
+    let xid = u64o(18).map(|k| {
+        let k = (k as usize).min(xids.len());
+        xids.drain(..k).collect::<Vec<u64>>()
+    });
+    GpuSample {
+        utilization_percent: reading(u32o(0), errors, 0),
+        memory_utilization_percent: reading(u32o(1), errors, 1),
+        memory_used_bytes: reading(bytes(2), errors, 2),
+        power_draw_milliwatts: reading(u32o(3), errors, 3),
+        power_limit_milliwatts: reading(u32o(4), errors, 4),
+        temperature_celsius: reading(u32o(5), errors, 5),
+        sm_clock_mhz: reading(u32o(6), errors, 6),
+        throttle_reasons: reading(u64o(7), errors, 7),
+        energy_millijoules: reading(u64o(8), errors, 8),
+        processes: reading(procs, errors, 9),
+        ecc_uncorrected: reading(u64o(13), errors, 10),
+        nvlink: reading(nvlink, errors, 11),
+        pcie_tx_kib_per_s: reading(u32o(16), errors, 12),
+        pcie_rx_kib_per_s: reading(u32o(17), errors, 13),
+        xid_errors: reading(xid, errors, 14),
+    }
+}
+
+/// One card's delta chain: the last `t_ms` and the last non-NULL absolute value of each
+/// column (0 before the first).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct GpuChain {
+    t_ms: i64,
+    v: [i64; NCOLS],
+}
+
+impl GpuChain {
+    /// Absolute → stored differences; advances the chain.
+    fn delta(&mut self, t_ms: i64, abs: &Values) -> (i64, Values) {
+        let dt = t_ms.wrapping_sub(self.t_ms);
+        self.t_ms = t_ms;
+        let mut out = [None; NCOLS];
+        for i in 0..NCOLS {
+            if let Some(a) = abs[i] {
+                out[i] = Some(a - self.v[i]); // both in [0, i64::MAX]: cannot overflow
+                self.v[i] = a;
+            }
+        }
+        (dt, out)
+    }
+
+    /// Stored differences → absolute values; advances the chain.
+    fn undelta(&mut self, dt: i64, stored: &Values) -> (i64, Values) {
+        self.t_ms = self.t_ms.wrapping_add(dt);
+        let mut out = [None; NCOLS];
+        for i in 0..NCOLS {
+            if let Some(d) = stored[i] {
+                self.v[i] = self.v[i].wrapping_add(d);
+                out[i] = Some(self.v[i]);
+            }
+        }
+        (self.t_ms, out)
+    }
+}
+
+/// The chain of card `gpu` after its rows with `rowid < before`: one SUM per column.
+fn load_chain(conn: &Connection, path: &Path, gpu: i64, before: i64) -> Result<GpuChain> {
+    let sums: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _, _)| format!("SUM({c})"))
+        .collect();
+    let sql = format!(
+        "SELECT SUM(t_ms), {} FROM gpu_samples WHERE gpu = ?1 AND rowid < ?2",
+        sums.join(", ")
+    );
+    conn.query_row(&sql, [gpu, before], |r| {
+        let mut c = GpuChain {
+            t_ms: r.get::<_, Option<i64>>(0)?.unwrap_or(0),
+            ..GpuChain::default()
+        };
+        for (i, slot) in c.v.iter_mut().enumerate() {
+            *slot = r.get::<_, Option<i64>>(i + 1)?.unwrap_or(0);
+        }
+        Ok(c)
     })
+    .map_err(|e| db_err(path, e))
+}
+
+/// Per card (`gpus.id`): its delta chain, loaded from the file on first use.
+pub(crate) type Chains = HashMap<i64, GpuChain>;
+
+/// Appends buffered readings `(t_unix_ms, gpus.id, reading)` inside the caller's
+/// transaction, advancing `chains` (the caller keeps them only if the transaction commits).
+pub(crate) fn insert_rows(
+    conn: &Connection,
+    path: &Path,
+    base: i64,
+    chains: &mut Chains,
+    rows: &[(i64, i64, GpuSample)],
+) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let mut insert = conn
+        .prepare_cached(&insert_sql())
+        .map_err(|e| db_err(path, e))?;
+    let mut xid = conn
+        .prepare_cached("INSERT INTO gpu_xid(t_unix_ms, gpu, xid) VALUES (?1, ?2, ?3)")
+        .map_err(|e| db_err(path, e))?;
+    for (t, gpu, sample) in rows {
+        if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(*gpu) {
+            e.insert(load_chain(conn, path, *gpu, i64::MAX)?);
+        }
+        let (abs, errors) = encode(sample);
+        let (dt, v) = chains
+            .get_mut(gpu)
+            .expect("inserted")
+            .delta(t.wrapping_sub(base), &abs);
+        let mut p: [Option<i64>; NCOLS + 3] = [None; NCOLS + 3];
+        p[0] = Some(dt);
+        p[1] = Some(*gpu);
+        p[2..NCOLS + 2].copy_from_slice(&v);
+        p[NCOLS + 2] = Some(errors);
+        insert
+            .execute(rusqlite::params_from_iter(p.iter()))
+            .map_err(|e| db_err(path, e))?;
+        for code in sample.xid_errors.iter().flatten() {
+            xid.execute(params![t, gpu, int(*code)])
+                .map_err(|e| db_err(path, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Inserts (or finds) each card by UUID; returns their ids in `cards` order. The first step
@@ -363,18 +604,79 @@ pub(crate) fn load_samples(
     gpu: i64,
     last: Option<u32>,
 ) -> Result<Vec<GpuRow>> {
-    let sql = match last {
-        None => format!("{SELECT_SAMPLE} WHERE gpu = ?1 ORDER BY rowid"),
-        Some(n) => format!(
-            "SELECT * FROM ({SELECT_SAMPLE} WHERE gpu = ?1 ORDER BY rowid DESC LIMIT {n}) ORDER BY t_ms"
-        ),
+    let e = |e| db_err(path, e);
+    let first: i64 = match last {
+        None => 0,
+        Some(n) => {
+            let first: Option<i64> = conn
+                .query_row(
+                    "SELECT MIN(r) FROM (SELECT rowid AS r FROM gpu_samples WHERE gpu = ?1
+                     ORDER BY rowid DESC LIMIT ?2)",
+                    params![gpu, n],
+                    |r| r.get(0),
+                )
+                .map_err(e)?;
+            match first {
+                Some(f) => f,
+                None => return Ok(Vec::new()),
+            }
+        }
     };
-    let mut stmt = conn.prepare(&sql).map_err(|e| db_err(path, e))?;
-    let rows = stmt
-        .query_map([gpu], |r| decode_row(r, base))
-        .and_then(|rows| rows.collect())
-        .map_err(|e| db_err(path, e));
-    rows
+    let mut chain = if first > 0 {
+        load_chain(conn, path, gpu, first)?
+    } else {
+        GpuChain::default()
+    };
+    let mut stmt = conn
+        .prepare(&format!(
+            "{} WHERE gpu = ?1 AND rowid >= ?2 ORDER BY rowid",
+            select_sql()
+        ))
+        .map_err(e)?;
+    let mut decoded: Vec<(i64, Values, i64)> = Vec::new();
+    let mut q = stmt.query([gpu, first]).map_err(e)?;
+    while let Some(r) = q.next().map_err(e)? {
+        let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Values, i64)> {
+            let mut v: Values = [None; NCOLS];
+            for (i, slot) in v.iter_mut().enumerate() {
+                *slot = r.get(i + 1)?;
+            }
+            Ok((r.get(0)?, v, r.get(NCOLS + 1)?))
+        };
+        let (dt, stored, errors) = row(r).map_err(e)?;
+        let (t, abs) = chain.undelta(dt, &stored);
+        decoded.push((t, abs, errors));
+    }
+    // The card's Xid codes in row order: these rows' events are the last ones stored.
+    let wanted: usize = decoded
+        .iter()
+        .filter_map(|(_, v, _)| v[NCOLS - 1])
+        .map(|k| usize::try_from(k).unwrap_or(0))
+        .sum();
+    let mut xids: std::collections::VecDeque<u64> = if wanted == 0 {
+        Default::default()
+    } else {
+        let mut s = conn
+            .prepare("SELECT xid FROM gpu_xid WHERE gpu = ?1 ORDER BY rowid")
+            .map_err(e)?;
+        let all: Vec<i64> = s
+            .query_map([gpu], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(e)?;
+        let skip = all.len().saturating_sub(wanted);
+        all.into_iter()
+            .skip(skip)
+            .map(|x| u64::try_from(x).unwrap_or(0))
+            .collect()
+    };
+    Ok(decoded
+        .into_iter()
+        .map(|(t, v, errors)| GpuRow {
+            t_unix_ms: base.wrapping_add(t),
+            gpu,
+            sample: decode(&v, errors, &mut xids),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -386,6 +688,7 @@ mod tests {
         let mut s = GpuSample::all_failed(GpuError::NotSupported);
         s.utilization_percent = Ok(5);
         s.nvlink = Err(GpuError::GpuIsLost);
+        s.xid_errors = Err(GpuError::Timeout);
         let (v, e) = encode(&s);
         assert_eq!(v[0], Some(5));
         assert_eq!(v[3], None);
@@ -393,5 +696,23 @@ mod tests {
         assert_eq!(e & 15, 0);
         assert_eq!(reading::<u32>(None, e, 3), Err(GpuError::NotSupported));
         assert_eq!(reading::<u32>(None, e, 11), Err(GpuError::GpuIsLost));
+        assert_eq!(reading::<u32>(None, e, 14), Err(GpuError::Timeout));
+        assert!(e > 0, "15 nibbles stay clear of the sign bit");
+    }
+
+    #[test]
+    fn the_chain_round_trips_nulls_zeros_and_counters() {
+        let rows: Vec<(i64, Values)> = vec![
+            (0, [Some(7); NCOLS]),
+            (5000, [None; NCOLS]),
+            (10_000, [Some(0); NCOLS]),
+            (15_000, [Some(i64::MAX); NCOLS]),
+            (14_000, [Some(3); NCOLS]),
+        ];
+        let (mut w, mut r) = (GpuChain::default(), GpuChain::default());
+        for (t, v) in &rows {
+            let (dt, d) = w.delta(*t, v);
+            assert_eq!(r.undelta(dt, &d), (*t, *v));
+        }
     }
 }

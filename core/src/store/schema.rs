@@ -31,10 +31,14 @@
 //!   power_limit_watts, sm_clock_max_mhz, nvlink_links, step, first_unix_ms)`: the job's
 //!   cards, once each, keyed by UUID; `label` is `cuda:N` as the job's code addresses it.
 //! - `gpu_links(a, b, level, nvlink_links)`: how each pair of the job's cards is wired.
-//! - `gpu_samples(t_ms, gpu, <readings>, errors)`: one row per card per stored sample, plain
-//!   (not delta-packed); NULL = unreadable and `errors` holds the NVML error, 4 bits per
-//!   reading (see `store/gpu.rs`). View `gpu_readings` decodes it: plain units and one
-//!   `<reading>_error` text column per reading. Measured (benches/gpu.rs): see README.
+//! - `gpu_samples(t_ms, gpu, <readings>, errors)`: one row per card per stored sample,
+//!   packed like `samples_packed` but per card (`t_ms` and every value column hold the
+//!   difference from the card's previous non-NULL value); NULL = unreadable and `errors`
+//!   holds the NVML error, 4 bits per reading (see `store/gpu.rs`). View `gpu_readings`
+//!   decodes it: plain units and one `<reading>_error` text column per reading.
+//! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
+//!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
+//!   see README.
 //! - view `samples`: the packed table decoded: `t_unix_ms`, `series` ('job' or the step name),
 //!   `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`, `_usec`,
 //!   `_percent`, cores).

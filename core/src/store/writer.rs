@@ -36,6 +36,8 @@ pub struct Writer {
     dropped: u64,
     /// GPU rows waiting for the next flush: (t_unix_ms, gpus.id, reading).
     gpu_buffer: Vec<(i64, i64, crate::sample::GpuSample)>,
+    /// Per card (`gpus.id`): its delta chain (see `store/gpu.rs`), loaded on first use.
+    gpu_chains: super::gpu::Chains,
 }
 
 impl Writer {
@@ -125,6 +127,7 @@ impl Writer {
             chains: HashMap::new(),
             dropped: 0,
             gpu_buffer: Vec::new(),
+            gpu_chains: Default::default(),
         }
     }
 
@@ -218,6 +221,7 @@ impl Writer {
         let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
             load_steps(&tx, path)?.into_iter().unzip();
         let mut chains = self.chains.clone();
+        let mut gpu_chains = self.gpu_chains.clone();
         {
             let mut insert = tx
                 .prepare_cached(&insert_sql())
@@ -251,22 +255,7 @@ impl Writer {
                     .execute(rusqlite::params_from_iter(p.iter()))
                     .map_err(|e| db_err(path, e))?;
             }
-            if !self.gpu_buffer.is_empty() {
-                let mut insert = tx
-                    .prepare_cached(super::gpu::INSERT_SAMPLE)
-                    .map_err(|e| db_err(path, e))?;
-                for (t, gpu, sample) in &self.gpu_buffer {
-                    let (v, errors) = super::gpu::encode(sample);
-                    let mut p: [Option<i64>; 19] = [None; 19];
-                    p[0] = Some(t - base);
-                    p[1] = Some(*gpu);
-                    p[2..18].copy_from_slice(&v);
-                    p[18] = Some(errors);
-                    insert
-                        .execute(rusqlite::params_from_iter(p.iter()))
-                        .map_err(|e| db_err(path, e))?;
-                }
-            }
+            super::gpu::insert_rows(&tx, path, base, &mut gpu_chains, &self.gpu_buffer)?;
             if self.dropped > 0 {
                 let now = self.buffer.last().map_or(base, |r| r.t_unix_ms);
                 tx.execute(
@@ -278,6 +267,7 @@ impl Writer {
         }
         tx.commit().map_err(|e| db_err(path, e))?;
         self.chains = chains;
+        self.gpu_chains = gpu_chains;
         self.known_steps = infos;
         self.buffer.clear();
         self.gpu_buffer.clear();

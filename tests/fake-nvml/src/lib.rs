@@ -15,12 +15,21 @@
 //!     "throttle_reasons": 4, "energy_mj": 123456, "ecc_uncorrected_volatile": 0,
 //!     "processes": [ { "pid": 4242, "used_memory": 1073741824 } ],
 //!     "nvlinks": [ { "active": true, "remote_pci_bus_id": "…", "tx_kib": 1, "rx_kib": 2 } ],
-//!     "lost": false, "delay_ms": 0, "errors": { "power": "NOT_SUPPORTED" } } ] }
+//!     "pcie_tx_kib_per_s": 1200000, "pcie_rx_kib_per_s": 300000, "xid_events": [ 79 ],
+//!     "lost": false, "delay_ms": 0, "errors": { "power": "NOT_SUPPORTED" } } ],
+//!   "errors": { "event_set_create": "NOT_SUPPORTED", "event_wait": "GPU_IS_LOST" } }
 //! ```
 //!
 //! A missing reading is `NOT_SUPPORTED` (what NVML says for a figure a card lacks); `errors`
 //! scripts a return code per call (keys: the names in [`call`] sites below); `"lost": true`
 //! makes every call on the card return `GPU_IS_LOST`. Nothing here panics across the C ABI.
+//!
+//! Xid events: `xid_events` lists the critical Xid codes that occurred on the card, oldest
+//! first (append to script a new one). Each event set returns each listed event once, in
+//! order, through `nvmlEventSetWait_v2` after `nvmlDeviceRegisterEvents` registered the card
+//! for `nvmlEventTypeXidCriticalError`; with nothing pending the wait sleeps its timeout and
+//! returns `TIMEOUT`, as NVML does. A lost card's listed events are still delivered (Xid 79
+//! is how a card announces it fell off the bus).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -141,6 +150,20 @@ pub struct FieldValue {
 }
 const _: () = assert!(std::mem::size_of::<FieldValue>() == 40);
 
+/// `nvmlEventData_t`: 32 bytes.
+#[repr(C)]
+pub struct EventData {
+    pub device: *mut c_void,
+    pub event_type: c_ulonglong,
+    pub event_data: c_ulonglong,
+    pub gpu_instance_id: c_uint,
+    pub compute_instance_id: c_uint,
+}
+const _: () = assert!(std::mem::size_of::<EventData>() == 32);
+/// `nvmlEventTypeXidCriticalError`.
+pub const EVENT_TYPE_XID_CRITICAL_ERROR: u64 = 8;
+pub const TIMEOUT: u32 = 10;
+
 pub const NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: u32 = 138;
 pub const NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
 const NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: u32 = 3;
@@ -150,6 +173,16 @@ const NVML_VALUE_NOT_AVAILABLE: u64 = u64::MAX;
 // ---- state ----
 
 static INIT: AtomicU32 = AtomicU32::new(0);
+
+/// One event set: its handle's value and, per registered card (by index), how many of the
+/// card's listed Xid events it has delivered.
+struct EventSet {
+    id: usize,
+    cards: Vec<(usize, usize)>,
+}
+
+static SETS: Mutex<Vec<EventSet>> = Mutex::new(Vec::new());
+static NEXT_SET: AtomicU32 = AtomicU32::new(1);
 
 struct Cache {
     key: Option<(u64, u64, i128, u64)>,
@@ -739,6 +772,158 @@ pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
         }
         SUCCESS
     })
+}
+
+/// `nvmlDeviceGetPcieThroughput(device, counter, *value)`: counter 0 is
+/// `NVML_PCIE_UTIL_TX_BYTES` (`pcie_tx_kib_per_s`), 1 is `NVML_PCIE_UTIL_RX_BYTES`
+/// (`pcie_rx_kib_per_s`), in KB/s. Scripted errors: `pcie_tx`, `pcie_rx`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetPcieThroughput(
+    dev: *mut c_void,
+    counter: c_int,
+    value: *mut c_uint,
+) -> u32 {
+    let (name, key) = match counter {
+        0 => ("pcie_tx", "pcie_tx_kib_per_s"),
+        1 => ("pcie_rx", "pcie_rx_kib_per_s"),
+        _ => return INVALID_ARGUMENT,
+    };
+    call(dev, name, |d, _| uint_reading(d, key, value))
+}
+
+fn state_error(key: &str) -> Option<u32> {
+    with_state(|s| {
+        s.get("errors")
+            .and_then(|e| e.get(key))
+            .and_then(Value::as_str)
+            .map(code_of)
+    })
+}
+
+fn set_id(set: *mut c_void) -> usize {
+    set as usize
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut *mut c_void) -> u32 {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if INIT.load(Ordering::SeqCst) == 0 {
+            return UNINITIALIZED;
+        }
+        if set.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        if let Some(e) = state_error("event_set_create") {
+            return e;
+        }
+        let id = NEXT_SET.fetch_add(1, Ordering::SeqCst) as usize;
+        SETS.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(EventSet {
+                id,
+                cards: Vec::new(),
+            });
+        *set = id as *mut c_void;
+        SUCCESS
+    }))
+    .unwrap_or(UNKNOWN)
+}
+
+/// Registers the card for `nvmlEventTypeXidCriticalError` (8), the only event type the fake
+/// has: any other bit is NOT_SUPPORTED ("some of requested event types"). Scripted errors:
+/// `register_events`.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceRegisterEvents(
+    dev: *mut c_void,
+    types: c_ulonglong,
+    set: *mut c_void,
+) -> u32 {
+    call(dev, "register_events", |_, idx| {
+        if types & !EVENT_TYPE_XID_CRITICAL_ERROR != 0 {
+            return NOT_SUPPORTED;
+        }
+        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = sets.iter_mut().find(|s| s.id == set_id(set)) else {
+            return INVALID_ARGUMENT;
+        };
+        if types != 0 && !s.cards.iter().any(|(i, _)| *i == idx) {
+            s.cards.push((idx, 0));
+        }
+        SUCCESS
+    })
+}
+
+/// The next undelivered Xid event of the set's cards (in registration order), else
+/// TIMEOUT after `timeout_ms` (capped at 1 s here). Scripted errors: `event_wait` (top level).
+#[no_mangle]
+pub unsafe extern "C" fn nvmlEventSetWait_v2(
+    set: *mut c_void,
+    data: *mut EventData,
+    timeout_ms: c_uint,
+) -> u32 {
+    let rc = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if INIT.load(Ordering::SeqCst) == 0 {
+            return UNINITIALIZED;
+        }
+        if data.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        if let Some(e) = state_error("event_wait") {
+            return e;
+        }
+        let listed: Vec<Vec<u64>> = with_state(|s| {
+            devices(s)
+                .iter()
+                .map(|d| {
+                    d.get("xid_events")
+                        .and_then(Value::as_array)
+                        .map(|l| l.iter().filter_map(Value::as_u64).collect())
+                        .unwrap_or_default()
+                })
+                .collect()
+        });
+        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = sets.iter_mut().find(|s| s.id == set_id(set)) else {
+            return INVALID_ARGUMENT;
+        };
+        for (idx, delivered) in s.cards.iter_mut() {
+            if let Some(&xid) = listed.get(*idx).and_then(|l| l.get(*delivered)) {
+                *delivered += 1;
+                *data = EventData {
+                    device: (*idx + 1) as *mut c_void,
+                    event_type: EVENT_TYPE_XID_CRITICAL_ERROR,
+                    event_data: xid,
+                    gpu_instance_id: u32::MAX,
+                    compute_instance_id: u32::MAX,
+                };
+                return SUCCESS;
+            }
+        }
+        TIMEOUT
+    }))
+    .unwrap_or(UNKNOWN);
+    if rc == TIMEOUT && timeout_ms > 0 {
+        std::thread::sleep(Duration::from_millis(u64::from(timeout_ms.min(1000))));
+    }
+    rc
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlEventSetFree(set: *mut c_void) -> u32 {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if INIT.load(Ordering::SeqCst) == 0 {
+            return UNINITIALIZED;
+        }
+        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        match sets.iter().position(|s| s.id == set_id(set)) {
+            Some(i) => {
+                sets.remove(i);
+                SUCCESS
+            }
+            None => INVALID_ARGUMENT,
+        }
+    }))
+    .unwrap_or(UNKNOWN)
 }
 
 /// `nvmlGpuTopologyLevel_t`: same `switch` → SINGLE (10), same `numa` → NODE (40), else

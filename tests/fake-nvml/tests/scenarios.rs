@@ -71,6 +71,7 @@ fn card(i: u32) -> Value {
         "power_usage_mw": 398_000, "power_limit_mw": 400_000, "temperature": 71,
         "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
         "energy_mj": 123_456_789u64, "ecc_uncorrected_volatile": 0,
+        "pcie_tx_kib_per_s": 1_200_000, "pcie_rx_kib_per_s": 0,
         "processes": [ { "pid": JOB_PID, "used_memory": 29 * GIB } ],
     })
 }
@@ -161,6 +162,210 @@ fn busy_healthy_card_at_power_limit() {
     assert_eq!(throttle_state(s), ThrottleState::AtPowerLimit);
     assert_eq!(s.energy_millijoules, Ok(123_456_789));
     assert_eq!(s.nvlink, Err(GpuError::NotSupported));
+    // PCIe: a readable 0 stays 0 (an idle direction), never NULL.
+    assert_eq!(s.pcie_tx_kib_per_s, Ok(1_200_000));
+    assert_eq!(s.pcie_rx_kib_per_s, Ok(0));
+    assert_eq!(s.xid_errors, Ok(vec![]));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let got: (i64, Option<i64>, Option<String>, i64, Option<String>) = conn
+        .query_row(
+            "SELECT pcie_tx_bytes_per_second, pcie_rx_bytes_per_second, pcie_rx_error,
+                    xid_events, xid_codes FROM gpu_readings",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap();
+    assert_eq!(got, (1_200_000 * 1024, Some(0), None, 0, None));
+}
+
+#[test]
+fn pcie_throughput_unreadable_is_never_zero() {
+    let mut c0 = card(0);
+    c0["errors"] = json!({ "pcie_rx": "NOT_SUPPORTED" });
+    let mut c1 = card(1);
+    c1.as_object_mut().unwrap().remove("pcie_tx_kib_per_s");
+    c1["errors"] = json!({ "pcie_rx": "GPU_IS_LOST" });
+    let st = node(vec![c0, c1]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0,1"), &[st]);
+    let rows = stored(&file);
+    assert_eq!(rows[0][0].pcie_tx_kib_per_s, Ok(1_200_000));
+    assert_eq!(rows[0][0].pcie_rx_kib_per_s, Err(GpuError::NotSupported));
+    assert_eq!(rows[1][0].pcie_tx_kib_per_s, Err(GpuError::NotSupported));
+    assert_eq!(rows[1][0].pcie_rx_kib_per_s, Err(GpuError::GpuIsLost));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let mut q = conn
+        .prepare(
+            "SELECT gpu, pcie_tx_bytes_per_second, pcie_tx_error, pcie_rx_bytes_per_second,
+                    pcie_rx_error FROM gpu_readings ORDER BY gpu",
+        )
+        .unwrap();
+    type Cells = (
+        String,
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+    );
+    let got: Vec<Cells> = q
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "cuda:0".into(),
+                Some(1_200_000 * 1024),
+                None,
+                None,
+                Some("NOT_SUPPORTED".into())
+            ),
+            (
+                "cuda:1".into(),
+                None,
+                Some("NOT_SUPPORTED".into()),
+                None,
+                Some("GPU_IS_LOST".into())
+            ),
+        ]
+    );
+}
+
+#[test]
+fn xid_events_are_recorded_once_per_card_at_the_reading_that_saw_them() {
+    let with = |a: Value, b: Value| {
+        let (mut c0, mut c1) = (card(0), card(1));
+        c0["xid_events"] = a;
+        c1["xid_events"] = b;
+        node(vec![c0, c1])
+    };
+    let states = [
+        with(json!([]), json!([])),
+        with(json!([]), json!([48])),
+        // The same list again: nothing new to deliver.
+        with(json!([]), json!([48])),
+        with(json!([13, 31]), json!([48, 63])),
+        with(json!([13, 31]), json!([48, 63])),
+    ];
+    let scene = Scene::new(states[0].clone());
+    let file = record(&scene, &env_cvd("0,1"), &states);
+    let rows = stored(&file);
+    let xids = |card: usize| -> Vec<Vec<u64>> {
+        rows[card]
+            .iter()
+            .map(|s| s.xid_errors.clone().unwrap())
+            .collect()
+    };
+    let none: Vec<u64> = vec![];
+    assert_eq!(
+        xids(0),
+        vec![
+            none.clone(),
+            none.clone(),
+            none.clone(),
+            vec![13, 31],
+            none.clone()
+        ]
+    );
+    assert_eq!(
+        xids(1),
+        vec![none.clone(), vec![48], none.clone(), vec![63], none.clone()]
+    );
+    // The live view's tail decodes the same events.
+    let r = Reader::open(&file).unwrap();
+    let g = r.gpus().unwrap();
+    let tail: Vec<_> = r
+        .gpu_last(g[0].id, 2)
+        .unwrap()
+        .into_iter()
+        .map(|row| row.sample.xid_errors.unwrap())
+        .collect();
+    assert_eq!(tail, vec![vec![13, 31], none.clone()]);
+    // In SQL: the table of events and the view's count and codes.
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let events: Vec<(i64, i64, i64)> = conn
+        .prepare("SELECT t_unix_ms, gpu, xid FROM gpu_xid ORDER BY rowid")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let (id0, id1) = (g[0].id, g[1].id);
+    assert_eq!(
+        events,
+        vec![
+            (1_005_000, id1, 48),
+            (1_015_000, id0, 13),
+            (1_015_000, id0, 31),
+            (1_015_000, id1, 63)
+        ]
+    );
+    let view: Vec<(i64, String, i64, Option<String>)> = conn
+        .prepare(
+            "SELECT t_unix_ms, gpu, xid_events, xid_codes FROM gpu_readings
+             WHERE xid_events > 0 ORDER BY t_unix_ms, gpu",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        view,
+        vec![
+            (1_005_000, "cuda:1".into(), 1, Some("48".into())),
+            (1_015_000, "cuda:0".into(), 2, Some("13,31".into())),
+            (1_015_000, "cuda:1".into(), 1, Some("63".into())),
+        ]
+    );
+}
+
+#[test]
+fn xid_events_unsupported_where_scripted() {
+    // One card cannot register its Xid events: that card's reading is NOT_SUPPORTED,
+    // the other card's events are still recorded.
+    let mut c0 = card(0);
+    c0["errors"] = json!({ "register_events": "NOT_SUPPORTED" });
+    c0["xid_events"] = json!([79]);
+    let mut c1 = card(1);
+    c1["xid_events"] = json!([94]);
+    let st = node(vec![c0, c1]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd("0,1"), &[st]);
+    let rows = stored(&file);
+    assert_eq!(rows[0][0].xid_errors, Err(GpuError::NotSupported));
+    assert_eq!(rows[1][0].xid_errors, Ok(vec![94]));
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let (n, e): (Option<i64>, Option<String>) = conn
+        .query_row(
+            "SELECT xid_events, xid_error FROM gpu_readings WHERE gpu = 'cuda:0'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!((n, e.as_deref()), (None, Some("NOT_SUPPORTED")));
+
+    // No event sets on this platform at all: every card's Xid reading is NOT_SUPPORTED;
+    // every other reading is unaffected.
+    let mut st = node(vec![card(0)]);
+    st["errors"] = json!({ "event_set_create": "NOT_SUPPORTED" });
+    scene.set(st.clone());
+    let mut c = GpuCollector::open(&fake_lib(), &wanted_cards(&env_cvd("0"))).unwrap();
+    let s = &c.read(&mut |_| true)[0];
+    assert_eq!(s.xid_errors, Err(GpuError::NotSupported));
+    assert_eq!(s.utilization_percent, Ok(97));
+
+    // A failing wait marks the reading unreadable (never "no events").
+    let mut st = node(vec![card(0)]);
+    scene.set(st.clone());
+    let mut c = GpuCollector::open(&fake_lib(), &wanted_cards(&env_cvd("0"))).unwrap();
+    st["errors"] = json!({ "event_wait": "UNKNOWN" });
+    scene.set(st);
+    assert_eq!(c.read(&mut |_| true)[0].xid_errors, Err(GpuError::Unknown));
 }
 
 #[test]
@@ -247,11 +452,19 @@ fn card_lost_mid_job() {
     let ok = node(vec![card(0)]);
     let mut lost = card(0);
     lost["lost"] = json!(true);
+    // How a card announces it fell off the bus: Xid 79, kept beside the lost readings.
+    lost["xid_events"] = json!([79]);
     let scene = Scene::new(ok.clone());
     let rows = &stored(&record(&scene, &env_cvd("0"), &[ok, node(vec![lost])]))[0];
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].utilization_percent, Ok(97));
-    assert_eq!(rows[1], GpuSample::all_failed(GpuError::GpuIsLost));
+    assert_eq!(
+        rows[1],
+        GpuSample {
+            xid_errors: Ok(vec![79]),
+            ..GpuSample::all_failed(GpuError::GpuIsLost)
+        }
+    );
     assert_eq!(card_state(&rows[1]), CardState::Unknown);
 }
 
@@ -390,6 +603,8 @@ fn eight_card_node_with_nvlink_counts_every_link() {
 fn worker_bounds_init_and_hung_reads() {
     let mut c = card(0);
     c["delay_ms"] = json!(600);
+    // Collected by the reading that times out below.
+    c["xid_events"] = json!([79]);
     let scene = Scene::new(json!({ "init_delay_ms": 300, "devices": [c] }));
     let mut w = GpuWorker::start(GpuWorkerConfig {
         lib_path: fake_lib(),
@@ -412,5 +627,13 @@ fn worker_bounds_init_and_hung_reads() {
     let s = w.read(&[], Duration::from_millis(100)).unwrap();
     assert!(t.elapsed() < Duration::from_millis(400));
     assert_eq!(s[0], GpuSample::all_failed(GpuError::Timeout));
+    // The Xid event the late reply collected is not lost: it comes with the next reading.
+    let mut c = card(0);
+    c["xid_events"] = json!([79]);
+    scene.set(json!({ "devices": [c] }));
+    std::thread::sleep(Duration::from_millis(700));
+    let s = w.read(&[], Duration::from_secs(2)).unwrap();
+    assert_eq!(s[0].utilization_percent, Ok(97));
+    assert_eq!(s[0].xid_errors, Ok(vec![79]));
     drop(scene);
 }

@@ -212,6 +212,9 @@ mod tests {
             }),
             ecc_uncorrected: Ok(0),
             nvlink: Err(GpuError::NotSupported),
+            pcie_tx_kib_per_s: Ok(1_200_000),
+            pcie_rx_kib_per_s: Ok(300_000),
+            xid_errors: Ok(Vec::new()),
         }
     }
 

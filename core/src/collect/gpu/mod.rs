@@ -20,8 +20,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, MemoryError, P2pCapabilitiesIndex, P2pStatus, TemperatureSensor,
-    TopologyLevel,
+    Clock, EccCounter, MemoryError, P2pCapabilitiesIndex, P2pStatus, PcieUtilCounter,
+    TemperatureSensor, TopologyLevel,
 };
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
@@ -29,6 +29,7 @@ use nvml_wrapper::sys_exports::field_id::{
     NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX, NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
 };
 use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings::{nvmlEventData_t, nvmlEventSet_t};
 
 use crate::sample::{
     GpuCard, GpuError, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
@@ -39,6 +40,10 @@ pub use select::{wanted_cards, CardRef, GpuEnv, Wanted};
 pub const DEFAULT_NVML_LIB: &str = "libnvidia-ml.so.1";
 /// `NVML_NVLINK_MAX_LINKS` (nvml.h, Hopper: 18).
 const NVLINK_MAX_LINKS: u32 = 18;
+/// `nvmlEventTypeXidCriticalError` (nvml.h).
+const EVENT_XID_CRITICAL_ERROR: u64 = 8;
+/// The most Xid events taken from NVML per reading; any more wait for the next reading.
+const MAX_XID_PER_READ: usize = 64;
 
 /// Maps nvml-wrapper's error to the NVML return code's name.
 pub fn gpu_error(e: &NvmlError) -> GpuError {
@@ -98,14 +103,30 @@ struct Card {
     handle: nvml_wrapper_sys::bindings::nvmlDevice_t,
     /// Active NVLink links (their ids), read once.
     links: Vec<u32>,
+    /// Whether the card's critical Xid events are registered in the collector's event set.
+    xid: GpuReading<()>,
 }
 
 /// Reads the job's cards. Not `Sync`; create and use it on one thread (see [`worker`]).
 pub struct GpuCollector {
     // Field order: cards (raw handles) before the library they point into.
     cards: Vec<Card>,
+    /// The NVML event set the cards' critical Xid events are registered in (`None`: none
+    /// could be); freed in `Drop`, before `nvml` shuts down.
+    xid_set: Option<nvmlEventSet_t>,
     nvml: Nvml,
     timings: Option<Vec<(&'static str, Duration)>>,
+}
+
+impl Drop for GpuCollector {
+    fn drop(&mut self) {
+        if let (Some(set), Ok(free)) = (self.xid_set.take(), &self.nvml.lib().nvmlEventSetFree) {
+            // SAFETY: `set` came from nvmlEventSetCreate on this library and is freed once.
+            unsafe {
+                free(set);
+            }
+        }
+    }
 }
 
 // SAFETY: NVML is thread-safe (nvml.h: "all NVML functions are thread-safe") and device
@@ -170,6 +191,7 @@ impl GpuCollector {
                     info,
                     handle,
                     links,
+                    xid: Err(GpuError::NotSupported),
                 },
             ));
         }
@@ -178,8 +200,11 @@ impl GpuCollector {
         }
         // cuda:0, cuda:1, ... first; cards without an order after, by NVML index.
         cards.sort_by_key(|(c, card)| (c.unwrap_or(u32::MAX), card.info.nvml_index));
+        let mut cards: Vec<Card> = cards.into_iter().map(|(_, c)| c).collect();
+        let xid_set = watch_xid(&nvml, &mut cards);
         Ok(GpuCollector {
-            cards: cards.into_iter().map(|(_, c)| c).collect(),
+            cards,
+            xid_set,
             nvml,
             timings: None,
         })
@@ -260,12 +285,73 @@ impl GpuCollector {
     /// One reading of every card, in [`cards`](Self::cards) order. `is_job_pid` decides
     /// which processes on a card are the job's (see [`pids::job_owns_pid`]).
     pub fn read(&mut self, is_job_pid: &mut dyn FnMut(u32) -> bool) -> Vec<GpuSample> {
-        (0..self.cards.len())
-            .map(|i| self.read_card(i, is_job_pid))
+        let s = Instant::now();
+        let xids = self.drain_xid();
+        if let Some(v) = self.timings.as_mut() {
+            v.push(("event_set_wait_xid", s.elapsed()));
+        }
+        xids.into_iter()
+            .enumerate()
+            .map(|(i, xid)| self.read_card(i, is_job_pid, xid))
             .collect()
     }
 
-    fn read_card(&mut self, i: usize, is_job_pid: &mut dyn FnMut(u32) -> bool) -> GpuSample {
+    /// The critical Xid events NVML holds for the job's cards, per card: polled with a 0 ms
+    /// timeout (never waits for one), at most [`MAX_XID_PER_READ`] per reading. A failed
+    /// wait marks the cards it left without events as unreadable for this reading.
+    fn drain_xid(&mut self) -> Vec<GpuReading<Vec<u64>>> {
+        let mut out: Vec<GpuReading<Vec<u64>>> = self
+            .cards
+            .iter()
+            .map(|c| c.xid.map(|_| Vec::new()))
+            .collect();
+        let Some(set) = self.xid_set else {
+            return out;
+        };
+        let mut failed = None;
+        match self.nvml.lib().nvmlEventSetWait_v2.as_ref() {
+            Err(_) => failed = Some(GpuError::FunctionNotFound),
+            Ok(wait) => {
+                for _ in 0..MAX_XID_PER_READ {
+                    // SAFETY: plain data; NVML fills it on success.
+                    let mut data: nvmlEventData_t = unsafe { std::mem::zeroed() };
+                    // SAFETY: `set` is live (freed only in Drop); timeout 0 never blocks.
+                    let rc = unsafe { wait(set, &mut data, 0) };
+                    match GpuError::from_nvml_return(rc) {
+                        None => {
+                            if data.eventType & EVENT_XID_CRITICAL_ERROR == 0 {
+                                continue;
+                            }
+                            let i = self.cards.iter().position(|c| c.handle == data.device);
+                            if let Some(Ok(list)) = i.map(|i| &mut out[i]) {
+                                list.push(data.eventData);
+                            }
+                        }
+                        Some(GpuError::Timeout) => break,
+                        Some(e) => {
+                            failed = Some(e);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(e) = failed {
+            for o in &mut out {
+                if matches!(o, Ok(list) if list.is_empty()) {
+                    *o = Err(e);
+                }
+            }
+        }
+        out
+    }
+
+    fn read_card(
+        &mut self,
+        i: usize,
+        is_job_pid: &mut dyn FnMut(u32) -> bool,
+        xid: GpuReading<Vec<u64>>,
+    ) -> GpuSample {
         let mut timings = self.timings.take();
         let mut t = |name: &'static str, start: Instant| {
             if let Some(v) = timings.as_mut() {
@@ -280,7 +366,11 @@ impl GpuCollector {
         // driver each such call can be slow: stop at the first.
         if let Err(GpuError::GpuIsLost) = util {
             self.timings = timings;
-            return GpuSample::all_failed(GpuError::GpuIsLost);
+            // The Xid events stay: Xid 79 is how a card announces it fell off the bus.
+            return GpuSample {
+                xid_errors: xid,
+                ..GpuSample::all_failed(GpuError::GpuIsLost)
+            };
         }
         let s = Instant::now();
         let mem = r(dev.memory_info());
@@ -312,6 +402,12 @@ impl GpuCollector {
         let s = Instant::now();
         let nvlink = self.nvlink_counters(i);
         t("field_values_nvlink", s);
+        let s = Instant::now();
+        let pcie_tx = r(dev.pcie_throughput(PcieUtilCounter::Send));
+        t("pcie_throughput_tx", s);
+        let s = Instant::now();
+        let pcie_rx = r(dev.pcie_throughput(PcieUtilCounter::Receive));
+        t("pcie_throughput_rx", s);
         self.timings = timings;
         GpuSample {
             utilization_percent: util.as_ref().map(|u| u.gpu).map_err(|e| *e),
@@ -326,6 +422,9 @@ impl GpuCollector {
             processes: procs,
             ecc_uncorrected: ecc,
             nvlink,
+            pcie_tx_kib_per_s: pcie_tx,
+            pcie_rx_kib_per_s: pcie_rx,
+            xid_errors: xid,
         }
     }
 
@@ -385,6 +484,54 @@ impl GpuCollector {
         }
         Ok(sum)
     }
+}
+
+/// Creates one event set and registers every card's critical Xid events in it; records on
+/// each card whether that worked (`NOT_SUPPORTED` where the platform has no Xid events).
+/// `None` when no card could be registered (the set is freed again).
+fn watch_xid(nvml: &Nvml, cards: &mut [Card]) -> Option<nvmlEventSet_t> {
+    let lib = nvml.lib();
+    let fail = |cards: &mut [Card], e: GpuError| {
+        for c in cards.iter_mut() {
+            c.xid = Err(e);
+        }
+    };
+    let (Ok(create), Ok(register), Ok(free), Ok(_)) = (
+        lib.nvmlEventSetCreate.as_ref(),
+        lib.nvmlDeviceRegisterEvents.as_ref(),
+        lib.nvmlEventSetFree.as_ref(),
+        lib.nvmlEventSetWait_v2.as_ref(),
+    ) else {
+        fail(cards, GpuError::FunctionNotFound);
+        return None;
+    };
+    let mut set: nvmlEventSet_t = std::ptr::null_mut();
+    // SAFETY: NVML writes the new set's handle into `set`.
+    if let Some(e) = GpuError::from_nvml_return(unsafe { create(&mut set) }) {
+        fail(cards, e);
+        return None;
+    }
+    for i in 0..cards.len() {
+        // SAFETY: a live device handle and the set just created.
+        let rc = unsafe { register(cards[i].handle, EVENT_XID_CRITICAL_ERROR, set) };
+        cards[i].xid = match GpuError::from_nvml_return(rc) {
+            None => Ok(()),
+            // nvml.h: after an unknown error the whole set is in an undefined state.
+            Some(GpuError::Unknown) => {
+                fail(cards, GpuError::Unknown);
+                break;
+            }
+            Some(e) => Err(e),
+        };
+    }
+    if cards.iter().all(|c| c.xid.is_err()) {
+        // SAFETY: created above, freed once, not used after.
+        unsafe {
+            free(set);
+        }
+        return None;
+    }
+    Some(set)
 }
 
 /// The job's processes vs everyone else's. A process whose memory NVML cannot give

@@ -50,6 +50,9 @@ pub struct GpuWorker {
     seq: u64,
     /// A request whose reply has not come back yet.
     outstanding: Option<u64>,
+    /// Xid events of replies that came too late to be stored: NVML delivers each event
+    /// once, so they go with the next reading that is stored.
+    late_xids: Vec<Vec<u64>>,
 }
 
 enum State {
@@ -82,6 +85,7 @@ impl GpuWorker {
             state,
             seq: 0,
             outstanding: None,
+            late_xids: Vec::new(),
         }
     }
 
@@ -124,9 +128,12 @@ impl GpuWorker {
         if let Some(want) = self.outstanding {
             loop {
                 match self.rx.try_recv() {
-                    Ok(Reply::Read(seq, _)) if seq == want => {
-                        self.outstanding = None;
-                        break;
+                    Ok(Reply::Read(seq, late)) => {
+                        self.keep_xids(&late);
+                        if seq == want {
+                            self.outstanding = None;
+                            break;
+                        }
                     }
                     Ok(_) => continue,
                     Err(TryRecvError::Empty) => return Some(timed_out()),
@@ -155,16 +162,39 @@ impl GpuWorker {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             match self.rx.recv_timeout(left) {
-                Ok(Reply::Read(s, samples)) if s == seq => {
+                Ok(Reply::Read(s, mut samples)) if s == seq => {
                     self.outstanding = None;
+                    // Late events go first; a card unreadable now keeps them for later.
+                    for (sample, late) in samples.iter_mut().zip(self.late_xids.iter_mut()) {
+                        if let Ok(now) = &mut sample.xid_errors {
+                            late.append(now);
+                            std::mem::swap(now, late);
+                        }
+                    }
                     return Some(samples);
                 }
+                Ok(Reply::Read(_, late)) => self.keep_xids(&late),
                 Ok(_) => continue,
                 Err(RecvTimeoutError::Timeout) => return Some(timed_out()),
                 Err(RecvTimeoutError::Disconnected) => {
                     self.state = State::Closed;
                     return Some(timed_out());
                 }
+            }
+        }
+    }
+}
+
+impl GpuWorker {
+    fn keep_xids(&mut self, late: &[GpuSample]) {
+        if self.late_xids.len() < late.len() {
+            self.late_xids.resize(late.len(), Vec::new());
+        }
+        for (keep, s) in self.late_xids.iter_mut().zip(late) {
+            if let Ok(x) = &s.xid_errors {
+                // Bounded: a card flooding Xids keeps its first events.
+                let room = 256usize.saturating_sub(keep.len());
+                keep.extend(x.iter().take(room));
             }
         }
     }

@@ -1,0 +1,359 @@
+//! Finding and reading the job's own stdout/stderr for the report: where Slurm put them
+//! (`scontrol show job` while the controller still knows the job, else sbatch's command line
+//! from sacct's `SubmitLine`, else Slurm's default `slurm-%j.out` in the work dir, or the
+//! files given with `--log`), read safely and boundedly, then scanned by
+//! [`crate::analysis::joblog`].
+//!
+//! Safety: only the reported job's logs are read; at most [`LOG_TAIL_BYTES`] of each (the
+//! tail). A user may read only their own jobs' logs. Root reads a log only when the file is
+//! owned by the job's user, opened with `O_NOFOLLOW` (a planted symlink is refused) and
+//! checked on the open descriptor; only regular files are read (never a FIFO or device),
+//! opened non-blocking.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::analysis::joblog::{self, PatternVars, Scan, LOG_TAIL_BYTES};
+use crate::slurm::{sacct, scontrol};
+
+/// One log file the report looked at.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LogFile {
+    /// `stdout`, `stderr`, `stdout+stderr` (one file for both, Slurm's default) or `given`.
+    pub stream: &'static str,
+    pub path: String,
+    /// `option` (`--log`), `scontrol`, `submit_line` (sacct's SubmitLine), `slurm_default`
+    /// (`slurm-%j.out` in the work dir).
+    pub found_by: &'static str,
+    pub size_bytes: Option<u64>,
+    pub bytes_read: Option<u64>,
+    /// Only the last [`LOG_TAIL_BYTES`] were read.
+    pub truncated: bool,
+    /// Why it was not read, or null.
+    pub error: Option<String>,
+}
+
+/// The report's `log` object.
+#[derive(Debug, Clone, Serialize, PartialEq, Default)]
+pub struct LogInfo {
+    pub files: Vec<LogFile>,
+    /// The codes of the findings that came from the log.
+    pub codes: Vec<&'static str>,
+    /// A sentence when no log could be located or some of it is uncertain.
+    pub note: Option<String>,
+}
+
+/// Where the job's output went, before expansion.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Located {
+    pub stdout: Option<String>,
+    pub stderr: Option<String>,
+    pub work_dir: Option<String>,
+    pub vars: PatternVars,
+    pub found_by: &'static str,
+    /// The job's owner, when the source said.
+    pub uid: Option<u32>,
+}
+
+fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    rec.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
+}
+
+/// From `scontrol show job -o ID` (the first record).
+pub fn from_scontrol(text: &str) -> Option<Located> {
+    let rec = scontrol::parse_record(text.lines().find(|l| l.contains("JobId="))?);
+    let job_id: u64 = field(&rec, "JobId")?.parse().ok()?;
+    let (user, uid) = match field(&rec, "UserId").and_then(|u| u.split_once('(')) {
+        Some((n, id)) => (n.to_string(), id.trim_end_matches(')').parse().ok()),
+        None => (field(&rec, "UserId").unwrap_or("").to_string(), None),
+    };
+    let array_task_id = field(&rec, "ArrayTaskId").and_then(|t| t.parse().ok());
+    Some(Located {
+        stdout: field(&rec, "StdOut").map(str::to_string),
+        stderr: field(&rec, "StdErr").map(str::to_string),
+        work_dir: field(&rec, "WorkDir").map(str::to_string),
+        vars: PatternVars {
+            job_id,
+            array_job_id: field(&rec, "ArrayJobId").and_then(|t| t.parse().ok()),
+            array_task_id,
+            job_name: rec
+                .iter()
+                .find(|(k, _)| k == "JobName")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default(),
+            node: field(&rec, "BatchHost").unwrap_or("").to_string(),
+            user,
+        },
+        found_by: "scontrol",
+        uid,
+    })
+}
+
+/// From sacct's record and its `SubmitLine` (which keeps only what was typed on sbatch's
+/// command line: `#SBATCH --output` lines in the script are not there).
+pub fn from_sacct(rec: &sacct::Record, submit_line: Option<&str>) -> Option<Located> {
+    let j = &rec.job;
+    let raw: u64 = j.fields.get("JobIDRaw")?.trim().parse().ok()?;
+    let (array_job_id, array_task_id) = match j.job_id.split_once('_') {
+        Some((a, t)) => (a.parse().ok(), t.parse().ok()),
+        None => (None, None),
+    };
+    let node = j
+        .node_list
+        .as_deref()
+        .and_then(|l| crate::history::hostlist::expand(l).ok())
+        .and_then(|h| h.into_iter().next())
+        .unwrap_or_default();
+    let opts = submit_line.and_then(joblog::parse_submit_line);
+    let work_dir = j
+        .work_dir
+        .clone()
+        .or_else(|| opts.as_ref().and_then(|o| o.chdir.clone()));
+    let (stdout, stderr, found_by) = match &opts {
+        Some(o) if o.output.is_some() || o.error.is_some() => {
+            (o.output.clone(), o.error.clone(), "submit_line")
+        }
+        _ => (None, None, "slurm_default"),
+    };
+    Some(Located {
+        stdout,
+        stderr,
+        work_dir,
+        vars: PatternVars {
+            job_id: raw,
+            array_job_id,
+            array_task_id,
+            job_name: j.job_name.clone(),
+            node,
+            user: j.user.clone().unwrap_or_default(),
+        },
+        found_by,
+        uid: j.uid,
+    })
+}
+
+impl Located {
+    /// The files, expanded and made absolute (relative to the work dir); one entry when
+    /// stdout and stderr are the same file. Slurm's default when no `--output` was given.
+    pub fn paths(&self) -> Vec<(&'static str, PathBuf, &'static str)> {
+        let array = self.vars.array_task_id.is_some();
+        let out_pat = self
+            .stdout
+            .clone()
+            .unwrap_or_else(|| joblog::default_pattern(array).to_string());
+        let found_out = if self.stdout.is_some() {
+            self.found_by
+        } else {
+            "slurm_default"
+        };
+        let abs = |p: String| -> PathBuf {
+            let p = PathBuf::from(joblog::expand(&p, &self.vars));
+            match &self.work_dir {
+                Some(w) if p.is_relative() => Path::new(w).join(p),
+                _ => p,
+            }
+        };
+        let out = abs(out_pat);
+        let err = self.stderr.clone().map(abs);
+        match err {
+            Some(e) if e != out => vec![("stdout", out, found_out), ("stderr", e, self.found_by)],
+            _ => vec![("stdout+stderr", out, found_out)],
+        }
+    }
+}
+
+/// The tail of a log: text, size, bytes read, truncated.
+#[derive(Debug)]
+pub struct Tail {
+    pub text: String,
+    pub size: u64,
+    pub read: u64,
+    pub truncated: bool,
+}
+
+/// Reads the last `max` bytes of `path` for the job owned by `owner_uid`, as the caller's
+/// effective uid allows (module docs). The partial first line of a cut tail is dropped.
+pub fn read_tail(path: &Path, owner_uid: Option<u32>, max: u64) -> Result<Tail, String> {
+    // SAFETY: geteuid has no failure mode.
+    let euid = unsafe { libc::geteuid() };
+    let Some(owner) = owner_uid else {
+        return Err("the job's owner is not known, so its log is not read".into());
+    };
+    if euid != 0 && euid != owner {
+        return Err(format!(
+            "the job belongs to uid {owner}; only its owner or root reads its log"
+        ));
+    }
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if euid == 0 {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => "it is a symbolic link (not followed as root)".to_string(),
+            Some(libc::ENOENT) => "no such file".to_string(),
+            _ => e.to_string(),
+        })?;
+    let md = f.metadata().map_err(|e| e.to_string())?;
+    if !md.file_type().is_file() {
+        return Err("not a regular file".into());
+    }
+    if euid == 0 && md.uid() != owner {
+        return Err(format!(
+            "owned by uid {}, not by the job's user (uid {owner}): not read as root",
+            md.uid()
+        ));
+    }
+    let size = md.len();
+    let start = size.saturating_sub(max);
+    f.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
+    let mut buf = Vec::with_capacity(max.min(size) as usize);
+    f.take(max)
+        .read_to_end(&mut buf)
+        .map_err(|e| e.to_string())?;
+    let read = buf.len() as u64;
+    let mut text = String::from_utf8_lossy(&buf).into_owned();
+    if start > 0 {
+        if let Some(i) = text.find('\n') {
+            text.drain(..=i);
+        }
+    }
+    Ok(Tail {
+        text,
+        size,
+        read,
+        truncated: start > 0,
+    })
+}
+
+/// Reads and scans each file; the scans merged in order (stderr after stdout).
+pub fn gather(
+    files: &[(&'static str, PathBuf, &'static str)],
+    owner_uid: Option<u32>,
+) -> (LogInfo, Scan) {
+    let mut info = LogInfo::default();
+    let mut scan = Scan::default();
+    for (stream, path, found_by) in files {
+        let mut lf = LogFile {
+            stream,
+            path: path.display().to_string(),
+            found_by,
+            size_bytes: None,
+            bytes_read: None,
+            truncated: false,
+            error: None,
+        };
+        if path == Path::new("/dev/null") {
+            lf.error = Some("discarded: the job wrote it to /dev/null".into());
+            info.files.push(lf);
+            continue;
+        }
+        match read_tail(path, owner_uid, LOG_TAIL_BYTES) {
+            Ok(t) => {
+                lf.size_bytes = Some(t.size);
+                lf.bytes_read = Some(t.read);
+                lf.truncated = t.truncated;
+                scan.merge(joblog::scan(&t.text));
+            }
+            Err(e) => lf.error = Some(e),
+        }
+        info.files.push(lf);
+    }
+    let failed = |f: &LogFile| f.error.is_some() && f.path != "/dev/null";
+    if !info.files.is_empty() && info.files.iter().all(|f| f.error.is_some()) && info.files.iter().any(failed) {
+        info.note = Some("The job's log could not be read (see `log.files[].error`); give its path with --log FILE.".into());
+    } else if info
+        .files
+        .iter()
+        .any(|f| f.found_by == "slurm_default" && failed(f))
+    {
+        info.note = Some("Slurm no longer knows where this job wrote its output (an #SBATCH --output line is not kept by accounting) and the default file is not there; give its path with --log FILE.".into());
+    }
+    (info, scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scontrol_record() {
+        let line = "JobId=1240 ArrayJobId=1234 ArrayTaskId=7 JobName=my job UserId=alice(1001) GroupId=alice(1001) MCS_label=N/A Priority=1 JobState=COMPLETED BatchHost=vm1 WorkDir=/home/alice/run StdErr=/home/alice/run/err-%A_%a.txt StdIn=/dev/null StdOut=logs/out-%x.txt Power=";
+        let l = from_scontrol(line).unwrap();
+        assert_eq!(l.uid, Some(1001));
+        assert_eq!(l.vars.job_name, "my job");
+        let p = l.paths();
+        assert_eq!(
+            p,
+            vec![
+                (
+                    "stdout",
+                    PathBuf::from("/home/alice/run/logs/out-my job.txt"),
+                    "scontrol"
+                ),
+                (
+                    "stderr",
+                    PathBuf::from("/home/alice/run/err-1234_7.txt"),
+                    "scontrol"
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn default_file_when_nothing_said() {
+        let l = Located {
+            work_dir: Some("/w".into()),
+            vars: PatternVars {
+                job_id: 5,
+                ..Default::default()
+            },
+            found_by: "submit_line",
+            ..Default::default()
+        };
+        assert_eq!(
+            l.paths(),
+            vec![(
+                "stdout+stderr",
+                PathBuf::from("/w/slurm-5.out"),
+                "slurm_default"
+            )]
+        );
+    }
+
+    #[test]
+    fn tail_is_bounded_and_starts_on_a_line() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("out");
+        let mut s = String::new();
+        for i in 0..20_000 {
+            s.push_str(&format!("line {i}\n"));
+        }
+        std::fs::write(&p, &s).unwrap();
+        // SAFETY: no failure mode.
+        let me = unsafe { libc::geteuid() };
+        let t = read_tail(&p, Some(me), 4096).unwrap();
+        assert!(t.truncated && t.read == 4096 && t.size == s.len() as u64);
+        assert!(t.text.starts_with("line ") && t.text.ends_with("line 19999\n"));
+        // Someone else's job: refused unless root, and root refuses a file not theirs.
+        let e = read_tail(&p, Some(me.wrapping_add(1)), 4096).unwrap_err();
+        assert!(e.contains("uid"), "{e}");
+        // Not a regular file.
+        assert!(read_tail(Path::new("/dev/null"), Some(me), 10).is_err());
+        if me == 0 {
+            let l = d.path().join("link");
+            std::os::unix::fs::symlink(&p, &l).unwrap();
+            let e = read_tail(&l, Some(0), 10).unwrap_err();
+            assert!(e.contains("symbolic link"), "{e}");
+        }
+    }
+}
