@@ -51,7 +51,7 @@ fn running_steps_of_a_real_job() {
     // Over the job: 0 + 3 + 3 s of the cgroup's 7.24 s (whole seconds, per step).
     let total = s.cpu_seconds_total().unwrap();
     assert_eq!(total, 6.0);
-    assert!(total <= 7.24 && total >= 7.24 - 3.0);
+    assert!((7.24 - 3.0..=7.24).contains(&total));
     // The largest one task: a step-0 task's 150 MiB, not the batch script's 87 MiB.
     assert_eq!(s.max_rss_bytes(), Some(156_392 * KIB));
     assert_eq!(s.max_rss_node().as_deref(), Some("vm"));

@@ -211,7 +211,8 @@ fn footer_line<'a>(s: &Snapshot, v: &View) -> Line<'a> {
 fn cpu_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     let c = &s.cpu;
     let alloc = c.cores_allocated.value();
-    let peak_scope = if s.peaks_cover_whole_job {
+    // sstat has no peaks at all (n/a): no "since watching" to qualify.
+    let peak_scope = if s.peaks_cover_whole_job || s.sstat.is_some() {
         "peak"
     } else {
         "peak since watching"
@@ -289,7 +290,7 @@ fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
         )),
         None => line1.push(Span::raw("guard n/a")),
     }
-    let peak_scope = if s.peaks_cover_whole_job {
+    let peak_scope = if s.peaks_cover_whole_job || s.sstat.is_some() {
         "peak working set"
     } else {
         "peak since watching"

@@ -269,7 +269,10 @@ pub fn gather(
         info.files.push(lf);
     }
     let failed = |f: &LogFile| f.error.is_some() && f.path != "/dev/null";
-    if !info.files.is_empty() && info.files.iter().all(|f| f.error.is_some()) && info.files.iter().any(failed) {
+    if !info.files.is_empty()
+        && info.files.iter().all(|f| f.error.is_some())
+        && info.files.iter().any(failed)
+    {
         info.note = Some("The job's log could not be read (see `log.files[].error`); give its path with --log FILE.".into());
     } else if info
         .files
