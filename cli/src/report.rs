@@ -51,9 +51,18 @@ pub struct ReportArgs {
 const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Finds the job's stdout/stderr, reads their tails, scans them (see report::joblog).
-fn attach_log(rep: &mut report::Report, args: &ReportArgs, acct: Option<&sacct::Record>) {
+///
+/// The owner whose files may be read: what the controller says (`scontrol`), else the uid the
+/// plugin recorded from the job's credential, else sacct's `UID` (which can read 0 for a
+/// moment after a short job ends, before slurmdbd has the job's start record).
+fn attach_log(
+    rep: &mut report::Report,
+    args: &ReportArgs,
+    acct: Option<&sacct::Record>,
+    recorded_uid: Option<u32>,
+) {
     use slurmwatch_core::report::joblog;
-    let owner = rep.job.uid;
+    let mut owner = recorded_uid.or(rep.job.uid);
     let files: Vec<(&'static str, PathBuf, &'static str)> = if !args.logs.is_empty() {
         args.logs
             .iter()
@@ -96,15 +105,15 @@ fn attach_log(rep: &mut report::Report, args: &ReportArgs, acct: Option<&sacct::
         });
         match located {
             Some(l) => {
-                if owner.is_none() {
-                    rep.job.uid = l.uid;
+                if l.found_by == "scontrol" {
+                    owner = l.uid.or(owner);
                 }
                 l.paths()
             }
             None => Vec::new(),
         }
     };
-    let (mut info, scan) = joblog::gather(&files, rep.job.uid.or(owner));
+    let (mut info, scan) = joblog::gather(&files, owner);
     if files.is_empty() {
         info.note = Some(
             "Slurm did not say where this job wrote its output; give its path with --log FILE."
@@ -195,7 +204,12 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         }
     }
     if !args.no_log {
-        attach_log(&mut rep, &args, acct.as_ref());
+        attach_log(
+            &mut rep,
+            &args,
+            acct.as_ref(),
+            recording.as_ref().map(|r| r.meta.uid),
+        );
     }
     if let Some(p) = &args.svg {
         write_file(p, &chart::svg(&rep))?;

@@ -378,7 +378,12 @@ exit 1
         .find(|f| f["stream"] == "stderr")
         .unwrap_or_else(|| panic!("no stderr file: {log:#}"));
     assert_eq!(err["path"], err_path.display().to_string(), "{log:#}");
-    assert!(err["error"].is_null(), "{log:#}");
+    assert!(
+        err["error"].is_null(),
+        "{log:#}\njob: {:#}\nsacct UID: {}",
+        r["job"],
+        r["sacct"]["job"]["UID"]
+    );
     assert!(
         matches!(err["found_by"].as_str(), Some("scontrol" | "submit_line")),
         "{log:#}"
