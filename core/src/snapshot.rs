@@ -6,10 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::collect::gpu::derive::{self, CardState};
 use crate::model::{self, MemoryGuard, Peaks};
-use crate::sample::Source;
+use crate::sample::{GpuReading, Source};
 use crate::slurm::sstat::{self, StepStat};
-use crate::store::{JobMeta, SampleKind, SampleRow};
+use crate::store::{GpuRow, JobMeta, Reader, SampleKind, SampleRow, StoredGpu};
 
 /// Version of the snapshot's JSON and CSV layout (`schema` key). Bump on any rename or
 /// change of meaning; adding a key is compatible.
@@ -140,12 +141,17 @@ pub struct MemorySnapshot {
     pub guard: Option<MemoryGuard>,
 }
 
-/// A GPU's one health word (principle 2), from its utilization.
+/// A GPU's one health word (principle 2), from its utilization and whose memory is on it
+/// (`collect::gpu::derive::card_state`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuState {
     Active,
     Idle,
+    /// Idle while the job holds memory on it: allocated, not used.
+    IdleHoldingMemory,
+    /// Others' processes hold most of its memory: the card-wide utilization is not the job's.
+    SharedNotOurs,
 }
 
 impl GpuState {
@@ -164,6 +170,19 @@ impl GpuState {
         match self {
             GpuState::Active => "active",
             GpuState::Idle => "idle",
+            GpuState::IdleHoldingMemory => "idle_holding_memory",
+            GpuState::SharedNotOurs => "shared_not_ours",
+        }
+    }
+
+    /// The derived card state; `None` when it has no verdict (utilization unreadable).
+    pub fn from_card_state(c: CardState) -> Option<GpuState> {
+        match c {
+            CardState::Active => Some(GpuState::Active),
+            CardState::Idle => Some(GpuState::Idle),
+            CardState::IdleHoldingMemory => Some(GpuState::IdleHoldingMemory),
+            CardState::SharedNotOurs => Some(GpuState::SharedNotOurs),
+            CardState::Unknown => None,
         }
     }
 }
@@ -216,6 +235,89 @@ impl GpuSnapshot {
             utilization_history: Vec::new(),
         }
     }
+}
+
+/// A GPU reading as a snapshot figure: unreadable → `None` with the NVML error's name.
+fn gpu_reading<T, U>(r: &GpuReading<T>, f: impl FnOnce(&T) -> U) -> Reading<U> {
+    match r {
+        Ok(v) => Reading::ok(f(v)),
+        Err(e) => Reading::missing(e.name()),
+    }
+}
+
+/// Why a card constant is absent.
+const NOT_REPORTED: &str = "not reported by NVML";
+
+/// One card's snapshot from its stored constants and its latest readings (oldest first; the
+/// last one is shown). `history` fills the utilization sparkline (see [`gpu_history`]).
+pub fn gpu_snapshot(g: &StoredGpu, rows: &[GpuRow]) -> GpuSnapshot {
+    let c = &g.card;
+    let mut out = GpuSnapshot::unreadable(c.uuid.clone(), "no GPU reading yet");
+    out.cuda_index = c.cuda_index;
+    out.nvml_index = Some(c.nvml_index);
+    out.name = c.name.clone();
+    out.memory_total_bytes = Reading::from_option(c.memory_total_bytes, || NOT_REPORTED.into());
+    out.sm_clock_max_mhz = Reading::from_option(c.sm_clock_max_mhz, || NOT_REPORTED.into());
+    let Some(last) = rows.last() else {
+        return out;
+    };
+    let s = &last.sample;
+    out.state = GpuState::from_card_state(derive::card_state(s));
+    out.utilization_percent = gpu_reading(&s.utilization_percent, |v| f64::from(*v));
+    out.memory_used_bytes = gpu_reading(&s.memory_used_bytes, |v| *v);
+    out.power_watts = gpu_reading(&s.power_draw_milliwatts, |v| f64::from(*v) / 1000.0);
+    out.power_limit_watts = gpu_reading(&s.power_limit_milliwatts, |v| f64::from(*v) / 1000.0);
+    out.temperature_celsius = gpu_reading(&s.temperature_celsius, |v| f64::from(*v));
+    out.sm_clock_mhz = gpu_reading(&s.sm_clock_mhz, |v| *v);
+    out.throttle_reasons = gpu_reading(&s.throttle_reasons, |m| {
+        // "gpu_idle" is the card resting, not being held back.
+        derive::throttle_names(*m & !derive::THROTTLE_GPU_IDLE)
+    });
+    out
+}
+
+/// Places a card's utilization readings on a grid of `slot_seconds` ending at the last one
+/// (as [`history`] does for the job's rows): a missed or unreadable reading is a gap.
+pub fn gpu_history(rows: &[GpuRow], slot_seconds: u32, slots: usize) -> Vec<Option<f64>> {
+    let mut h = vec![None; slots];
+    let Some(last) = rows.last() else {
+        return h;
+    };
+    let slot_ms = i64::from(slot_seconds.max(1)) * 1000;
+    for r in rows.iter().rev() {
+        let back = (last.t_unix_ms - r.t_unix_ms + slot_ms / 2).div_euclid(slot_ms);
+        let Ok(back) = usize::try_from(back) else {
+            continue;
+        };
+        if back >= slots {
+            break;
+        }
+        let idx = slots - 1 - back;
+        if h[idx].is_none() {
+            h[idx] = r.sample.utilization_percent.ok().map(f64::from);
+        }
+    }
+    h
+}
+
+/// The job's cards from its file, each with its latest readings (every card of the job on
+/// this node, whichever step records it: a card is one step's to record, every step's to
+/// use). A file without GPU tables, or one that cannot be read, gives no cards.
+pub fn gpus_from_reader(reader: &Reader, slot_seconds: u32) -> Vec<GpuSnapshot> {
+    let Ok(cards) = reader.gpus() else {
+        return Vec::new();
+    };
+    cards
+        .iter()
+        .map(|g| {
+            let rows = reader
+                .gpu_last(g.id, HISTORY_SLOTS as u32)
+                .unwrap_or_default();
+            let mut s = gpu_snapshot(g, &rows);
+            s.utilization_history = gpu_history(&rows, slot_seconds, HISTORY_SLOTS);
+            s
+        })
+        .collect()
 }
 
 /// The job's time budget, from Slurm.

@@ -196,9 +196,12 @@ impl Feed {
 
     pub fn snapshot(&self, facts: &JobFacts) -> Snapshot {
         match self {
-            Feed::File { meta, rows, .. } => {
+            Feed::File {
+                reader, meta, rows, ..
+            } => {
                 let mut s =
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
+                s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
                 if facts.state.is_none() && s.state == JobState::Unknown {
                     s.state = JobState::Running;
                 }

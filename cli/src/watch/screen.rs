@@ -385,6 +385,14 @@ fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
     let state = match g.state {
         Some(GpuState::Active) => Span::styled("active", v.fg(ACTIVE).add_modifier(Modifier::BOLD)),
         Some(GpuState::Idle) => Span::styled("idle  ", v.fg(AMBER).add_modifier(Modifier::BOLD)),
+        Some(GpuState::IdleHoldingMemory) => Span::styled(
+            "idle, holding memory",
+            v.fg(AMBER).add_modifier(Modifier::BOLD),
+        ),
+        Some(GpuState::SharedNotOurs) => Span::styled(
+            "shared (not ours)",
+            v.fg(AMBER).add_modifier(Modifier::BOLD),
+        ),
         None => Span::raw("n/a   "),
     };
     let used = or_na(&g.utilization_percent, |u| format!("{u:.0} %"));

@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::collect::gpu::derive::{self, CardState, ThrottleState};
 use crate::model::effective_cores;
-use crate::store::{Event, SampleRow, StepInfo, EXTERN_STEP};
+use crate::sample::GpuCard;
+use crate::store::{Event, GpuRow, SampleRow, StepInfo, EXTERN_STEP};
 
 /// Version of the summary's keys (the `summary_version` row).
 pub const SUMMARY_VERSION: u32 = 1;
@@ -35,7 +37,7 @@ pub struct OomEvent {
 /// Most limit-hit events kept (a job can brush its limit thousands of times).
 pub const MAX_LIMIT_EVENTS: usize = 20;
 
-/// Per card (filled by the GPU recording; empty until then).
+/// Per card, from the GPU recording ([`GpuSummary::from_rows`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GpuSummary {
     /// `cuda:0` as the job's code addresses it.
@@ -96,7 +98,7 @@ fn max_at<T: PartialOrd + Copy>(best: &mut Option<(T, i64)>, v: Option<T>, t: i6
 
 impl Summary {
     /// `job`: the job series, oldest first. `step_ends`: each step's last row (its own sampler's
-    /// final counters). `gpus`: per-card summaries from the GPU recording (empty for now).
+    /// final counters). `gpus`: per-card summaries from the GPU recording.
     pub fn compute(
         job: &[SampleRow],
         steps: &[StepInfo],
@@ -306,7 +308,114 @@ pub fn from_parts(
             ends.push((s.step.clone(), r));
         }
     }
-    Ok(Summary::compute(job, steps, &ends, events, Vec::new()))
+    Ok(Summary::compute(
+        job,
+        steps,
+        &ends,
+        events,
+        gpu_summaries(reader)?,
+    ))
+}
+
+/// Every card of the job's file, summarised from all its readings.
+pub fn gpu_summaries(reader: &crate::store::Reader) -> crate::error::Result<Vec<GpuSummary>> {
+    let mut out = Vec::new();
+    for g in reader.gpus()? {
+        let rows = reader.gpu_samples(g.id)?;
+        out.push(GpuSummary::from_rows(&g.card, &rows));
+    }
+    Ok(out)
+}
+
+/// A throttle verdict that holds the card back for a reason other than working at its power
+/// limit (a healthy card under full load) or a clock setting the admins chose.
+pub fn is_slowdown(t: ThrottleState) -> bool {
+    matches!(
+        t,
+        ThrottleState::HardwareSlowdownBroken
+            | ThrottleState::HardwareSlowdownUnderLoad
+            | ThrottleState::Thermal
+    )
+}
+
+impl GpuSummary {
+    /// One card's summary from its readings, oldest first. A figure no reading gave stays
+    /// `None`. Minutes are the time between consecutive readings that *both* show the
+    /// condition (a single reading spans no time); a pair where either is unreadable is not
+    /// counted, and the minutes are `None` when no reading said either way.
+    pub fn from_rows(card: &GpuCard, rows: &[GpuRow]) -> GpuSummary {
+        fn max_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(if y > x { y } else { x }),
+                (x, y) => x.or(y),
+            }
+        }
+        let mut g = GpuSummary {
+            label: card.label(),
+            uuid: Some(card.uuid.clone()),
+            name: card.name.clone(),
+            ..GpuSummary::default()
+        };
+        let (mut util_sum, mut util_n) = (0.0, 0u64);
+        let mut energy: Option<(u64, u64)> = None;
+        let mut reasons: u64 = 0;
+        // Per reading: Some(throttled?) / Some(idle?) when the verdict is known.
+        let mut throttled: Vec<Option<bool>> = Vec::with_capacity(rows.len());
+        let mut idle: Vec<Option<bool>> = Vec::with_capacity(rows.len());
+        for r in rows {
+            let s = &r.sample;
+            g.peak_memory_used_bytes = max_opt(g.peak_memory_used_bytes, s.memory_used_bytes.ok());
+            g.peak_power_watts = max_opt(
+                g.peak_power_watts,
+                s.power_draw_milliwatts.ok().map(|w| f64::from(w) / 1000.0),
+            );
+            g.peak_temperature_celsius = max_opt(
+                g.peak_temperature_celsius,
+                s.temperature_celsius.ok().map(f64::from),
+            );
+            if let Ok(u) = s.utilization_percent {
+                util_sum += f64::from(u);
+                util_n += 1;
+            }
+            if let Ok(e) = s.energy_millijoules {
+                energy = Some(energy.map_or((e, e), |(first, _)| (first, e)));
+            }
+            let t = derive::throttle_state(s);
+            let slow = is_slowdown(t);
+            if slow {
+                reasons |= s.throttle_reasons.unwrap_or(0);
+            }
+            throttled.push((t != ThrottleState::Unknown).then_some(slow));
+            idle.push(match derive::card_state(s) {
+                CardState::Unknown => None,
+                c => Some(matches!(c, CardState::Idle | CardState::IdleHoldingMemory)),
+            });
+        }
+        g.mean_utilization_percent = (util_n > 0).then(|| util_sum / util_n as f64);
+        // The counter runs since the driver loaded: a fall means a reload, so no figure.
+        g.energy_joules = energy
+            .filter(|(a, b)| b >= a)
+            .map(|(a, b)| (b - a) as f64 / 1000.0);
+        g.minutes_throttled = minutes_where(rows, &throttled);
+        g.minutes_idle = minutes_where(rows, &idle);
+        g.throttle_reasons = derive::throttle_names(reasons & !derive::THROTTLE_GPU_IDLE);
+        g
+    }
+}
+
+/// Minutes between consecutive readings that both have the condition; `None` when no reading
+/// had a verdict.
+fn minutes_where(rows: &[GpuRow], cond: &[Option<bool>]) -> Option<f64> {
+    if cond.iter().all(Option::is_none) {
+        return None;
+    }
+    let ms: i64 = rows
+        .windows(2)
+        .zip(cond.windows(2))
+        .filter(|(_, c)| c[0] == Some(true) && c[1] == Some(true))
+        .map(|(r, _)| (r[1].t_unix_ms - r[0].t_unix_ms).max(0))
+        .sum();
+    Some(ms as f64 / 60_000.0)
 }
 
 /// The step whose sampler writes the job series: `batch`, else the first non-extern step.
