@@ -305,6 +305,12 @@ pub fn recorded(
 /// Tests that rewrite plugstack.conf take this exclusively; every other test shares it.
 pub static PLUGSTACK: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
+/// For a test that fills the node: no other test's jobs run meanwhile (they would queue
+/// behind it and time out, and would change its pending reason).
+pub fn exclusive_cluster() -> std::sync::RwLockWriteGuard<'static, ()> {
+    PLUGSTACK.write().unwrap_or_else(|e| e.into_inner())
+}
+
 pub fn shared_plugstack() -> std::sync::RwLockReadGuard<'static, ()> {
     PLUGSTACK.read().unwrap_or_else(|e| e.into_inner())
 }
