@@ -264,6 +264,9 @@ case "$cmd" in
     start_munge
     start_mariadb
     start_slurm
+    # A test cluster starts empty: jobs left queued by an earlier run (a held job, a future
+    # begin time) would sit ahead of new ones and change their pending reasons.
+    for u in root "${TEST_USERS[@]}"; do scancel -u "$u" 2>/dev/null || true; done
     echo "$mode" > "$RUN/mode"
     echo "$NODES" > "$RUN/nodes"
     log "up in $mode mode: $(sinfo -h -o '%P %D %T' | head -1)"

@@ -125,3 +125,83 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
         assert_eq!(xids, vec![43], "{}", g.card.label());
     }
 }
+
+/// The field record: a card held back by a hardware slowdown (SM 385 of 1785 MHz, 163 W of a
+/// 400 W limit, 52 °C) while the job runs. The live JSON shows the card with its throttle
+/// reason while the job runs, and the report names it as a `gpu_throttled` finding with its
+/// minutes once the epilog has summarised the file.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
+    let lib = install_fake_nvml();
+    let throttled = |i: u32| {
+        let mut c = card(i, None);
+        c["sm_clock"] = json!(385);
+        c["power_usage_mw"] = json!(163_000);
+        c["temperature"] = json!(52);
+        c["utilization_gpu"] = json!(97);
+        c["throttle_reasons"] = json!(8); // nvmlClocksThrottleReasonHwSlowdown
+        c["xid_events"] = json!([]);
+        c["errors"] = json!({});
+        c
+    };
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(throttled).collect::<Vec<_>>() }));
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={}",
+        lib.display()
+    ));
+    let mut submit = Submit::new("gpu-throttled", "sleep 12").arg("--slurmwatch=1");
+    submit = if cluster_has_gpu_gres() {
+        submit.arg("--gres=gpu:1")
+    } else {
+        submit.env("CUDA_VISIBLE_DEVICES", "0")
+    };
+    let job = submit.submit();
+    job.wait_running(WAIT);
+    std::thread::sleep(Duration::from_secs(5));
+    let live = std::process::Command::new(slurmwatch_bin())
+        .args([&job.id.to_string(), "--once", "--json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&live.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&live.stderr)));
+    let gpus = v["gpus"].as_array().expect("gpus[]");
+    assert_eq!(gpus.len(), 1, "{v:#}");
+    assert_eq!(gpus[0]["sm_clock_mhz"], 385, "{v:#}");
+    assert!(
+        gpus[0]["throttle_reasons"]
+            .to_string()
+            .contains("hardware_slowdown"),
+        "{v:#}"
+    );
+    assert_eq!(job.wait(WAIT).state, "COMPLETED");
+    // The plugin's job_epilog writes the summary a moment after the job ends.
+    let end = Instant::now() + Duration::from_secs(60);
+    let report = loop {
+        let o = std::process::Command::new(slurmwatch_bin())
+            .args(["report", &job.id.to_string(), "--json"])
+            .output()
+            .unwrap();
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+        let found = r["findings"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|f| f["code"] == "gpu_throttled"));
+        if found || Instant::now() > end {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let f = report["findings"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["code"] == "gpu_throttled"))
+        .unwrap_or_else(|| panic!("no gpu_throttled finding: {:#}", report["findings"]));
+    let card = &report["gpus"][0];
+    let minutes = card["minutes_throttled"]
+        .as_f64()
+        .expect("minutes_throttled");
+    assert!(
+        minutes > 0.05 && minutes < 0.5,
+        "{minutes} min for a ~12 s job: {card:#}"
+    );
+    assert!(f.to_string().contains("hardware_slowdown"), "{f:#}");
+}

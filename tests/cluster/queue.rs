@@ -53,6 +53,19 @@ fn answer(user: &str, job: &Job) -> Value {
 }
 
 /// Asks until `ok` holds (the scheduler sets reasons and estimates on its own cycle).
+/// Waits (bounded) until no job is queued or running: jobs of tests that finished may still
+/// be completing when the exclusive lock is taken.
+fn wait_for_idle_node() {
+    let end = Instant::now() + Duration::from_secs(120);
+    while !stdout(&run("squeue", &["-h", "-o", "%i"]))
+        .trim()
+        .is_empty()
+        && Instant::now() < end
+    {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn answer_until(user: &str, job: &Job, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
     let end = Instant::now() + WAIT;
     loop {
@@ -81,7 +94,9 @@ fn command_for(job: &Job, name: &str) -> String {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
-    let _p = shared_plugstack();
+    // Exclusive, on an idle node: these answers depend on what else is queued or running.
+    let _p = exclusive_cluster();
+    wait_for_idle_node();
     let _n = node_lock();
     // swuser2 (account general): short's MaxTime is 10 min, the job asks 20.
     let j2 = Submit::new("queue-short", "true")
@@ -142,7 +157,9 @@ fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn more_memory_than_the_node_has_never_fits_anywhere() {
-    let _p = shared_plugstack();
+    // Exclusive, on an idle node: these answers depend on what else is queued or running.
+    let _p = exclusive_cluster();
+    wait_for_idle_node();
     let _n = node_lock();
     // sbatch refuses 100G outright; a held job is accepted, and released it pends
     // with BadConstraints.
@@ -187,6 +204,7 @@ fn behind_a_job_that_fills_the_node_waits_for_resources_with_an_expected_start()
     // Exclusive: other tests' jobs would queue behind the filler (and time out), and their
     // presence changes this job's pending reason (seen in CI: Priority, not Resources).
     let _p = exclusive_cluster();
+    wait_for_idle_node();
     let _n = node_lock();
     let filler = Submit::new("queue-filler", "sleep 120")
         .arg("-c")
@@ -234,7 +252,9 @@ fn behind_a_job_that_fills_the_node_waits_for_resources_with_an_expected_start()
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn held_and_dependent_jobs_are_not_advised_to_move() {
-    let _p = shared_plugstack();
+    // Exclusive, on an idle node: these answers depend on what else is queued or running.
+    let _p = exclusive_cluster();
+    wait_for_idle_node();
     let _n = node_lock();
     let held = Submit::new("queue-held", "true")
         .arg("--hold")
@@ -276,7 +296,9 @@ fn tmux(args: &[&str]) -> Output {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
-    let _p = shared_plugstack();
+    // Exclusive, on an idle node: these answers depend on what else is queued or running.
+    let _p = exclusive_cluster();
+    wait_for_idle_node();
     let _n = node_lock();
     let held = Submit::new("queue-tmux", "true")
         .arg("--hold")

@@ -50,6 +50,9 @@ pub const IDLE_MAX_CPU_SECONDS: f64 = 10.0;
 pub const MEM_HEADROOM_PERCENT: f64 = 20.0;
 /// `--mem` after an OOM kill: at least the old limit times this (the real need is unknown).
 pub const OOM_MEM_FACTOR: f64 = 1.5;
+/// A throttled card is a finding from this many minutes, or from this fraction of the run.
+pub const GPU_THROTTLED_MIN_MINUTES: f64 = 1.0;
+pub const GPU_THROTTLED_MIN_FRACTION: f64 = 0.25;
 /// `--time` advice: elapsed plus this margin…
 pub const TIME_MARGIN_PERCENT: f64 = 25.0;
 /// …and never less than this many seconds of margin.
@@ -448,15 +451,26 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         }
     }
 
-    // GPUs (filled once the GPU recording exists).
+    // GPUs. A card held back is worth saying when it lasted a minute, or a quarter of a
+    // shorter run (a 12-s job throttled throughout is the same fact in small).
+    let run_minutes = f.elapsed_seconds.map(|s| s / 60.0);
     for g in &f.gpus {
-        if let Some(m) = g.minutes_throttled.filter(|&m| m >= 1.0) {
+        let notable = |m: f64| {
+            m >= GPU_THROTTLED_MIN_MINUTES
+                || run_minutes.is_some_and(|r| r > 0.0 && m >= r * GPU_THROTTLED_MIN_FRACTION)
+        };
+        if let Some(m) = g.minutes_throttled.filter(|&m| m > 0.0 && notable(m)) {
             push(
                 "gpu_throttled",
                 json!({"card": g.label, "minutes": finite(m), "reasons": g.throttle_reasons}),
                 format!(
-                    "{} was held back for {m:.0} min ({}).",
+                    "{} was held back for {} ({}).",
                     g.label,
+                    if m >= 1.0 {
+                        format!("{m:.0} min")
+                    } else {
+                        format!("{:.0} s", m * 60.0)
+                    },
                     if g.throttle_reasons.is_empty() {
                         "reason not reported".into()
                     } else {
