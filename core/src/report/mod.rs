@@ -268,7 +268,9 @@ pub fn build(
         user: sj
             .and_then(|j| j.user.clone())
             .or(rec.map(|r| r.meta.user.clone())),
-        uid: sj.and_then(|j| j.uid).or(rec.map(|r| r.meta.uid)),
+        // The recording's uid first: right after a short job ends sacct was seen giving UID 0
+        // for a moment (which made "cancelled by someone else" vanish for a root cancel).
+        uid: rec.map(|r| r.meta.uid).or(sj.and_then(|j| j.uid)),
         partition: sj.and_then(|j| j.partition.clone()),
         nodes: sj.and_then(|j| j.nodes),
         node_list: sj
