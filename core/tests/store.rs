@@ -246,6 +246,50 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     );
 }
 
+/// Every node's file gets a job series: the batch step writes it on its node; on the other
+/// nodes of the job (and in an `salloc` job) the earliest step still running does, and a
+/// step starting beside it does not take over.
+#[test]
+fn job_series_writer_is_elected_per_node() {
+    let dir = tempfile::tempdir().unwrap();
+    // A node of a multi-node batch job that is not the batch host: steps 0 and 1 overlap.
+    let path = dir.path().join("other-node.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("extern", T0, None).unwrap();
+    assert!(!w.claims_job_series("extern").unwrap(), "extern never");
+    w.begin_step("0", T0 + 1_000, Some(1)).unwrap();
+    assert!(
+        w.claims_job_series("0").unwrap(),
+        "the first step here writes it"
+    );
+    w.begin_step("1", T0 + 2_000, Some(1)).unwrap();
+    assert!(!w.claims_job_series("1").unwrap(), "0 is still running");
+    w.end_step("0", T0 + 3_000, Some(0)).unwrap();
+    w.begin_step("2", T0 + 4_000, Some(1)).unwrap();
+    assert!(
+        !w.claims_job_series("2").unwrap(),
+        "1 started earlier and runs on"
+    );
+    w.end_step("1", T0 + 5_000, Some(0)).unwrap();
+    w.end_step("2", T0 + 5_000, Some(0)).unwrap();
+    w.begin_step("3", T0 + 6_000, Some(1)).unwrap();
+    assert!(w.claims_job_series("3").unwrap(), "nothing else runs");
+    // The batch host: batch always, a later step never while batch runs.
+    let path = dir.path().join("batch-node.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    w.begin_step("0", T0, Some(1)).unwrap();
+    assert!(w.claims_job_series("batch").unwrap());
+    assert!(!w.claims_job_series("0").unwrap(), "batch writes it");
+    // Two steps started in the same millisecond: exactly one (by name) writes it.
+    let path = dir.path().join("tie.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("4", T0, Some(1)).unwrap();
+    w.begin_step("5", T0, Some(1)).unwrap();
+    assert!(w.claims_job_series("4").unwrap());
+    assert!(!w.claims_job_series("5").unwrap());
+}
+
 #[test]
 fn reopened_writer_continues_the_chain() {
     let dir = tempfile::tempdir().unwrap();

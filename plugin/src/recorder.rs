@@ -59,8 +59,8 @@ pub struct Plan {
     pub cores_allocated: Option<u32>,
     pub memory_allocated_bytes: Option<u64>,
     pub local_tasks: Option<u32>,
-    /// Whether this step also records the job-level series (the batch or interactive step:
-    /// one writer per series).
+    /// Whether this step also records the job-level series (one writer per series: the
+    /// batch or interactive step, else the step elected by `store::claims_job_series`).
     pub records_job_series: bool,
     /// `None`: the step's environment names no GPU (no GPU section, NVML never loaded).
     pub gpu: Option<GpuPlan>,
@@ -369,7 +369,7 @@ impl Gpus {
     }
 }
 
-fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
+fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
     let started = now_unix_ms();
     let mut collector = JobCollector::new(
         std::path::Path::new(CGROUP_ROOT),
@@ -395,6 +395,10 @@ fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, Str
     writer
         .begin_step(&plan.step, started, plan.local_tasks)
         .map_err(|e| e.to_string())?;
+    // Every node's file gets its job series, not only the batch node's (see the rule).
+    plan.records_job_series = writer
+        .claims_job_series(&plan.step)
+        .unwrap_or(plan.records_job_series);
 
     let mut job_between = Between::default();
     let mut step_between = Between::default();

@@ -120,6 +120,11 @@ impl Summary {
         let mut prev: Option<&SampleRow> = None;
         let mut last_kills: Option<u64> = None;
         let mut last_hits: Option<u64> = None;
+        let (mut usage, mut user, mut system) = (
+            Climbing::default(),
+            Climbing::default(),
+            Climbing::default(),
+        );
         for (i, r) in job.iter().enumerate() {
             let u = &r.usage;
             let row_ws = match (u.memory_working_set_bytes, r.memory_working_set_max_bytes) {
@@ -134,14 +139,14 @@ impl Summary {
                 (a, b) => a.or(b),
             };
             max_at(&mut cores, c, r.t_unix_ms);
-            if u.cpu_usage_usec.is_some() {
-                s.cpu_usage_seconds_total = u.cpu_usage_usec.map(|v| v as f64 / 1e6);
+            if let Some(v) = usage.add(u.cpu_usage_usec) {
+                s.cpu_usage_seconds_total = Some(v as f64 / 1e6);
             }
-            if u.cpu_user_usec.is_some() {
-                s.cpu_user_seconds = u.cpu_user_usec.map(|v| v as f64 / 1e6);
+            if let Some(v) = user.add(u.cpu_user_usec) {
+                s.cpu_user_seconds = Some(v as f64 / 1e6);
             }
-            if u.cpu_system_usec.is_some() {
-                s.cpu_system_seconds = u.cpu_system_usec.map(|v| v as f64 / 1e6);
+            if let Some(v) = system.add(u.cpu_system_usec) {
+                s.cpu_system_seconds = Some(v as f64 / 1e6);
             }
             s.memory_limit_bytes = u.memory_limit_bytes.or(s.memory_limit_bytes);
             s.memory_major_faults = u.memory_major_faults.or(s.memory_major_faults);
@@ -211,6 +216,29 @@ impl Summary {
         }
         let s: Summary = serde_json::from_value(serde_json::Value::Object(m)).ok()?;
         (s.summary_version <= SUMMARY_VERSION).then_some(s)
+    }
+}
+
+/// A cumulative counter's total across writers. The job series has one writer at a time,
+/// but a later step can take over on a node where none was left running
+/// (`store::claims_job_series`); in /proc mode its counter starts from what its own tracker
+/// sees, so a drop means "a new counter" and the old one's last value is kept, never lost.
+#[derive(Default)]
+struct Climbing {
+    base: u64,
+    last: Option<u64>,
+}
+
+impl Climbing {
+    /// The running total after `v` (`None` while nothing was readable).
+    fn add(&mut self, v: Option<u64>) -> Option<u64> {
+        if let Some(v) = v {
+            if let Some(last) = self.last.filter(|&l| v < l) {
+                self.base += last;
+            }
+            self.last = Some(v);
+        }
+        self.last.map(|l| self.base + l)
     }
 }
 
@@ -465,6 +493,21 @@ mod tests {
         assert_eq!(s.peak_working_set_t_unix_ms, Some(7000));
         assert_eq!(s.peak_effective_cores, Some(1.0));
         assert_eq!(s.cpu_usage_seconds_total, Some(7.0));
+    }
+
+    /// In /proc mode a later step that takes over a node's job series starts its counter from
+    /// what its own tracker sees: the earlier writer's CPU is kept, not replaced.
+    #[test]
+    fn cpu_total_survives_a_new_writer_counter() {
+        let rows = vec![
+            row(0, 0.0, 10, 0),
+            row(5, 40.0, 10, 0),
+            row(10, 3.0, 10, 0),
+            row(15, 13.0, 10, 0),
+        ];
+        let s = Summary::compute(&rows, &[], &[], &[], Vec::new());
+        assert_eq!(s.cpu_usage_seconds_total, Some(53.0));
+        assert_eq!(s.peak_effective_cores, Some(8.0), "no rate across the drop");
     }
 
     #[test]

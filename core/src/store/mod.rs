@@ -167,6 +167,32 @@ pub fn step_row_is_redundant(step: &str, t_unix_ms: i64, steps: &[StepInfo]) -> 
     me_running
 }
 
+/// Who writes a node's job-level series (one writer per series). The batch or interactive
+/// step always does. On a node without one (the other nodes of a multi-node job, and every
+/// node of an `salloc` job) the earliest-started step still running when a step starts
+/// does, ties broken by name, so that every node's file has its job series. A step that
+/// starts while another records it never takes over: in /proc mode each step's job-level
+/// total counts only what its own tracker saw, so a hand-over would not be cumulative.
+pub fn claims_job_series(step: &str, steps: &[StepInfo]) -> bool {
+    if matches!(step, "batch" | "interactive") {
+        return true;
+    }
+    if step == EXTERN_STEP {
+        return false;
+    }
+    let key = |s: &StepInfo| (s.started_unix_ms.unwrap_or(i64::MAX), s.step.clone());
+    let Some(me) = steps.iter().find(|s| s.step == step) else {
+        return false;
+    };
+    let mine = key(me);
+    !steps.iter().any(|s| {
+        s.step != step
+            && s.step != EXTERN_STEP
+            && s.ended_unix_ms.is_none()
+            && (matches!(s.step.as_str(), "batch" | "interactive") || key(s) < mine)
+    })
+}
+
 fn sql_err(path: &std::path::Path, e: impl std::fmt::Display) -> crate::error::Error {
     crate::error::Error::Store(format!("{}: {e}", path.display()))
 }

@@ -156,6 +156,16 @@ impl Writer {
         !step_row_is_redundant(step, t_unix_ms, &self.known_steps)
     }
 
+    /// Whether `step` (already begun) writes this node's job series: see
+    /// [`claims_job_series`](super::claims_job_series). Reads the steps table now.
+    pub fn claims_job_series(&self, step: &str) -> Result<bool> {
+        let steps: Vec<StepInfo> = super::reader::load_steps(&self.conn, &self.path)?
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        Ok(super::claims_job_series(step, &steps))
+    }
+
     /// Whether the batch or interactive step — the writer of the job series — is running
     /// at `t_unix_ms` (steps table as of the last flush).
     pub fn has_job_series_writer(&self, t_unix_ms: i64) -> bool {
