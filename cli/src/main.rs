@@ -7,6 +7,7 @@ mod doctor;
 mod generate;
 mod history;
 mod report;
+mod site;
 mod watch;
 
 use clap::{Parser, Subcommand};

@@ -9,21 +9,26 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use slurmwatch_core::report::{self, chart, text, Recording};
+use slurmwatch_core::history::hostlist;
+use slurmwatch_core::report::{self, chart, locate, text, Recording};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
-
-const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
     /// Job id (12345, or an array task 12345_7).
     pub job: String,
-    /// Read this file instead of <spool>/<job>.sqlite (an archive copy, another node's file).
-    #[arg(long, value_name = "PATH")]
-    pub file: Option<PathBuf>,
-    /// Where the plugin writes per-job files.
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_SPOOL)]
-    pub spool: PathBuf,
+    /// Read this file instead of looking for the job's files (an archive copy; repeat for
+    /// each node of a multi-node job).
+    #[arg(long, value_name = "PATH", action = clap::ArgAction::Append)]
+    pub file: Vec<PathBuf>,
+    /// Where the plugin writes per-job files (`%n`: the node name); default: the site's
+    /// plugstack.conf `spool=`, else /var/spool/slurmwatch.
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+    /// Also look for the job's files here (an archive directory; repeatable). The site's
+    /// plugstack.conf `archive=` is always searched.
+    #[arg(long, value_name = "DIR", action = clap::ArgAction::Append)]
+    pub archive: Vec<PathBuf>,
     /// Print the report as JSON (schema in the README).
     #[arg(long)]
     pub json: bool,
@@ -159,41 +164,29 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         .and_then(|a| a.job.fields.get("JobIDRaw").cloned())
         .filter(|r| r.bytes().all(|c| c.is_ascii_digit()) && !r.is_empty())
         .unwrap_or_else(|| args.job.split('_').next().unwrap_or("").to_string());
-    let (path, explicit) = match &args.file {
-        Some(p) => (p.clone(), true),
-        None => (args.spool.join(format!("{raw_id}.sqlite")), false),
-    };
-    let (recording, why_none) = if explicit || path_exists(&path) {
-        // Bad input is fatal: a damaged file is not silently replaced by sacct's figures.
-        let r = Recording::load(&path)
-            .map_err(anyhow::Error::msg)
-            .with_context(|| format!("cannot report on job {} from its file", args.job))?;
-        (Some(r), None)
-    } else {
-        (None, Some(format!("no file at {}", path.display())))
-    };
-    if recording.is_none() && acct.is_none() {
+    let (recordings, why_none) = find_recordings(&args, &raw_id, acct.as_ref())?;
+    if recordings.is_empty() && acct.is_none() {
         if args.no_sacct {
             bail!(
-                "job {}: no recording at {} and --no-sacct was given.\nhint: point --file at the job's file (an archive copy), or drop --no-sacct",
+                "job {}: {} and --no-sacct was given.\nhint: point --file at the job's file (an archive copy), or drop --no-sacct",
                 args.job,
-                path.display()
+                why_none
             );
         }
         bail!(
-            "sacct knows no job {} and there is no recording at {}.\nhint: check the id (`sacct -u $USER`); on another cluster, run the report there",
+            "sacct knows no job {} and {}.\nhint: check the id (`sacct -u $USER`); on another cluster, run the report there",
             args.job,
-            path.display()
+            why_none
         );
     }
     let mut rep = report::build(
         &args.job,
-        recording.as_ref(),
+        &recordings,
         acct.as_ref(),
         args.no_sacct.then(|| "--no-sacct was given".to_string()),
-        why_none,
+        recordings.is_empty().then_some(why_none),
     );
-    if let (Some(r), Some(_)) = (&recording, &acct) {
+    for r in recordings.iter().filter(|_| acct.is_some()) {
         if r.meta.job_id.to_string() != raw_id {
             rep.notes.push(format!(
                 "The file {} records job {}, not {}: its figures are that job's.",
@@ -208,7 +201,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             &mut rep,
             &args,
             acct.as_ref(),
-            recording.as_ref().map(|r| r.meta.uid),
+            recordings.first().map(|r| r.meta.uid),
         );
     }
     if let Some(p) = &args.svg {
@@ -234,8 +227,73 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn path_exists(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok()
+/// The job's files, one per node: `--file` as given (bad input is fatal: a damaged file is
+/// never silently replaced by sacct's figures), else every file found in the spool and the
+/// archive that records this job (first found per node wins: the live spool before a copy).
+/// With nothing found, the reason.
+fn find_recordings(
+    args: &ReportArgs,
+    raw_id: &str,
+    acct: Option<&sacct::Record>,
+) -> anyhow::Result<(Vec<Recording>, String)> {
+    if !args.file.is_empty() {
+        let mut out: Vec<Recording> = Vec::new();
+        for p in &args.file {
+            let r = Recording::load(p)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("cannot report on job {} from its file", args.job))?;
+            if out.iter().any(|o| o.meta.node == r.meta.node) {
+                bail!(
+                    "{} and another --file both record node {}.\nhint: give one file per node",
+                    p.display(),
+                    r.meta.node
+                );
+            }
+            out.push(r);
+        }
+        return Ok((out, String::new()));
+    }
+    let site = crate::site::plugin_config();
+    let spool = args.spool.clone().unwrap_or(site.spool_dir);
+    let nodes: Vec<String> = acct
+        .and_then(|a| a.job.node_list.as_deref())
+        .and_then(|l| hostlist::expand(l).ok())
+        .unwrap_or_default();
+    let wanted = locate::Wanted {
+        job_id: raw_id,
+        nodes: &nodes,
+        user: acct.and_then(|a| a.job.user.as_deref()),
+        uid: acct.and_then(|a| a.job.uid),
+    };
+    let paths = locate::candidates(
+        &wanted,
+        &spool,
+        site.archive_template.as_deref(),
+        &args.archive,
+    );
+    let mut out: Vec<Recording> = Vec::new();
+    for p in &paths {
+        match Recording::load(p) {
+            Ok(r) if r.meta.job_id.to_string() == raw_id => {
+                if !out.iter().any(|o| o.meta.node == r.meta.node) {
+                    out.push(r);
+                }
+            }
+            Ok(_) => eprintln!(
+                "slurmwatch: note: {} records another job; not used",
+                p.display()
+            ),
+            // An unreadable file among several is skipped and said; when it is the only
+            // one, the report says so rather than pretend nothing was recorded.
+            Err(e) if paths.len() > 1 => eprintln!("slurmwatch: note: {e}; not used"),
+            Err(e) => {
+                return Err(anyhow::Error::msg(e))
+                    .with_context(|| format!("cannot report on job {} from its file", args.job))
+            }
+        }
+    }
+    let why = format!("no file for it in {}", spool.display());
+    Ok((out, why))
 }
 
 fn write_file(p: &Path, content: &str) -> anyhow::Result<()> {
@@ -298,7 +356,7 @@ mod tests {
     #[test]
     fn svg_parses_and_has_the_series() {
         let rec = recording();
-        let rep = report::build("1", Some(&rec), None, None, None);
+        let rep = report::build("1", std::slice::from_ref(&rec), None, None, None);
         let svg = chart::svg(&rep);
         let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
         for id in [
@@ -343,7 +401,7 @@ mod tests {
 
     #[test]
     fn sacct_only_report_says_how_to_record() {
-        let rep = report::build("7", None, None, None, Some("no file at /s/7.sqlite".into()));
+        let rep = report::build("7", &[], None, None, Some("no file at /s/7.sqlite".into()));
         assert_eq!(rep.source, "sacct_only");
         assert!(rep.notes[0].contains("#SBATCH --slurmwatch"));
         let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::options::{expand_template, PluginConfig, TemplateIds};
+use slurmwatch_core::options::{expand_template, TemplateIds};
 use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::scontrol;
@@ -502,30 +502,9 @@ impl QueueInfo {
     }
 }
 
-/// Slurm's spool and archive settings from plugstack.conf (defaults when unreadable).
-fn plugin_config() -> PluginConfig {
-    let conf = std::env::var_os("SLURM_CONF")
-        .map(PathBuf::from)
-        .and_then(|p| p.parent().map(|d| d.join("plugstack.conf")))
-        .unwrap_or_else(|| PathBuf::from("/etc/slurm/plugstack.conf"));
-    let Ok(text) = std::fs::read_to_string(conf) else {
-        return PluginConfig::default();
-    };
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with('#'))
-        .find(|l| l.contains("slurmwatch"))
-        .and_then(|l| {
-            // `required|optional PATH ARGS...`
-            let args: Vec<&str> = l.split_whitespace().skip(2).collect();
-            PluginConfig::parse(&args).ok()
-        })
-        .unwrap_or_default()
-}
-
 /// The job's file in the node-local spool, then the archive copy.
 fn candidate_files(e: &QueueEntry) -> Vec<PathBuf> {
-    let cfg = plugin_config();
+    let cfg = crate::site::plugin_config();
     let name = format!("{}.sqlite", e.job_id);
     let mut out = vec![cfg.spool_dir.join(&name)];
     if let (Some(t), Some(uid), Some(node), Ok(job_id)) = (

@@ -121,7 +121,7 @@ fn main() {
             let t = Instant::now();
             let rec = Recording::load(&path).unwrap();
             assert_eq!(rec.summary_stored, stored);
-            let rep = report::build("4242", Some(&rec), None, None, None);
+            let rep = report::build("4242", std::slice::from_ref(&rec), None, None, None);
             let out = text::render(&rep, false);
             let svg = chart::svg(&rep);
             let json = rep.to_json();

@@ -170,7 +170,7 @@ fn summary_and_report_read_the_cards() {
 
     // The report: findings with their minutes, and `--gres` advice (1 of 2 cards used).
     let rec = Recording::load(&path).unwrap();
-    let rep = report::build("42", Some(&rec), None, None, None);
+    let rep = report::build("42", std::slice::from_ref(&rec), None, None, None);
     assert_eq!(rep.gpus.len(), 2);
     let find = |code: &str| {
         rep.findings

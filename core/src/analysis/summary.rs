@@ -42,6 +42,9 @@ pub const MAX_LIMIT_EVENTS: usize = 20;
 pub struct GpuSummary {
     /// `cuda:0` as the job's code addresses it.
     pub label: String,
+    /// The node the card is in: set in a multi-node job's merged report, absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     pub uuid: Option<String>,
     pub name: Option<String>,
     pub peak_memory_used_bytes: Option<u64>,

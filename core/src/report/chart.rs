@@ -78,7 +78,19 @@ pub fn svg(r: &Report) -> String {
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n<title>slurmwatch report: job {}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
         esc(&r.job_id)
     );
-    let pts = &r.points;
+    // A multi-node job: one line per node on a common time axis; the axes fit every node.
+    let multi = r.node_points.len() > 1;
+    let all: Vec<Point>;
+    let pts: &[Point] = if multi {
+        all = {
+            let mut v: Vec<Point> = r.node_points.iter().flat_map(|(_, p)| p.clone()).collect();
+            v.sort_by_key(|p| p.t_unix_ms);
+            v
+        };
+        &all
+    } else {
+        &r.points
+    };
     if pts.is_empty() {
         o += &format!(
             "<text x=\"20\" y=\"40\">{}</text>\n</svg>\n",
@@ -103,7 +115,15 @@ pub fn svg(r: &Report) -> String {
         .flatten()
         .fold(1.0, f64::max)
         * 1.05;
-    let alloc = r.cpu.cores_allocated;
+    // Per node in a multi-node job (each node's line is against its own allocation).
+    let alloc = if multi {
+        r.nodes
+            .iter()
+            .filter_map(|n| n.cores_allocated)
+            .reduce(f64::max)
+    } else {
+        r.cpu.cores_allocated
+    };
     let cpu_max = pts
         .iter()
         .filter_map(|p| p.cores)
@@ -168,34 +188,39 @@ pub fn svg(r: &Report) -> String {
         g += "</g>\n";
         o += &g;
     }
-    o += &polyline(
-        "series-cache",
-        pts,
-        t0,
-        span,
-        MEM_TOP,
-        MEM_H,
-        mem_max,
-        |p| {
-            p.cache_bytes
-                .zip(p.working_set_bytes)
-                .map(|(c, w)| (c + w) as f64)
-        },
-        &format!("stroke=\"{CACHE_COLOUR}\" stroke-width=\"1.5\""),
-    );
-    o += "\n";
-    o += &polyline(
-        "series-working-set",
-        pts,
-        t0,
-        span,
-        MEM_TOP,
-        MEM_H,
-        mem_max,
-        |p| p.working_set_bytes.map(|v| v as f64),
-        &format!("stroke=\"{MEM_COLOUR}\" stroke-width=\"2\""),
-    );
-    o += "\n";
+    if multi {
+        o += &node_lines(r, t0, span, mem_max, cpu_max);
+    }
+    if !multi {
+        o += &polyline(
+            "series-cache",
+            pts,
+            t0,
+            span,
+            MEM_TOP,
+            MEM_H,
+            mem_max,
+            |p| {
+                p.cache_bytes
+                    .zip(p.working_set_bytes)
+                    .map(|(c, w)| (c + w) as f64)
+            },
+            &format!("stroke=\"{CACHE_COLOUR}\" stroke-width=\"1.5\""),
+        );
+        o += "\n";
+        o += &polyline(
+            "series-working-set",
+            pts,
+            t0,
+            span,
+            MEM_TOP,
+            MEM_H,
+            mem_max,
+            |p| p.working_set_bytes.map(|v| v as f64),
+            &format!("stroke=\"{MEM_COLOUR}\" stroke-width=\"2\""),
+        );
+        o += "\n";
+    }
     o += &polyline(
         "series-limit",
         pts,
@@ -208,18 +233,20 @@ pub fn svg(r: &Report) -> String {
         &format!("stroke=\"{LIMIT_COLOUR}\" stroke-dasharray=\"6,4\""),
     );
     o += "\n";
-    o += &polyline(
-        "series-cores",
-        pts,
-        t0,
-        span,
-        CPU_TOP,
-        CPU_H,
-        cpu_max,
-        |p| p.cores,
-        &format!("stroke=\"{CPU_COLOUR}\" stroke-width=\"2\""),
-    );
-    o += "\n";
+    if !multi {
+        o += &polyline(
+            "series-cores",
+            pts,
+            t0,
+            span,
+            CPU_TOP,
+            CPU_H,
+            cpu_max,
+            |p| p.cores,
+            &format!("stroke=\"{CPU_COLOUR}\" stroke-width=\"2\""),
+        );
+        o += "\n";
+    }
     if alloc.is_some() {
         o += &polyline(
             "series-allocated",
@@ -245,6 +272,64 @@ pub fn svg(r: &Report) -> String {
         );
     }
     o += "</svg>\n";
+    o
+}
+
+/// Line styles told apart without colour alone (dash patterns), in node order.
+const NODE_DASHES: [(&str, &str); 4] = [
+    ("", "solid"),
+    ("8,3", "dashed"),
+    ("2,3", "dotted"),
+    ("8,3,2,3", "dash-dot"),
+];
+
+/// One working-set line and one cores line per node (`node-<name>-working-set`,
+/// `node-<name>-cores`), each labelled at its right end.
+fn node_lines(r: &Report, t0: i64, span: f64, mem_max: f64, cpu_max: f64) -> String {
+    let mut o = String::new();
+    for (i, (node, pts)) in r.node_points.iter().enumerate() {
+        let (dash, pattern) = NODE_DASHES[i % NODE_DASHES.len()];
+        let style = |colour: &str| {
+            let d = if dash.is_empty() {
+                String::new()
+            } else {
+                format!(" stroke-dasharray=\"{dash}\"")
+            };
+            format!("stroke=\"{colour}\" stroke-width=\"2\"{d}")
+        };
+        let id = esc(node);
+        o += &polyline(
+            &format!("node-{id}-working-set"),
+            pts,
+            t0,
+            span,
+            MEM_TOP,
+            MEM_H,
+            mem_max,
+            |p| p.working_set_bytes.map(|v| v as f64),
+            &style(MEM_COLOUR),
+        );
+        o += "\n";
+        o += &polyline(
+            &format!("node-{id}-cores"),
+            pts,
+            t0,
+            span,
+            CPU_TOP,
+            CPU_H,
+            cpu_max,
+            |p| p.cores,
+            &style(CPU_COLOUR),
+        );
+        o += "\n";
+        o += &format!(
+            "<text x=\"{:.0}\" y=\"{:.0}\" fill=\"#444\">{}: {}</text>\n",
+            LEFT + 8.0,
+            MEM_TOP + 16.0 + 14.0 * i as f64,
+            pattern,
+            id
+        );
+    }
     o
 }
 

@@ -6,6 +6,8 @@
 
 pub mod chart;
 pub mod joblog;
+pub mod locate;
+pub mod nodes;
 pub mod text;
 
 use std::path::{Path, PathBuf};
@@ -109,6 +111,8 @@ pub struct CpuInfo {
 pub struct MemoryInfo {
     pub peak_working_set_bytes: Option<u64>,
     pub peak_working_set_at_unix_ms: Option<i64>,
+    /// The node where it happened (memory peaks are per node: what `--mem` applies to).
+    pub peak_working_set_node: Option<String>,
     pub lifetime_peak_bytes: Option<u64>,
     pub limit_bytes: Option<u64>,
     pub oom_kills: Option<u64>,
@@ -173,6 +177,8 @@ pub struct Report {
     pub cpu: CpuInfo,
     pub memory: MemoryInfo,
     pub gpus: Vec<GpuSummary>,
+    /// Every node of the allocation: its own figures, or `recorded: false`.
+    pub nodes: Vec<nodes::NodeLine>,
     pub steps: Vec<StepLine>,
     pub findings: Vec<Finding>,
     pub sbatch: Vec<SbatchLine>,
@@ -187,6 +193,9 @@ pub struct Report {
     pub log_excerpt: Vec<String>,
     #[serde(skip)]
     pub points: Vec<Point>,
+    /// One chart line per node (multi-node jobs only).
+    #[serde(skip)]
+    pub node_points: Vec<(String, Vec<Point>)>,
     #[serde(skip)]
     pub step_marks: Vec<(String, Option<i64>, Option<i64>)>,
 }
@@ -230,15 +239,22 @@ pub const ENABLE_HINT: &str =
     "no time series was recorded for this job; add `#SBATCH --slurmwatch` to the job script (or ask your admins for `default=on`) to record one next time";
 
 /// Joins what is known. Either input may be missing (not both: the caller checks).
+///
+/// `recs`: one file per node of the job (any order; empty when nothing was recorded). The
+/// batch node's file gives the steps and the charts' job lines; the figures are merged
+/// over all nodes ([`nodes::merge_summaries`]), and `nodes[]` lists every node of the
+/// allocation, recorded or not.
 pub fn build(
     job_id: &str,
-    rec: Option<&Recording>,
+    recs: &[Recording],
     acct: Option<&sacct::Record>,
     sacct_error: Option<String>,
     no_recording_reason: Option<String>,
 ) -> Report {
     let sj = acct.map(|a| &a.job);
-    let summ = rec.map(|r| &r.summary);
+    let rec = primary(recs);
+    let merged = (!recs.is_empty()).then(|| nodes::merge_summaries(recs));
+    let summ = merged.as_ref();
     let mut notes = Vec::new();
     if rec.is_none() {
         notes.push(match no_recording_reason {
@@ -246,11 +262,19 @@ pub fn build(
             None => format!("{}{}.", ENABLE_HINT[..1].to_uppercase(), &ENABLE_HINT[1..]),
         });
     }
-    let rec_span = rec.and_then(|r| {
-        let a = r.job_rows.first()?.t_unix_ms;
-        let b = r.job_rows.last()?.t_unix_ms;
-        Some((b - a) as f64 / 1000.0)
-    });
+    let rec_span = {
+        let a = recs
+            .iter()
+            .filter_map(|r| r.job_rows.first())
+            .map(|x| x.t_unix_ms)
+            .min();
+        let b = recs
+            .iter()
+            .filter_map(|r| r.job_rows.last())
+            .map(|x| x.t_unix_ms)
+            .max();
+        a.zip(b).map(|(a, b)| (b - a) as f64 / 1000.0)
+    };
     let open = acct.is_some_and(|a| a.is_open());
     let sacct_record_open = open
         && rec.is_some_and(|r| {
@@ -273,9 +297,13 @@ pub fn build(
         uid: rec.map(|r| r.meta.uid).or(sj.and_then(|j| j.uid)),
         partition: sj.and_then(|j| j.partition.clone()),
         nodes: sj.and_then(|j| j.nodes),
-        node_list: sj
-            .and_then(|j| j.node_list.clone())
-            .or(rec.map(|r| r.meta.node.clone())),
+        node_list: sj.and_then(|j| j.node_list.clone()).or_else(|| {
+            (!recs.is_empty()).then(|| {
+                let mut names: Vec<String> = recs.iter().map(|r| r.meta.node.clone()).collect();
+                names.sort();
+                crate::history::hostlist::compress(&names)
+            })
+        }),
         submit_unix: sj.and_then(|j| j.submit_unix),
         start_unix: sj.and_then(|j| j.start_unix),
         end_unix: sj.and_then(|j| j.end_unix),
@@ -350,6 +378,11 @@ pub fn build(
     let memory = MemoryInfo {
         peak_working_set_bytes: summ.and_then(|s| s.peak_working_set_bytes),
         peak_working_set_at_unix_ms: summ.and_then(|s| s.peak_working_set_t_unix_ms),
+        peak_working_set_node: recs
+            .iter()
+            .filter(|r| r.summary.peak_working_set_bytes.is_some())
+            .max_by_key(|r| r.summary.peak_working_set_bytes)
+            .map(|r| r.meta.node.clone()),
         lifetime_peak_bytes: summ.and_then(|s| s.lifetime_peak_bytes),
         limit_bytes: limit,
         oom_kills,
@@ -384,7 +417,16 @@ pub fn build(
         sacct_record_open,
         gpus: gpus.clone(),
     };
-    let findings = analysis::findings(&facts);
+    let mut findings = analysis::findings(&facts);
+    let expected: Vec<String> = sj
+        .and_then(|j| j.node_list.as_deref())
+        .and_then(|l| crate::history::hostlist::expand(l).ok())
+        .filter(|_| !recs.is_empty())
+        .unwrap_or_default();
+    let node_lines = nodes::lines(recs, &expected);
+    if node_lines.len() > 1 {
+        findings.extend(nodes::findings(&node_lines, &nodes::Grid::of(recs)));
+    }
     let sbatch = analysis::sbatch(&facts);
     if let Some(r) = rec {
         if r.meta.source == crate::sample::Source::Proc {
@@ -416,6 +458,7 @@ pub fn build(
         cpu,
         memory,
         gpus,
+        nodes: node_lines,
         steps,
         findings,
         sbatch,
@@ -434,6 +477,16 @@ pub fn build(
         log: None,
         log_excerpt: Vec::new(),
         points: rec.map(|r| points(&r.job_rows, limit)).unwrap_or_default(),
+        node_points: if recs.len() > 1 {
+            let mut v: Vec<(String, Vec<Point>)> = recs
+                .iter()
+                .map(|r| (r.meta.node.clone(), points(&r.job_rows, limit)))
+                .collect();
+            v.sort_by(|a, b| a.0.cmp(&b.0));
+            v
+        } else {
+            Vec::new()
+        },
         step_marks: rec
             .map(|r| {
                 r.steps
@@ -444,6 +497,18 @@ pub fn build(
             })
             .unwrap_or_default(),
     }
+}
+
+/// The file with the job's steps and job lines: the batch (or interactive) node's, else the
+/// first.
+fn primary(recs: &[Recording]) -> Option<&Recording> {
+    recs.iter()
+        .find(|r| {
+            r.steps
+                .iter()
+                .any(|s| matches!(s.step.as_str(), "batch" | "interactive"))
+        })
+        .or(recs.first())
 }
 
 fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<StepLine> {

@@ -148,12 +148,16 @@ pub fn render(r: &Report, _colour: bool) -> String {
     let _ = writeln!(o, "\nMEMORY");
     let _ = writeln!(
         o,
-        "  working set peak {}{}; lifetime peak incl. page cache {}; limit {}",
+        "  working set peak {}{}{}; lifetime peak incl. page cache {}; limit {}",
         na(r.memory.peak_working_set_bytes, bytes),
         na(r.memory.peak_working_set_at_unix_ms, |t| format!(
             " at {}",
             clock(t)
         )),
+        match (&r.memory.peak_working_set_node, r.nodes.len() > 1) {
+            (Some(n), true) => format!(" on {n}"),
+            _ => String::new(),
+        },
         na(r.memory.lifetime_peak_bytes, bytes),
         na(r.memory.limit_bytes, bytes)
     );
@@ -192,6 +196,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
         );
     }
 
+    if r.nodes.len() > 1 {
+        nodes_section(&mut o, r);
+    }
+
     let _ = writeln!(o, "\nGPUS");
     if r.gpus.is_empty() {
         let _ = writeln!(
@@ -206,7 +214,8 @@ pub fn render(r: &Report, _colour: bool) -> String {
     for g in &r.gpus {
         let _ = writeln!(
             o,
-            "  {}  util {} %, memory peak {}, power peak {}, throttled {} min, idle {} min",
+            "  {}{}  util {} %, memory peak {}, power peak {}, throttled {} min, idle {} min",
+            g.node.as_deref().map_or(String::new(), |n| format!("{n} ")),
             g.label,
             na(g.mean_utilization_percent, |v| format!("{v:.0}")),
             na(g.peak_memory_used_bytes, bytes),
@@ -307,4 +316,51 @@ pub fn render(r: &Report, _colour: bool) -> String {
         let _ = writeln!(o, "\nNote: without sacct — {e}");
     }
     o
+}
+
+/// A multi-node job: each node's own figures side by side, and one sparkline per node.
+fn nodes_section(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "\nNODES ({} in the allocation)", r.nodes.len());
+    let _ = writeln!(
+        o,
+        "  {:<12} {:>10} {:>9} {:>9} {:>12} {:>10}  file",
+        "node", "CPU-s", "avg cores", "peak", "ws peak", "OOM kills"
+    );
+    for n in &r.nodes {
+        if !n.recorded {
+            let _ = writeln!(o, "  {:<12} recorded nothing", n.node);
+            continue;
+        }
+        let _ = writeln!(
+            o,
+            "  {:<12} {:>10} {:>9} {:>9} {:>12} {:>10}  {}",
+            n.node,
+            na(n.cpu_seconds, |v| format!("{v:.1}")),
+            na(n.average_effective_cores, |v| format!("{v:.2}")),
+            na(n.peak_effective_cores, |v| format!("{v:.2}")),
+            na(n.peak_working_set_bytes, bytes),
+            na(n.oom_kills, |v| v.to_string()),
+            n.file.as_deref().unwrap_or("")
+        );
+    }
+    let cores_max = r
+        .nodes
+        .iter()
+        .filter_map(|n| n.cores_allocated.or(n.peak_effective_cores))
+        .fold(1.0, f64::max);
+    let ws_max = r
+        .nodes
+        .iter()
+        .filter_map(|n| n.memory_limit_bytes.or(n.peak_working_set_bytes))
+        .max()
+        .unwrap_or(1) as f64;
+    for (node, pts) in &r.node_points {
+        let cores: Vec<Option<f64>> = pts.iter().map(|p| p.cores).collect();
+        let ws: Vec<Option<f64>> = pts
+            .iter()
+            .map(|p| p.working_set_bytes.map(|v| v as f64))
+            .collect();
+        let _ = writeln!(o, "  {node:<12} cores {}", sparkline(&cores, cores_max));
+        let _ = writeln!(o, "  {:<12} ws    {}", "", sparkline(&ws, ws_max));
+    }
 }
