@@ -74,6 +74,7 @@ pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
             nodes,
             queue,
             groups,
+            history: Default::default(),
         },
         commands: COMMANDS_PER_REFRESH,
         elapsed: t.elapsed(),
