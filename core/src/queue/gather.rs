@@ -3,11 +3,15 @@
 //! `scontrol -d show node -o`, `squeue --start`), run at once so the answer takes as long
 //! as the slowest, each bounded by the command timeout.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::history::{self, workload_name};
+use crate::slurm::sacct::{self, Window, WINDOW_CHUNK_SECONDS};
 use crate::slurm::scontrol::{self, JobDetails, ShowError};
 use crate::slurm::squeue::{self, QueryError};
 
+use super::history_hint::{History, HISTORY_WINDOW_DAYS};
 use super::Inputs;
 
 /// The Slurm commands one refresh runs.
@@ -80,6 +84,48 @@ pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
         elapsed: t.elapsed(),
         notes,
     })
+}
+
+/// The sacct calls one history lookup makes when all goes well: the window is asked a
+/// week at a time.
+pub const HISTORY_SACCT_CALLS: u32 =
+    ((HISTORY_WINDOW_DAYS as i64 * 86400 + WINDOW_CHUNK_SECONDS - 1) / WINDOW_CHUNK_SECONDS) as u32;
+
+/// The whole history lookup's time limit: the pending view asks it once and waits for it
+/// beside the first refresh, so it must stay short.
+pub const HISTORY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The user's finished runs of the job's workload over the last [`HISTORY_WINDOW_DAYS`],
+/// with their recorded files (from `dirs`) where there are any. One bounded sacct window
+/// query; a failure is [`History::Unavailable`], never an error of the pending view.
+pub fn history(user: &str, job_name: &str, dirs: &[PathBuf], now_unix: i64) -> History {
+    let q = sacct::Query {
+        timeout: HISTORY_TIMEOUT,
+        ..sacct::Query::default()
+    };
+    let w = Window {
+        since_unix: now_unix - i64::from(HISTORY_WINDOW_DAYS) * 86400,
+        until_unix: now_unix,
+        users: vec![user.to_string()],
+        all_users: false,
+        partition: None,
+    };
+    match q.window(&w) {
+        Ok(batch) => {
+            let workload = workload_name(job_name);
+            let (mut runs, _unfinished) = history::runs_from(&batch.records);
+            // Only this workload's files are opened.
+            runs.retain(|r| workload_name(&r.name) == workload);
+            history::attach_recordings(&mut runs, dirs);
+            History::Runs(runs)
+        }
+        // The report's wording names its own options; here only the cause matters.
+        Err(e) => History::Unavailable(match e {
+            sacct::SacctError::Missing(_) => "sacct is not installed here".into(),
+            sacct::SacctError::TimedOut(s) => format!("sacct did not answer within {s} s"),
+            e => e.to_string(),
+        }),
+    }
 }
 
 /// The job user's group names (primary and supplementary), from the system's group
