@@ -103,6 +103,17 @@ pub fn history(user: &str, job_name: &str, dirs: &[PathBuf], now_unix: i64) -> H
         timeout: HISTORY_TIMEOUT,
         ..sacct::Query::default()
     };
+    history_with(&q, user, job_name, dirs, now_unix)
+}
+
+/// [`history`] with a given sacct (tests use a fake).
+pub fn history_with(
+    q: &sacct::Query,
+    user: &str,
+    job_name: &str,
+    dirs: &[PathBuf],
+    now_unix: i64,
+) -> History {
     let w = Window {
         since_unix: now_unix - i64::from(HISTORY_WINDOW_DAYS) * 86400,
         until_unix: now_unix,
@@ -200,5 +211,83 @@ mod tests {
             ..JobDetails::default()
         };
         assert_eq!(user_groups(&nobody)[0], "g");
+    }
+
+    /// A fake sacct that logs its arguments and prints `text`, or fails.
+    fn fake_sacct(d: &std::path::Path, text: &str, ok: bool) -> sacct::Query {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(d.join("out.txt"), text).unwrap();
+        let p = d.join("sacct");
+        let body = if ok {
+            format!("cat {}/out.txt", d.display())
+        } else {
+            "echo 'sacct: error: Problem talking to the database' >&2; exit 1".into()
+        };
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> {}/args.log\n{body}\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        sacct::Query {
+            program: p,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn sacct_text() -> String {
+        let u = "\u{1f}";
+        let mut s = [
+            "JobID", "JobIDRaw", "JobName", "User", "State", "ExitCode", "Start", "End",
+        ]
+        .join(u);
+        s.push('\n');
+        for (id, name) in [
+            (1, "train-1"),
+            (2, "train-2"),
+            (3, "eval-1"),
+            (4, "train-7"),
+        ] {
+            let row = [
+                id.to_string(),
+                id.to_string(),
+                name.to_string(),
+                "alice".into(),
+                "COMPLETED".into(),
+                "0:0".into(),
+                format!("2026-11-02T0{id}:00:00"),
+                format!("2026-11-02T0{id}:30:00"),
+            ];
+            s += &row.join(u);
+            s.push('\n');
+        }
+        s
+    }
+
+    #[test]
+    fn history_is_one_bounded_window_query_of_the_user_filtered_to_the_workload() {
+        let d = tempfile::tempdir().unwrap();
+        let q = fake_sacct(d.path(), &sacct_text(), true);
+        let now = 1_800_000_000;
+        let History::Runs(runs) = history_with(&q, "alice", "train-11", &[], now) else {
+            panic!("runs expected");
+        };
+        // Every chunk printed the same jobs: kept once each, other workloads dropped.
+        let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["train-1", "train-2", "train-7"]);
+        let log = std::fs::read_to_string(d.path().join("args.log")).unwrap();
+        assert_eq!(log.lines().count() as u32, HISTORY_SACCT_CALLS);
+        assert!(log.lines().all(|l| l.contains("-u alice")), "{log}");
+
+        let d = tempfile::tempdir().unwrap();
+        let q = fake_sacct(d.path(), "", false);
+        match history_with(&q, "alice", "train-11", &[], now) {
+            History::Unavailable(why) => assert!(why.contains("database"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
