@@ -71,7 +71,7 @@ pub fn offset(ms: i64) -> String {
 /// GiB rounded up.
 pub fn mem_flag(b: u64) -> String {
     let r = mem_flag_bytes(b);
-    if r % (1 << 30) == 0 {
+    if r.is_multiple_of(1 << 30) {
         format!("{}G", r >> 30)
     } else {
         format!("{}M", r >> 20)
