@@ -11,6 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Padding, Paragraph, Wrap};
 
 use slurmwatch_core::queue::gather::{self, Gathered};
+use slurmwatch_core::queue::history_hint::History;
 use slurmwatch_core::queue::{self, render, Analysis};
 use slurmwatch_core::slurm::squeue::QueueEntry;
 
@@ -42,15 +43,47 @@ fn pending_outcome(e: &QueueEntry, a: Option<&Analysis>) -> Outcome {
     )
 }
 
-fn ask(e: &QueueEntry) -> Result<(Gathered, Analysis), String> {
-    let g = gather::gather(e.job_id).map_err(|err| err.to_string())?;
+/// The workload's past runs, from sacct and the spool's recorded files.
+fn history_of(e: &QueueEntry) -> History {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let dirs = vec![super::plugin_config().spool_dir];
+    gather::history(&e.user, &e.name, &dirs, now)
+}
+
+/// One refresh. `history` is looked up on the first call only (beside the four queue
+/// commands, so the wait is the slower of the two), then reused: the past does not change
+/// between refreshes and sacct is the slowest thing asked.
+fn ask(e: &QueueEntry, history: &mut Option<History>) -> Result<(Gathered, Analysis), String> {
+    let (g, looked_up) = match history {
+        Some(_) => (gather::gather(e.job_id), None),
+        None => std::thread::scope(|s| {
+            let h = s.spawn(|| history_of(e));
+            let g = gather::gather(e.job_id);
+            let h = h
+                .join()
+                .unwrap_or_else(|_| History::Unavailable("the history lookup stopped".into()));
+            (g, Some(h))
+        }),
+    };
+    let asked_sacct = looked_up.is_some();
+    if let Some(h) = looked_up {
+        *history = Some(h);
+    }
+    let mut g = g.map_err(|err| err.to_string())?;
+    if asked_sacct {
+        g.commands += gather::HISTORY_SACCT_CALLS;
+    }
+    g.inputs.history = history.clone().unwrap_or_default();
     let a = queue::analyse(&g.inputs);
     Ok((g, a))
 }
 
 /// `--once --json`: the analysis as JSON on stdout, the sentence on stderr, exit 1.
 pub fn json(e: &QueueEntry) -> Result<i32, Outcome> {
-    let (g, a) = match ask(e) {
+    let (g, a) = match ask(e, &mut None) {
         Ok(x) => x,
         Err(err) => {
             eprintln!("slurmwatch: note: cannot analyse the queue: {err}");
@@ -79,7 +112,8 @@ pub fn json(e: &QueueEntry) -> Result<i32, Outcome> {
 
 /// CSV and `--log`: nothing to write yet; the why, when and where go to stderr.
 pub fn explain(e: &QueueEntry) -> Outcome {
-    match ask(e) {
+    // No history here: these modes end at once, and the why and where are what they need.
+    match ask(e, &mut Some(History::NotAsked)) {
         Ok((_, a)) => {
             let mut err = std::io::stderr().lock();
             for l in render::lines(&a) {
@@ -101,7 +135,8 @@ pub enum End {
 /// The refreshing view, until the job starts, leaves the queue, or the user quits.
 pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
     // First answer before taking the terminal, so a failure is a plain message.
-    let first = ask(e)
+    let mut history = None;
+    let first = ask(e, &mut history)
         .map_err(|err| Outcome::fail(2, format!("cannot ask Slurm about the queue: {err}."), ""))?;
     let refresh = args
         .interval
@@ -125,7 +160,7 @@ pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
         }
         if Instant::now() >= next {
             if current.is_none() {
-                match ask(e) {
+                match ask(e, &mut history) {
                     Ok(x) => {
                         note = None;
                         current = Some(x);

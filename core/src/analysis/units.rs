@@ -70,30 +70,41 @@ pub fn offset(ms: i64) -> String {
 /// A `--mem` value Slurm accepts: whole MiB below 1 GiB (rounded up to 64 MiB), else whole
 /// GiB rounded up.
 pub fn mem_flag(b: u64) -> String {
+    let r = mem_flag_bytes(b);
+    if r.is_multiple_of(1 << 30) {
+        format!("{}G", r >> 30)
+    } else {
+        format!("{}M", r >> 20)
+    }
+}
+
+/// The bytes [`mem_flag`] stands for: what a suggestion really asks, for checks against free
+/// memory.
+pub fn mem_flag_bytes(b: u64) -> u64 {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
     if b <= GIB {
-        let m = b.div_ceil(64 * MIB).max(1) * 64;
-        if m >= 1024 {
-            "1G".into()
-        } else {
-            format!("{m}M")
-        }
+        (b.div_ceil(64 * MIB).max(1) * 64 * MIB).min(GIB)
     } else {
-        format!("{}G", b.div_ceil(GIB))
+        b.div_ceil(GIB).saturating_mul(GIB)
     }
 }
 
 /// A `--time` value: `D-HH:MM:SS` or `HH:MM:SS`, rounded up to 5 min (15 min above 2 h).
 pub fn time_flag(secs: f64) -> String {
-    let step = if secs > 7200.0 { 900 } else { 300 };
-    let s = ((secs.max(60.0) as u64).div_ceil(step)) * step;
+    let s = time_flag_seconds(secs);
     let (d, h, m) = (s / 86400, s / 3600 % 24, s / 60 % 60);
     if d > 0 {
         format!("{d}-{h:02}:{m:02}:00")
     } else {
         format!("{h:02}:{m:02}:00")
     }
+}
+
+/// The seconds [`time_flag`] stands for.
+pub fn time_flag_seconds(secs: f64) -> u64 {
+    let step = if secs > 7200.0 { 900 } else { 300 };
+    (secs.max(60.0) as u64).div_ceil(step) * step
 }
 
 #[cfg(test)]
@@ -112,5 +123,10 @@ mod tests {
         assert_eq!(time_flag(61.0), "00:05:00");
         assert_eq!(time_flag(2.0 * 86400.0 + 1.0), "2-00:15:00");
         assert_eq!(offset(65_400), "00:01:05");
+        assert_eq!(mem_flag(1 << 30), "1G");
+        assert_eq!(mem_flag(1000 << 20), "1G");
+        assert_eq!(mem_flag_bytes(120 << 20), 128 << 20);
+        assert_eq!(mem_flag_bytes((10 << 30) + 1), 11 << 30);
+        assert_eq!(time_flag_seconds(61.0), 300);
     }
 }

@@ -11,7 +11,9 @@ use serde::Serialize;
 
 use super::stats::percentile;
 use super::{MemoryBasis, Outcome, Run};
-use crate::analysis::units::{bytes, duration, mem_flag, time_flag};
+use crate::analysis::units::{
+    bytes, duration, mem_flag, mem_flag_bytes, time_flag, time_flag_seconds,
+};
 use crate::analysis::{
     CPU_UNDERUSED_PERCENT, MEMORY_UNDERUSED_PERCENT, MEM_HEADROOM_PERCENT, OOM_MEM_FACTOR,
     TIMEOUT_TIME_FACTOR, TIME_MARGIN_PERCENT, TIME_MIN_MARGIN_SECONDS, WALLTIME_MARGIN_SECONDS,
@@ -63,6 +65,22 @@ pub struct Advice {
     /// The figures, in one sentence.
     pub evidence: String,
     pub usable_runs: usize,
+    /// The numbers behind the advice, where the evidence sufficed (not in JSON: `evidence`
+    /// and `suggestion` say the same in words).
+    #[serde(skip)]
+    pub figures: Option<Figures>,
+}
+
+/// An advice's numbers, in the flag's unit: seconds (`--time`), bytes per node (`--mem`),
+/// CPUs per node (`--cpus-per-task`), GPUs (`--gres`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Figures {
+    /// The most the usable runs used: longest completed run, largest memory peak, most
+    /// cores busy, most cards used.
+    pub used: f64,
+    /// The smallest request the evidence supports (margins and rounding included, never
+    /// below `used`), whatever the latest run asked.
+    pub need: u64,
 }
 
 fn advice(
@@ -83,6 +101,14 @@ fn advice(
         basis: basis.into(),
         evidence,
         usable_runs,
+        figures: None,
+    }
+}
+
+fn with_figures(a: Advice, used: f64, need: u64) -> Advice {
+    Advice {
+        figures: Some(Figures { used, need }),
+        ..a
     }
 }
 
@@ -229,8 +255,13 @@ fn time(runs: &[&Run]) -> Advice {
     } else {
         format!("{basis}; blocked, not slow: hung runs are not evidence for more time")
     };
-    advice(
-        "--time", verdict, cur_s, suggestion, basis, evidence_s, usable,
+    let longest = done.iter().copied().fold(0.0, f64::max);
+    with_figures(
+        advice(
+            "--time", verdict, cur_s, suggestion, basis, evidence_s, usable,
+        ),
+        longest,
+        time_flag_seconds(need),
     )
 }
 
@@ -341,7 +372,11 @@ fn memory(runs: &[&Run]) -> Advice {
         Verdict::Ok => cur_s.clone().or(Some(sugg)),
         _ => Some(sugg),
     };
-    advice("--mem", verdict, cur_s, suggestion, basis, evidence, usable)
+    with_figures(
+        advice("--mem", verdict, cur_s, suggestion, basis, evidence, usable),
+        peak.or(oom_max).unwrap_or(0) as f64,
+        mem_flag_bytes(need),
+    )
 }
 
 fn cpus(runs: &[&Run]) -> Advice {
@@ -404,14 +439,18 @@ fn cpus(runs: &[&Run]) -> Advice {
         Verdict::Ok => cur_s.clone(),
         _ => Some(need.to_string()),
     };
-    advice(
-        "--cpus-per-task",
-        verdict,
-        cur_s,
-        suggestion,
-        basis,
-        evidence,
-        usable,
+    with_figures(
+        advice(
+            "--cpus-per-task",
+            verdict,
+            cur_s,
+            suggestion,
+            basis,
+            evidence,
+            usable,
+        ),
+        most,
+        need,
     )
 }
 
@@ -450,16 +489,20 @@ fn gpus(runs: &[&Run]) -> Option<Advice> {
     } else {
         Verdict::Ok
     };
-    Some(advice(
-        "--gres",
-        verdict,
-        cur_s,
-        Some(format!("gpu:{}", used.min(current))),
-        basis,
-        format!(
-            "at most {used} of {current} cards used over {} recorded runs",
-            rec.len()
+    Some(with_figures(
+        advice(
+            "--gres",
+            verdict,
+            cur_s,
+            Some(format!("gpu:{}", used.min(current))),
+            basis,
+            format!(
+                "at most {used} of {current} cards used over {} recorded runs",
+                rec.len()
+            ),
+            rec.len(),
         ),
-        rec.len(),
+        used as f64,
+        used,
     ))
 }

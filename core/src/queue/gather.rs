@@ -3,11 +3,15 @@
 //! `scontrol -d show node -o`, `squeue --start`), run at once so the answer takes as long
 //! as the slowest, each bounded by the command timeout.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use crate::history::{self, workload_name};
+use crate::slurm::sacct::{self, Window, WINDOW_CHUNK_SECONDS};
 use crate::slurm::scontrol::{self, JobDetails, ShowError};
 use crate::slurm::squeue::{self, QueryError};
 
+use super::history_hint::{History, HISTORY_WINDOW_DAYS};
 use super::Inputs;
 
 /// The Slurm commands one refresh runs.
@@ -74,11 +78,65 @@ pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
             nodes,
             queue,
             groups,
+            history: Default::default(),
         },
         commands: COMMANDS_PER_REFRESH,
         elapsed: t.elapsed(),
         notes,
     })
+}
+
+/// The sacct calls one history lookup makes when all goes well: the window is asked a
+/// week at a time.
+pub const HISTORY_SACCT_CALLS: u32 =
+    ((HISTORY_WINDOW_DAYS as i64 * 86400 + WINDOW_CHUNK_SECONDS - 1) / WINDOW_CHUNK_SECONDS) as u32;
+
+/// The whole history lookup's time limit: the pending view asks it once and waits for it
+/// beside the first refresh, so it must stay short.
+pub const HISTORY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The user's finished runs of the job's workload over the last [`HISTORY_WINDOW_DAYS`],
+/// with their recorded files (from `dirs`) where there are any. One bounded sacct window
+/// query; a failure is [`History::Unavailable`], never an error of the pending view.
+pub fn history(user: &str, job_name: &str, dirs: &[PathBuf], now_unix: i64) -> History {
+    let q = sacct::Query {
+        timeout: HISTORY_TIMEOUT,
+        ..sacct::Query::default()
+    };
+    history_with(&q, user, job_name, dirs, now_unix)
+}
+
+/// [`history`] with a given sacct (tests use a fake).
+pub fn history_with(
+    q: &sacct::Query,
+    user: &str,
+    job_name: &str,
+    dirs: &[PathBuf],
+    now_unix: i64,
+) -> History {
+    let w = Window {
+        since_unix: now_unix - i64::from(HISTORY_WINDOW_DAYS) * 86400,
+        until_unix: now_unix,
+        users: vec![user.to_string()],
+        all_users: false,
+        partition: None,
+    };
+    match q.window(&w) {
+        Ok(batch) => {
+            let workload = workload_name(job_name);
+            let (mut runs, _unfinished) = history::runs_from(&batch.records);
+            // Only this workload's files are opened.
+            runs.retain(|r| workload_name(&r.name) == workload);
+            history::attach_recordings(&mut runs, dirs);
+            History::Runs(runs)
+        }
+        // The report's wording names its own options; here only the cause matters.
+        Err(e) => History::Unavailable(match e {
+            sacct::SacctError::Missing(_) => "sacct is not installed here".into(),
+            sacct::SacctError::TimedOut(s) => format!("sacct did not answer within {s} s"),
+            e => e.to_string(),
+        }),
+    }
 }
 
 /// The job user's group names (primary and supplementary), from the system's group
@@ -153,5 +211,83 @@ mod tests {
             ..JobDetails::default()
         };
         assert_eq!(user_groups(&nobody)[0], "g");
+    }
+
+    /// A fake sacct that logs its arguments and prints `text`, or fails.
+    fn fake_sacct(d: &std::path::Path, text: &str, ok: bool) -> sacct::Query {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(d.join("out.txt"), text).unwrap();
+        let p = d.join("sacct");
+        let body = if ok {
+            format!("cat {}/out.txt", d.display())
+        } else {
+            "echo 'sacct: error: Problem talking to the database' >&2; exit 1".into()
+        };
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> {}/args.log\n{body}\n",
+                d.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        sacct::Query {
+            program: p,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn sacct_text() -> String {
+        let u = "\u{1f}";
+        let mut s = [
+            "JobID", "JobIDRaw", "JobName", "User", "State", "ExitCode", "Start", "End",
+        ]
+        .join(u);
+        s.push('\n');
+        for (id, name) in [
+            (1, "train-1"),
+            (2, "train-2"),
+            (3, "eval-1"),
+            (4, "train-7"),
+        ] {
+            let row = [
+                id.to_string(),
+                id.to_string(),
+                name.to_string(),
+                "alice".into(),
+                "COMPLETED".into(),
+                "0:0".into(),
+                format!("2026-11-02T0{id}:00:00"),
+                format!("2026-11-02T0{id}:30:00"),
+            ];
+            s += &row.join(u);
+            s.push('\n');
+        }
+        s
+    }
+
+    #[test]
+    fn history_is_one_bounded_window_query_of_the_user_filtered_to_the_workload() {
+        let d = tempfile::tempdir().unwrap();
+        let q = fake_sacct(d.path(), &sacct_text(), true);
+        let now = 1_800_000_000;
+        let History::Runs(runs) = history_with(&q, "alice", "train-11", &[], now) else {
+            panic!("runs expected");
+        };
+        // Every chunk printed the same jobs: kept once each, other workloads dropped.
+        let mut names: Vec<&str> = runs.iter().map(|r| r.name.as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["train-1", "train-2", "train-7"]);
+        let log = std::fs::read_to_string(d.path().join("args.log")).unwrap();
+        assert_eq!(log.lines().count() as u32, HISTORY_SACCT_CALLS);
+        assert!(log.lines().all(|l| l.contains("-u alice")), "{log}");
+
+        let d = tempfile::tempdir().unwrap();
+        let q = fake_sacct(d.path(), "", false);
+        match history_with(&q, "alice", "train-11", &[], now) {
+            History::Unavailable(why) => assert!(why.contains("database"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -6,11 +6,13 @@
 //! result into strict JSON and the screen's lines.
 
 pub mod gather;
+pub mod history_hint;
 pub mod reasons;
 pub mod render;
 
 use crate::slurm::scontrol::{JobDetails, NodeInfo, PartitionInfo};
 use crate::slurm::squeue::{PendingEntry, TimeLimit};
+use history_hint::{History, HistoryHint};
 use reasons::Waiting;
 
 /// Version of the queued-job JSON (`schema` key).
@@ -25,6 +27,8 @@ pub struct Inputs {
     pub queue: Vec<PendingEntry>,
     /// The job user's groups (names), for `AllowGroups`.
     pub groups: Vec<String>,
+    /// The user's finished runs, for [`history_hint`]; gathered once, not every refresh.
+    pub history: History,
 }
 
 /// What the job asks for, per node where Slurm allocates per node.
@@ -148,6 +152,10 @@ pub struct Analysis {
     pub advice: String,
     pub request: Request,
     pub verdicts: Vec<Verdict>,
+    /// Where the workload's past runs say the job asks too much (issue 8).
+    pub history_hints: Vec<HistoryHint>,
+    /// Why there is no hint, when that is worth saying (sacct failed, too few runs).
+    pub history_note: Option<String>,
 }
 
 /// Which partitions the job may use, and why not.
@@ -509,6 +517,7 @@ pub fn analyse(inp: &Inputs) -> Analysis {
         }
     });
     let (queue_position, queue_length, queue_reason) = queue_place(inp);
+    let (history_hints, history_note) = history_hint::hints(inp, &r, ex.waiting);
     let movers: Vec<&Verdict> = verdicts.iter().filter(|v| v.command.is_some()).collect();
     let move_would_help = advise && !movers.is_empty();
     let accessible: Vec<&Verdict> = verdicts.iter().filter(|v| v.accessible).collect();
@@ -570,6 +579,8 @@ pub fn analyse(inp: &Inputs) -> Analysis {
         advice,
         request: r,
         verdicts,
+        history_hints,
+        history_note,
     }
 }
 

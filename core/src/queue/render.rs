@@ -3,6 +3,7 @@
 
 use serde_json::{Map, Value};
 
+use super::history_hint::HistoryHint;
 use super::{gib, limit_text, Analysis, Verdict, QUEUE_SCHEMA};
 use crate::slurm::squeue::TimeLimit;
 
@@ -54,6 +55,21 @@ fn verdict(v: &Verdict) -> Value {
         "command".into(),
         v.command.clone().map_or(Value::Null, Value::from),
     );
+    m.into()
+}
+
+fn hint(h: &HistoryHint) -> Value {
+    let mut m = Map::new();
+    m.insert("resource".into(), h.resource.as_str().into());
+    m.insert("unit".into(), h.resource.unit().into());
+    m.insert("requested".into(), h.requested.into());
+    m.insert("history_used".into(), h.history_used.into());
+    m.insert("runs".into(), h.runs.into());
+    m.insert("suggested".into(), h.suggested.into());
+    m.insert("basis".into(), h.basis.clone().into());
+    m.insert("fits_now_in".into(), h.fits_now_in.clone().into());
+    m.insert("command".into(), h.command.clone().into());
+    m.insert("sentence".into(), h.sentence.clone().into());
     m.into()
 }
 
@@ -112,6 +128,11 @@ pub fn to_value(a: &Analysis, commands: u32, seconds: f64) -> Value {
         "partitions".into(),
         a.verdicts.iter().map(verdict).collect::<Vec<_>>().into(),
     );
+    p.insert(
+        "history_hints".into(),
+        a.history_hints.iter().map(hint).collect::<Vec<_>>().into(),
+    );
+    opt(&mut p, "history_note", a.history_note.clone(), None);
     m.insert("pending".into(), p.into());
     let mut q = Map::new();
     q.insert("slurm_commands".into(), commands.into());
@@ -176,6 +197,12 @@ pub fn lines(a: &Analysis) -> Vec<String> {
             v.obstacle_detail.clone().unwrap_or_default()
         };
         out.push(format!("  {}{tag}: {what} [{free}]", v.name));
+    }
+    for h in &a.history_hints {
+        out.push(format!("Past:  {} ({})", h.sentence, h.command));
+    }
+    if let Some(n) = &a.history_note {
+        out.push(format!("Past:  {n}"));
     }
     out.push(format!("So:    {}", a.advice));
     out

@@ -22,6 +22,7 @@ fn inputs(job_id: u64) -> Inputs {
         partitions: parse_partitions(PARTS),
         nodes: parse_nodes(NODES),
         queue: parse_start(QUEUE),
+        history: Default::default(),
     }
 }
 
@@ -177,6 +178,7 @@ fn the_specific_obstacle_is_named() {
         nodes: nodes.clone(),
         queue: vec![],
         groups: vec!["g".into()],
+        history: Default::default(),
     };
     // 8 CPUs, 8 GB: cpu's mixed node has 8 CPUs but only ~3.9 GiB free → memory; gpu fits.
     let a = analyse(&mk("JobId=1 UserId=u(5) GroupId=g(5) Account=a QOS=normal JobState=PENDING Reason=Resources Partition=cpu TimeLimit=01:00:00 NumNodes=1 NumCPUs=8 MinMemoryNode=8G"));
@@ -232,6 +234,7 @@ fn queue_position_counts_higher_priority_in_the_same_partition() {
         nodes,
         queue: q,
         groups: vec![],
+        history: Default::default(),
     });
     // Ahead: 11 (900) and 9 (same priority, earlier id); not 12 (other partition) or 13.
     assert_eq!(a.queue_position, Some(3));
