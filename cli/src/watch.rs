@@ -8,6 +8,7 @@
 mod feed;
 mod find;
 mod live;
+mod nodes;
 mod pending;
 pub mod screen;
 mod signals;
@@ -16,7 +17,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::options::{expand_template, TemplateIds};
+use slurmwatch_core::history::hostlist;
+use slurmwatch_core::options::{expand_template, spool_for_node, TemplateIds};
 use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::scontrol;
@@ -28,6 +30,7 @@ use slurmwatch_core::snapshot::{
 use slurmwatch_core::store::Series;
 
 use feed::Feed;
+use nodes::Feeds;
 
 pub const EXAMPLES: &str = "\
 Examples:
@@ -214,7 +217,7 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
             queue = QueueInfo::from_entry(&e);
             fill_facts(&mut facts, &e);
         }
-        return output(mode, feed, facts, queue, &args, None);
+        return output(mode, Feeds::single(None, feed), facts, queue, &args, None);
     }
 
     let spec = match &args.job {
@@ -261,18 +264,29 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     } else {
         Vec::new()
     };
-    for path in files {
-        if !path.exists() {
-            continue;
-        }
-        match Feed::open_file(&path, series.clone()) {
-            Ok(f) if f.meta().is_some_and(|m| m.job_id == entry.job_id) => {
-                let hop = hopped.then_some(SnapshotSource::SrunHop);
-                return output(mode, f, facts, queue, &args, hop);
+    let mut per_node: Vec<(String, Result<Feed, String>)> = Vec::new();
+    for (node, paths) in files {
+        let mut got: Result<Feed, String> =
+            Err(format!("no file for {node} reachable from this machine"));
+        for path in paths.iter().filter(|p| p.exists()) {
+            match Feed::open_file(path, series.clone()) {
+                Ok(f) if f.meta().is_some_and(|m| m.job_id == entry.job_id) => {
+                    got = Ok(f);
+                    break;
+                }
+                Ok(_) => notes.push(format!("{} belongs to another job", path.display())),
+                Err(e) => notes.push(e),
             }
-            Ok(_) => notes.push(format!("{} belongs to another job", path.display())),
-            Err(e) => notes.push(e),
         }
+        per_node.push((node, got));
+    }
+    if per_node.iter().any(|(_, f)| f.is_ok()) {
+        let hop = hopped.then_some(SnapshotSource::SrunHop);
+        // A hop runs on one node: only that node's file is its own to show.
+        if hopped {
+            per_node.retain(|(_, f)| f.is_ok());
+        }
+        return output(mode, Feeds::per_node(per_node), facts, queue, &args, hop);
     }
     for n in &notes {
         eprintln!("slurmwatch: note: {n}; reading the job directly instead");
@@ -293,7 +307,8 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
             }
             let feed = Feed::direct(pid, entry.job_id, slot);
             let hop = hopped.then_some(SnapshotSource::SrunHop);
-            return output(mode, feed, facts, queue, &args, hop);
+            let node = facts.node.clone();
+            return output(mode, Feeds::single(node, feed), facts, queue, &args, hop);
         }
         Ok(None) => {}
         Err(CommandError::NotFound { .. }) => {}
@@ -325,7 +340,8 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
                     );
                 }
                 let feed = Feed::sstat(entry.job_id, summary);
-                return output(mode, feed, facts, queue, &args, None);
+                let node = facts.node.clone();
+                return output(mode, Feeds::single(node, feed), facts, queue, &args, None);
             }
             Err(e) => eprintln!("slurmwatch: note: no sstat summary either: {e}"),
         }
@@ -502,28 +518,42 @@ impl QueueInfo {
     }
 }
 
-/// The job's file in the node-local spool, then the archive copy.
-fn candidate_files(e: &QueueEntry) -> Vec<PathBuf> {
+/// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
+/// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
+fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
     let cfg = crate::site::plugin_config();
     let name = format!("{}.sqlite", e.job_id);
-    let mut out = vec![cfg.spool_dir.join(&name)];
-    if let (Some(t), Some(uid), Some(node), Ok(job_id)) = (
-        &cfg.archive_template,
-        e.uid,
-        e.first_node(),
-        u32::try_from(e.job_id),
-    ) {
-        let ids = TemplateIds {
-            user: &e.user,
-            uid,
-            job_id,
-            node: &node,
-        };
-        if let Some(dir) = expand_template(t, &ids) {
-            out.push(dir.join(&name));
-        }
+    let mut nodes: Vec<String> = hostlist::expand(&e.nodes).unwrap_or_default();
+    if nodes.is_empty() {
+        nodes.extend(e.first_node());
     }
-    out
+    if nodes.is_empty() {
+        // No node known (yet): the plain spool file is the only candidate.
+        return vec![(String::new(), vec![cfg.spool_dir.join(&name)])];
+    }
+    nodes
+        .into_iter()
+        .map(|node| {
+            let mut out: Vec<PathBuf> = spool_for_node(&cfg.spool_dir, &node)
+                .map(|d| d.join(&name))
+                .into_iter()
+                .collect();
+            if let (Some(t), Some(uid), Ok(job_id)) =
+                (&cfg.archive_template, e.uid, u32::try_from(e.job_id))
+            {
+                let ids = TemplateIds {
+                    user: &e.user,
+                    uid,
+                    job_id,
+                    node: &node,
+                };
+                if let Some(dir) = expand_template(t, &ids) {
+                    out.push(dir.join(format!("{}.{node}.sqlite", e.job_id)));
+                }
+            }
+            (node, out)
+        })
+        .collect()
 }
 
 /// Runs this same command on the job's node inside the job (`srun --overlap`), where the
@@ -594,8 +624,14 @@ fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, String> {
 }
 
 /// A snapshot of the feed with Slurm's facts.
-fn take(feed: &Feed, facts: &JobFacts, queue: &QueueInfo, hop: Option<SnapshotSource>) -> Snapshot {
-    let mut s = feed.snapshot(facts);
+fn take(
+    feeds: &Feeds,
+    facts: &JobFacts,
+    queue: &QueueInfo,
+    hop: Option<SnapshotSource>,
+    selected: Option<usize>,
+) -> Snapshot {
+    let mut s = feeds.snapshot(facts, selected);
     s.time = queue.budget(s.state == JobState::Running);
     if let Some(h) = hop {
         s.source = h;
@@ -619,7 +655,7 @@ fn print(text: &str) -> Result<i32, Outcome> {
 
 fn output(
     mode: Mode,
-    mut feed: Feed,
+    mut feed: Feeds,
     facts: JobFacts,
     queue: QueueInfo,
     args: &WatchArgs,
@@ -636,7 +672,7 @@ fn output(
         Mode::Json | Mode::Csv => {
             feed.refresh().map_err(read_err)?;
             feed.settle(Duration::from_millis(500)).map_err(read_err)?;
-            let s = take(&feed, &facts, &queue, hop);
+            let s = take(&feed, &facts, &queue, hop, None);
             let text = if matches!(mode, Mode::Json) {
                 format!("{}\n", json::to_line(&s))
             } else {

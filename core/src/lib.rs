@@ -14,4 +14,5 @@ pub mod report;
 pub mod sample;
 pub mod slurm;
 pub mod snapshot;
+pub mod snapshot_merge;
 pub mod store;

@@ -191,6 +191,9 @@ impl GpuState {
 /// JSON and CSV already render it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GpuSnapshot {
+    /// The node the card is in (multi-node jobs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
     /// Position in the job's `CUDA_VISIBLE_DEVICES`: what the user's code calls `cuda:N`.
     pub cuda_index: Option<u32>,
     pub nvml_index: Option<u32>,
@@ -218,6 +221,7 @@ impl GpuSnapshot {
     pub fn unreadable(uuid: impl Into<String>, reason: &str) -> GpuSnapshot {
         let r = || reason.to_string();
         GpuSnapshot {
+            node: None,
             cuda_index: None,
             nvml_index: None,
             uuid: uuid.into(),
@@ -376,6 +380,12 @@ pub struct Snapshot {
     /// sstat's own figures, only on an `sstat_summary` snapshot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sstat: Option<SstatFigures>,
+    /// Every node of the job with its own figures (`snapshot_merge`); empty until merged.
+    #[serde(default)]
+    pub nodes: Vec<crate::snapshot_merge::NodeSnapshot>,
+    /// How many of `nodes` had a recent reading.
+    #[serde(default)]
+    pub nodes_reporting: Option<u32>,
 }
 
 /// What `sstat` gives for the job's *running* steps: totals and averages over each step's
@@ -525,6 +535,8 @@ pub fn from_rows(
         time: TimeBudget::unknown("not asked of Slurm"),
         history: history(rows, interval.unwrap_or(5).max(1), HISTORY_SLOTS),
         sstat: None,
+        nodes: Vec::new(),
+        nodes_reporting: None,
     }
 }
 

@@ -10,7 +10,8 @@ use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::slurm::squeue::{self, QueryError};
 use slurmwatch_core::snapshot::{JobFacts, JobState, SnapshotSource};
 
-use super::feed::{now_ms, Feed};
+use super::feed::now_ms;
+use super::nodes::Feeds;
 use super::screen::{self, View};
 use super::{signals, take, LogFormat, Outcome, QueueInfo, WatchArgs};
 
@@ -21,7 +22,7 @@ const QUEUE_POLL: Duration = Duration::from_secs(15);
 const SCREEN_REFRESH_SECONDS: f64 = 1.0;
 
 /// Follows the job's state between polls; `Ended` once Slurm no longer runs it.
-fn poll_queue(facts: &mut JobFacts, queue: &mut QueueInfo, feed: &Feed) {
+fn poll_queue(facts: &mut JobFacts, queue: &mut QueueInfo, feed: &Feeds) {
     if feed.looks_ended() {
         facts.state = Some(JobState::Ended);
     }
@@ -65,7 +66,7 @@ fn today() -> Option<String> {
 
 pub fn screen(
     args: &WatchArgs,
-    mut feed: Feed,
+    mut feed: Feeds,
     mut facts: JobFacts,
     mut queue: QueueInfo,
     hop: Option<SnapshotSource>,
@@ -76,7 +77,10 @@ pub fn screen(
         color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         now_unix_ms: now_ms(),
         today: today(),
+        showing: None,
     };
+    // The node switcher: `None` is the whole job, `Some(i)` one node of a multi-node job.
+    let mut selected: Option<usize> = None;
     // Read before taking over the terminal, so an unreadable file is a plain message.
     feed.refresh()
         .map_err(|e| Outcome::fail(2, super::sentence(&e), ""))?;
@@ -106,7 +110,16 @@ pub fn screen(
             }
             poll_queue(&mut facts, &mut queue, &feed);
             view.now_unix_ms = now_ms();
-            let s = take(&feed, &facts, &queue, hop);
+            view.showing = (feed.len() > 1).then(|| match selected {
+                None => format!("all {} nodes", feed.len()),
+                Some(i) => format!(
+                    "node {} of {}: {}",
+                    i + 1,
+                    feed.len(),
+                    feed.node_name(i).unwrap_or("")
+                ),
+            });
+            let s = take(&feed, &facts, &queue, hop, selected);
             if terminal.draw(|f| screen::draw(f, &s, &view)).is_err() {
                 code = 2;
                 break;
@@ -119,6 +132,11 @@ pub fn screen(
             Ok(true) => match event::read() {
                 Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => match k.code {
                     KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => break 'outer,
+                    // Next node (then back to the whole job).
+                    KeyCode::Char('n') | KeyCode::Tab if feed.len() > 1 => {
+                        selected = next_node(selected, feed.len());
+                        next = Instant::now();
+                    }
                     // Raw mode turns Ctrl-C into a key: treat it as the signal it was.
                     KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
                         code = 128 + libc::SIGINT;
@@ -144,7 +162,7 @@ pub fn log(
     path: &Path,
     format: LogFormat,
     args: &WatchArgs,
-    mut feed: Feed,
+    mut feed: Feeds,
     mut facts: JobFacts,
     mut queue: QueueInfo,
     hop: Option<SnapshotSource>,
@@ -178,7 +196,7 @@ pub fn log(
         }
         let fresh = feed.refresh().unwrap_or(false);
         poll_queue(&mut facts, &mut queue, &feed);
-        let s = take(&feed, &facts, &queue, hop);
+        let s = take(&feed, &facts, &queue, hop, None);
         // One line per new reading: a file that has not changed repeats nothing.
         if fresh && s.reading_unix_ms.is_some() && s.reading_unix_ms != last_t {
             last_t = s.reading_unix_ms;
@@ -209,5 +227,30 @@ pub fn log(
             }
             std::thread::sleep(Duration::from_millis(100).min(until - Instant::now()));
         }
+    }
+}
+
+/// The switcher's order: the whole job, node 1, …, node n, the whole job again.
+fn next_node(selected: Option<usize>, nodes: usize) -> Option<usize> {
+    match selected {
+        None => Some(0),
+        Some(i) if i + 1 < nodes => Some(i + 1),
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod switcher_tests {
+    use super::next_node;
+
+    #[test]
+    fn cycles_through_every_node_and_back_to_the_job() {
+        let mut s = None;
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            s = next_node(s, 3);
+            seen.push(s);
+        }
+        assert_eq!(seen, [Some(0), Some(1), Some(2), None]);
     }
 }

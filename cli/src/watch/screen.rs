@@ -49,6 +49,8 @@ pub struct View {
     pub now_unix_ms: i64,
     /// Today's local date (`YYYY-MM-DD`): an end time today is shown without its date.
     pub today: Option<String>,
+    /// A multi-node job: what the screen shows (`all 3 nodes`, `node 2 of 3: sw2`).
+    pub showing: Option<String>,
 }
 
 impl View {
@@ -192,6 +194,13 @@ fn age(now_ms: i64, t_ms: i64) -> String {
 
 fn footer_line<'a>(s: &Snapshot, v: &View) -> Line<'a> {
     let mut parts = vec!["q quit".to_string()];
+    if let Some(what) = &v.showing {
+        let reporting = s.nodes_reporting.unwrap_or(0);
+        parts.push(format!(
+            "n next node ({what}; {reporting} of {} reporting)",
+            s.nodes.len()
+        ));
+    }
     match s.reading_unix_ms {
         Some(t) => parts.push(format!("reading {}", age(v.now_unix_ms, t))),
         None => parts.push("no reading yet".into()),
@@ -457,6 +466,7 @@ mod tests {
             color: true,
             now_unix_ms: 1_700_000_103_000,
             today: Some("2023-11-14".into()),
+            showing: None,
         }
     }
 
@@ -499,6 +509,29 @@ mod tests {
             .map(|c| c.fg)
             .filter(|c| matches!(c, &AMBER | &RED | &ACTIVE))
             .collect()
+    }
+
+    #[test]
+    fn multi_node_footer_says_what_is_shown_and_who_reports() {
+        let one = fixture("cpu_only");
+        let per_node = vec![
+            ("cn01".to_string(), Ok(one.clone())),
+            (
+                "cn02".to_string(),
+                Err("no file for cn02 reachable from this machine".into()),
+            ),
+        ];
+        let s = slurmwatch_core::snapshot_merge::merge(&per_node).unwrap();
+        let v = View {
+            showing: Some("all 2 nodes".into()),
+            ..view()
+        };
+        let t = text(&render(&s, &v, 120, 24));
+        assert!(
+            t.contains("n next node (all 2 nodes; 1 of 2 reporting)"),
+            "{t}"
+        );
+        assert!(t.contains("on cn[01-02]"), "{t}");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::slurm::sstat::StepStat;
 use crate::snapshot::{guard_word, GpuSnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA};
+use crate::snapshot_merge::NodeSnapshot;
 
 trait ToJson {
     fn to_json(&self) -> Option<Value>;
@@ -153,6 +154,14 @@ pub fn to_value(s: &Snapshot) -> Value {
         "gpus".into(),
         Value::Array(s.gpus.iter().map(gpu_value).collect()),
     );
+    m.insert(
+        "nodes_reporting".into(),
+        s.nodes_reporting.map_or(Value::Null, Value::from),
+    );
+    m.insert(
+        "nodes".into(),
+        Value::Array(s.nodes.iter().map(node_value).collect()),
+    );
     if let Some(st) = &s.sstat {
         m.insert("sstat_note".into(), SSTAT_NOTE.into());
         m.insert(
@@ -186,8 +195,50 @@ fn sstat_step_value(st: &StepStat) -> Value {
     Value::Object(m)
 }
 
+/// One node of the job: its own readings, keyed as the job-level ones.
+fn node_value(n: &NodeSnapshot) -> Value {
+    let mut m = Map::new();
+    m.insert("node".into(), n.node.clone().into());
+    m.insert("reporting".into(), n.reporting.into());
+    m.insert("reason".into(), opt_str(n.reason.as_deref()));
+    m.insert(
+        "reading_unix_ms".into(),
+        n.reading_unix_ms.map_or(Value::Null, Value::from),
+    );
+    let mut cpu = Map::new();
+    put(&mut cpu, "usage_seconds_total", &n.cpu.usage_seconds_total);
+    put(&mut cpu, "cores_allocated", &n.cpu.cores_allocated);
+    put(&mut cpu, "effective_cores", &n.cpu.effective_cores);
+    put(
+        &mut cpu,
+        "peak_effective_cores",
+        &n.cpu.peak_effective_cores,
+    );
+    m.insert("cpu".into(), cpu.into());
+    let mem = &n.memory;
+    let mut mm = Map::new();
+    put(&mut mm, "working_set_bytes", &mem.working_set_bytes);
+    put(&mut mm, "limit_bytes", &mem.limit_bytes);
+    put(&mut mm, "limit_used_percent", &mem.percent_of_limit);
+    put(
+        &mut mm,
+        "peak_working_set_bytes",
+        &mem.peak_working_set_bytes,
+    );
+    let guard = Reading::from_option(mem.guard.map(|g| guard_word(g).to_string()), || {
+        "needs both the working set and a limit".into()
+    });
+    put(&mut mm, "guard", &guard);
+    m.insert("memory".into(), mm.into());
+    m.insert("gpus".into(), n.gpus.into());
+    Value::Object(m)
+}
+
 fn gpu_value(g: &GpuSnapshot) -> Value {
     let mut m = Map::new();
+    if let Some(n) = &g.node {
+        m.insert("node".into(), n.clone().into());
+    }
     m.insert(
         "cuda_index".into(),
         g.cuda_index.map_or(Value::Null, Value::from),
