@@ -22,7 +22,14 @@ cargo build --release --locked -p fake-nvml
 echo "== fast tier"
 cargo test --locked --workspace
 
-stop() { [ "${KEEP_CLUSTER:-0}" = 1 ] || scripts/cluster.sh down; }
+# Afterwards: no cluster, or (KEEP_CLUSTER=1) the single-node one, as before the tests.
+stop() {
+  if [ "${KEEP_CLUSTER:-0}" = 1 ]; then
+    scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+  else
+    scripts/cluster.sh down
+  fi
+}
 trap stop EXIT
 rm -rf /tmp/slurmwatch-it
 for mode in ${MODES:-cgroup proc}; do
@@ -33,3 +40,6 @@ done
 echo "== cluster tier (2 nodes on this machine)"
 NODES=2 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode
+echo "== cluster tier (3 nodes on this machine)"
+NODES=3 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+cargo test --locked --test cluster -- --ignored multinode_three
