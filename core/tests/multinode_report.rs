@@ -116,6 +116,7 @@ fn two_nodes_merge_and_name_the_heavy_node() {
     let text = report::text::render(&r, false);
     assert!(text.contains("NODES (2 in the allocation)"), "{text}");
     assert!(text.contains("on sw2"), "{text}");
+    assert!(text.contains("recordings of 2 of 2 nodes"), "{text}");
 }
 
 #[test]

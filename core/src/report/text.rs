@@ -56,6 +56,11 @@ pub fn render(r: &Report, _colour: bool) -> String {
         o,
         "Source: {}",
         match (&r.file, r.source) {
+            (Some(_), _) if r.nodes.len() > 1 => format!(
+                "recordings of {} of {} nodes (files under NODES)",
+                r.nodes.iter().filter(|n| n.recorded).count(),
+                r.nodes.len()
+            ),
             (Some(f), _) => format!(
                 "recording {f}{}",
                 if r.summary_stored == Some(true) {
