@@ -68,7 +68,11 @@ impl Outcome {
 /// What a job's recorded file says, where one was found for the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Recorded {
+    /// The file read (on a multi-node job, the first node's).
     pub file: PathBuf,
+    /// How many nodes' files were merged. Peaks are the largest node's (what `--mem` and
+    /// `--gres` apply to), CPU seconds and kills are summed.
+    pub nodes_recorded: usize,
     pub peak_working_set_bytes: Option<u64>,
     pub peak_effective_cores: Option<f64>,
     pub cpu_seconds: Option<f64>,
@@ -262,30 +266,70 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
         if run.raw_id.is_empty() || !run.raw_id.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
+        let mut candidates: Vec<PathBuf> = Vec::new();
         for dir in dirs {
-            let mut candidates = vec![dir.join(format!("{}.sqlite", run.raw_id))];
-            for n in &run.node_names {
-                candidates.push(dir.join(format!("{}.{n}.sqlite", run.raw_id)));
+            // A spool with `%n` (several slurmd on one host) is one directory per node.
+            let per_node: Vec<PathBuf> = if dir.to_str().is_some_and(|d| d.contains('%')) {
+                run.node_names
+                    .iter()
+                    .filter_map(|n| crate::options::spool_for_node(dir, n))
+                    .collect()
+            } else {
+                vec![dir.clone()]
+            };
+            for d in per_node {
+                candidates.push(d.join(format!("{}.sqlite", run.raw_id)));
+                for n in &run.node_names {
+                    candidates.push(d.join(format!("{}.{n}.sqlite", run.raw_id)));
+                }
             }
-            let hit = candidates
-                .iter()
-                .filter(|p| p.is_file())
-                .find_map(|p| read_recording(p, run));
-            if let Some(r) = hit {
-                run.recorded = Some(r);
-                used += 1;
-                break;
+        }
+        // One recording per node (the first found), merged.
+        let mut per_node: Vec<(String, Recorded)> = Vec::new();
+        for p in candidates.iter().filter(|p| p.is_file()) {
+            if let Some((node, r)) = read_recording(p, run) {
+                if !per_node.iter().any(|(n, _)| *n == node) {
+                    per_node.push((node, r));
+                }
             }
+        }
+        if let Some(r) = merge_nodes(per_node.into_iter().map(|(_, r)| r).collect()) {
+            run.recorded = Some(r);
+            used += 1;
         }
     }
     used
+}
+
+fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
+    let mut it = rs.into_iter();
+    let mut m = it.next()?;
+    for r in it {
+        m.nodes_recorded += 1;
+        m.peak_working_set_bytes = m.peak_working_set_bytes.max(r.peak_working_set_bytes);
+        m.peak_effective_cores = match (m.peak_effective_cores, r.peak_effective_cores) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        m.cpu_seconds = match (m.cpu_seconds, r.cpu_seconds) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        m.oom_kills = match (m.oom_kills, r.oom_kills) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        m.gpus_seen = m.gpus_seen.max(r.gpus_seen);
+        m.gpus_used = m.gpus_used.max(r.gpus_used);
+    }
+    Some(m)
 }
 
 /// Slack allowed between sacct's start/end and the recording's start (clock steps, the
 /// extern step starting before the batch step).
 const RECORDING_MATCH_SLACK_MS: i64 = 120_000;
 
-fn read_recording(path: &Path, run: &Run) -> Option<Recorded> {
+fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
     use crate::analysis::Summary;
     use crate::store::{summary, Reader};
     let reader = Reader::open(path).ok()?;
@@ -308,19 +352,23 @@ fn read_recording(path: &Path, run: &Run) -> Option<Recorded> {
         Some(s) => s,
         None => crate::analysis::summary::from_reader(&reader).ok()?,
     };
-    Some(Recorded {
-        file: path.to_path_buf(),
-        peak_working_set_bytes: s.peak_working_set_bytes,
-        peak_effective_cores: s.peak_effective_cores,
-        cpu_seconds: s.cpu_usage_seconds_total,
-        oom_kills: s.oom_kills,
-        gpus_seen: s.gpus.len(),
-        gpus_used: s
-            .gpus
-            .iter()
-            .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
-            .count(),
-    })
+    Some((
+        meta.node.clone(),
+        Recorded {
+            file: path.to_path_buf(),
+            nodes_recorded: 1,
+            peak_working_set_bytes: s.peak_working_set_bytes,
+            peak_effective_cores: s.peak_effective_cores,
+            cpu_seconds: s.cpu_usage_seconds_total,
+            oom_kills: s.oom_kills,
+            gpus_seen: s.gpus.len(),
+            gpus_used: s
+                .gpus
+                .iter()
+                .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
+                .count(),
+        },
+    ))
 }
 
 /// Runs of one job name pattern and user, with their totals and advice.

@@ -1,0 +1,98 @@
+//! History reads every node's file of a multi-node run: the memory peak it sizes `--mem`
+//! from is the largest node's (what `--mem` applies to), never the sum over nodes; CPU
+//! seconds add up.
+
+use std::path::Path;
+
+use slurmwatch_core::history::{attach_recordings, Outcome, Run};
+use slurmwatch_core::sample::Source;
+use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+
+const T0: i64 = 1_800_000_000_000;
+const MIB: u64 = 1 << 20;
+
+fn write_node(dir: &Path, node: &str, ws_mib: u64, cpu_s: u64) {
+    std::fs::create_dir_all(dir).unwrap();
+    let meta = JobMeta {
+        job_id: 501,
+        user: "alice".into(),
+        uid: 1000,
+        node: node.into(),
+        cluster: None,
+        plugin_version: "test".into(),
+        interval_seconds: 5,
+        source: Source::CgroupV1,
+        cores_allocated: Some(2),
+        memory_allocated_bytes: Some(1024 * MIB),
+        started_unix_ms: T0,
+        incarnation: None,
+    };
+    let mut w = Writer::create(&dir.join("501.sqlite"), &meta).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    for i in 0..3u64 {
+        let mut r = SampleRow::empty(T0 + i as i64 * 5000, Series::Job, SampleKind::Periodic);
+        r.usage.cpu_usage_usec = Some(i * cpu_s * 1_000_000 / 2);
+        r.usage.memory_working_set_bytes = Some(ws_mib * MIB);
+        w.push(r);
+    }
+    w.close().unwrap();
+}
+
+fn run(nodes: &[&str]) -> Run {
+    Run {
+        job_id: "501".into(),
+        raw_id: "501".into(),
+        name: "train-1".into(),
+        user: Some("alice".into()),
+        partition: Some("debug".into()),
+        state: "COMPLETED".into(),
+        outcome: Outcome::Completed,
+        exit_code: Some(0),
+        submit_unix: Some(T0 / 1000 - 5),
+        start_unix: Some(T0 / 1000),
+        end_unix: Some(T0 / 1000 + 10),
+        elapsed_seconds: Some(10.0),
+        timelimit_seconds: Some(3600.0),
+        cpus_per_node: Some(2),
+        cpus_total: Some(2 * nodes.len() as u64),
+        nodes: nodes.len() as u64,
+        gpus: 0,
+        node_names: nodes.iter().map(|n| n.to_string()).collect(),
+        mem_request_bytes: Some(1024 * MIB),
+        mem_whole_node: false,
+        cpu_seconds: None,
+        max_rss_bytes: None,
+        recorded: None,
+    }
+}
+
+#[test]
+fn a_multi_node_run_is_sized_on_its_largest_node() {
+    let d = tempfile::tempdir().unwrap();
+    write_node(&d.path().join("n1"), "n1", 100, 8);
+    write_node(&d.path().join("n2"), "n2", 300, 6);
+    let mut runs = vec![run(&["n1", "n2"])];
+    let spool = d.path().join("%n");
+    assert_eq!(attach_recordings(&mut runs, &[spool]), 1);
+    let r = runs[0].recorded.as_ref().expect("recorded");
+    assert_eq!(r.nodes_recorded, 2);
+    assert_eq!(
+        r.peak_working_set_bytes,
+        Some(300 * MIB),
+        "per node, not 400 MiB"
+    );
+    assert_eq!(r.cpu_seconds, Some(14.0));
+}
+
+#[test]
+fn only_the_runs_own_nodes_are_merged() {
+    let d = tempfile::tempdir().unwrap();
+    write_node(&d.path().join("n1"), "n1", 100, 8);
+    // The run names only n1: n2's file is not this run's allocation and is not looked at.
+    write_node(&d.path().join("n2"), "n2", 300, 6);
+    let mut runs = vec![run(&["n1"])];
+    assert_eq!(attach_recordings(&mut runs, &[d.path().join("%n")]), 1);
+    let r = runs[0].recorded.as_ref().unwrap();
+    assert_eq!(r.nodes_recorded, 1);
+    assert_eq!(r.peak_working_set_bytes, Some(100 * MIB));
+}
