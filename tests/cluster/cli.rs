@@ -451,10 +451,6 @@ fn bad_input_gets_one_sentence_and_the_documented_code() {
     expect(&o, 2, "squeue is not on PATH");
 }
 
-fn tmux(args: &[&str]) -> Output {
-    Command::new("tmux").args(args).output().expect("run tmux")
-}
-
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
@@ -465,45 +461,21 @@ fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
         .submit();
     job.wait_running(WAIT);
     std::thread::sleep(Duration::from_secs(2));
-    let session = format!("sw-cli-{}", job.id);
-    let rc_file = job.dir.join("rc");
-    let cmd = format!(
-        "runuser -u {USER1} -- {} {}; echo $? > {}",
-        slurmwatch_bin().display(),
-        job.id,
-        rc_file.display()
+    let t = Tmux::start(
+        &format!("sw-cli-{}", job.id),
+        &format!("runuser -u {USER1} -- {} {}", slurmwatch_bin().display(), job.id),
+        100,
+        30,
+        &job.dir.join("rc"),
     );
-    let o = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &cmd,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
     let want = format!("job {}", job.id);
-    let end = Instant::now() + Duration::from_secs(15);
-    let screen = loop {
-        let s = stdout(&tmux(&["capture-pane", "-p", "-t", &session]));
-        if s.contains(&want) && s.contains("working set") && s.contains("cores in use") {
-            break s;
-        }
-        assert!(Instant::now() < end, "dashboard never showed the job:\n{s}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let screen = t.wait_for(
+        &[&want, "working set", "cores in use"],
+        Duration::from_secs(15),
+        "the dashboard",
+    );
     assert!(screen.contains("CPU") && screen.contains("MEM"), "{screen}");
     assert!(screen.contains("recorded by the plugin"), "{screen}");
-    tmux(&["send-keys", "-t", &session, "q"]);
-    let end = Instant::now() + Duration::from_secs(5);
-    while tmux(&["has-session", "-t", &session]).status.success() {
-        assert!(Instant::now() < end, "the dashboard did not quit on q");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let rc = std::fs::read_to_string(&rc_file).unwrap_or_default();
-    assert_eq!(rc.trim(), "0", "exit code after q");
+    assert_eq!(t.quit(), "0", "exit code after q");
     cancel(&job);
 }

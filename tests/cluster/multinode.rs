@@ -267,6 +267,32 @@ fn multinode_live_json_has_every_node() {
         );
         std::thread::sleep(Duration::from_secs(2));
     };
+    // The dashboard: the whole job, then each node with `n`.
+    let t = Tmux::start(
+        &format!("sw-mn-{}", job.id),
+        &format!("{} {}", slurmwatch_bin().display(), job.id),
+        120,
+        30,
+        &job.dir.join("rc"),
+    );
+    t.wait_for(
+        &["n next node (all 2 nodes; 2 of 2 reporting)", "on sw[1-2]"],
+        Duration::from_secs(20),
+        "the dashboard",
+    );
+    t.keys("n");
+    t.wait_for(
+        &["node 1 of 2: sw1", "root on sw1"],
+        Duration::from_secs(10),
+        "node 1",
+    );
+    t.keys("n");
+    t.wait_for(
+        &["node 2 of 2: sw2", "root on sw2"],
+        Duration::from_secs(10),
+        "node 2",
+    );
+    assert_eq!(t.quit(), "0", "exit code after q");
     let _ = std::process::Command::new("scancel")
         .arg(job.id.to_string())
         .status();

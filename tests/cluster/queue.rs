@@ -289,10 +289,6 @@ fn held_and_dependent_jobs_are_not_advised_to_move() {
     cancel(&[&dep, &held]);
 }
 
-fn tmux(args: &[&str]) -> Output {
-    Command::new("tmux").args(args).output().expect("run tmux")
-}
-
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
@@ -305,44 +301,20 @@ fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
         .arg("--mem=100M")
         .user(USER1)
         .submit();
-    let session = format!("sw-queue-{}", held.id);
-    let rc_file = held.dir.join("rc");
-    let cmd = format!(
-        "runuser -u {USER1} -- {} {}; echo $? > {}",
-        slurmwatch_bin().display(),
-        held.id,
-        rc_file.display()
+    let t = Tmux::start(
+        &format!("sw-queue-{}", held.id),
+        &format!("runuser -u {USER1} -- {} {}", slurmwatch_bin().display(), held.id),
+        120,
+        30,
+        &held.dir.join("rc"),
     );
-    let o = tmux(&[
-        "new-session",
-        "-d",
-        "-s",
-        &session,
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &cmd,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let end = Instant::now() + Duration::from_secs(20);
-    let screen = loop {
-        let s = stdout(&tmux(&["capture-pane", "-p", "-t", &session]));
-        if s.contains("PENDING") && s.contains("Why:") && s.contains("Where:") {
-            break s;
-        }
-        assert!(Instant::now() < end, "the pending view never showed:\n{s}");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let screen = t.wait_for(
+        &["PENDING", "Why:", "Where:"],
+        Duration::from_secs(20),
+        "the pending view",
+    );
     assert!(screen.contains("JobHeldUser"), "{screen}");
     assert!(screen.contains("cannot help"), "{screen}");
-    tmux(&["send-keys", "-t", &session, "q"]);
-    let end = Instant::now() + Duration::from_secs(5);
-    while tmux(&["has-session", "-t", &session]).status.success() {
-        assert!(Instant::now() < end, "the pending view did not quit on q");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let rc = std::fs::read_to_string(&rc_file).unwrap_or_default();
-    assert_eq!(rc.trim(), "0", "exit code after q");
+    assert_eq!(t.quit(), "0", "exit code after q");
     cancel(&[&held]);
 }

@@ -430,6 +430,67 @@ pub fn cluster_has_gpu_gres() -> bool {
     stdout(&run("sinfo", &["-h", "-N", "-o", "%G"])).contains("gpu")
 }
 
+/// A command run in a detached tmux session (the dashboard in a real terminal), with its
+/// exit code written to `rc_file` when it ends.
+pub struct Tmux {
+    pub session: String,
+    rc_file: PathBuf,
+}
+
+fn tmux(args: &[&str]) -> Output {
+    Command::new("tmux").args(args).output().expect("run tmux")
+}
+
+impl Tmux {
+    /// Starts `command` (a shell command line) as `session` on a `width`×`height` terminal.
+    pub fn start(session: &str, command: &str, width: u16, height: u16, rc_file: &Path) -> Tmux {
+        let cmd = format!("{command}; echo $? > {}", rc_file.display());
+        let (w, h) = (width.to_string(), height.to_string());
+        let o = tmux(&["new-session", "-d", "-s", session, "-x", &w, "-y", &h, &cmd]);
+        assert!(o.status.success(), "tmux: {}", stderr(&o));
+        Tmux {
+            session: session.to_string(),
+            rc_file: rc_file.to_path_buf(),
+        }
+    }
+
+    /// The screen as text.
+    pub fn screen(&self) -> String {
+        stdout(&tmux(&["capture-pane", "-p", "-t", &self.session]))
+    }
+
+    /// Waits until the screen holds every one of `wants`; returns it.
+    pub fn wait_for(&self, wants: &[&str], timeout: Duration, what: &str) -> String {
+        let end = Instant::now() + timeout;
+        loop {
+            let s = self.screen();
+            if wants.iter().all(|w| s.contains(w)) {
+                return s;
+            }
+            assert!(Instant::now() < end, "{what} never showed {wants:?}:\n{s}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    pub fn keys(&self, keys: &str) {
+        tmux(&["send-keys", "-t", &self.session, keys]);
+    }
+
+    /// Sends `q` and returns the exit code once the session has ended.
+    pub fn quit(&self) -> String {
+        self.keys("q");
+        let end = Instant::now() + Duration::from_secs(5);
+        while tmux(&["has-session", "-t", &self.session]).status.success() {
+            assert!(Instant::now() < end, "the view did not quit on q");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        std::fs::read_to_string(&self.rc_file)
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::sacct_duration_seconds;
