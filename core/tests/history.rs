@@ -193,6 +193,7 @@ fn analyse(jobs: &[Job]) -> Analysis {
     let q = Query {
         program: p,
         timeout: Duration::from_secs(10),
+        ..Query::default()
     };
     let b = q.window(&window(1)).unwrap();
     assert_eq!(b.skipped_lines, 0);
@@ -480,6 +481,7 @@ fn window_is_chunked_and_a_row_with_too_many_fields_is_skipped() {
     let q = Query {
         program: p,
         timeout: Duration::from_secs(10),
+        ..Query::default()
     };
     let b = q.window(&window(20)).unwrap();
     let calls = std::fs::read_to_string(d.path().join("args.log")).unwrap();
@@ -514,6 +516,7 @@ fn hanging_sacct_bounds_the_whole_window() {
     let q = Query {
         program: p,
         timeout: Duration::from_millis(500),
+        ..Query::default()
     };
     let t = Instant::now();
     assert!(matches!(

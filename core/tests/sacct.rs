@@ -188,6 +188,7 @@ fn missing_sacct_is_one_sentence() {
     let q = Query {
         program: "/nonexistent/sacct".into(),
         timeout: Duration::from_secs(2),
+        ..Query::default()
     };
     let e = q.job("1").unwrap_err();
     assert!(matches!(e, SacctError::Missing(_)), "{e}");
@@ -200,6 +201,7 @@ fn hanging_sacct_is_cut_off() {
     let q = Query {
         program: p,
         timeout: Duration::from_millis(500),
+        ..Query::default()
     };
     let t = Instant::now();
     let e = q.job("1").unwrap_err();
@@ -217,6 +219,7 @@ printf 'JobID\037JobName\037State\037Reserved\n1\037%s-%s\037COMPLETED\03700:00:
     let q = Query {
         program: p,
         timeout: Duration::from_secs(5),
+        ..Query::default()
     };
     let r = q.job("1").unwrap();
     assert_eq!(r.job.job_name, "standard-C");
@@ -232,6 +235,7 @@ printf 'JobID|State\n7|FAILED\n'"#,
     let q = Query {
         program: p,
         timeout: Duration::from_secs(5),
+        ..Query::default()
     };
     assert_eq!(q.job("7").unwrap().job.state.name, "FAILED");
 }
@@ -242,6 +246,7 @@ fn unknown_job_and_bad_ids() {
     let q = Query {
         program: p,
         timeout: Duration::from_secs(5),
+        ..Query::default()
     };
     assert!(matches!(q.job("424242"), Err(SacctError::UnknownJob(_))));
     assert!(matches!(q.job("1;rm -rf /"), Err(SacctError::Failed(_))));

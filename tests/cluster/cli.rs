@@ -463,7 +463,11 @@ fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
     std::thread::sleep(Duration::from_secs(2));
     let t = Tmux::start(
         &format!("sw-cli-{}", job.id),
-        &format!("runuser -u {USER1} -- {} {}", slurmwatch_bin().display(), job.id),
+        &format!(
+            "runuser -u {USER1} -- {} {}",
+            slurmwatch_bin().display(),
+            job.id
+        ),
         100,
         30,
         &job.dir.join("rc"),

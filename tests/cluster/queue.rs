@@ -150,7 +150,9 @@ fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
         command_for(&j1, "restricted"),
         "{v:#}"
     );
-    assert_eq!(v["queried"]["slurm_commands"], 4);
+    // Four per refresh, and the history lookup's one sacct call (each answer here is the
+    // first of its invocation).
+    assert_eq!(v["queried"]["slurm_commands"], 5);
     cancel(&[&j1, &j2]);
 }
 
@@ -303,7 +305,11 @@ fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
         .submit();
     let t = Tmux::start(
         &format!("sw-queue-{}", held.id),
-        &format!("runuser -u {USER1} -- {} {}", slurmwatch_bin().display(), held.id),
+        &format!(
+            "runuser -u {USER1} -- {} {}",
+            slurmwatch_bin().display(),
+            held.id
+        ),
         120,
         30,
         &held.dir.join("rc"),

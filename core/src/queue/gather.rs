@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::history::{self, workload_name};
-use crate::slurm::sacct::{self, Window, WINDOW_CHUNK_SECONDS};
+use crate::slurm::sacct::{self, Window};
 use crate::slurm::scontrol::{self, JobDetails, ShowError};
 use crate::slurm::squeue::{self, QueryError};
 
@@ -86,10 +86,10 @@ pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
     })
 }
 
-/// The sacct calls one history lookup makes when all goes well: the window is asked a
-/// week at a time.
-pub const HISTORY_SACCT_CALLS: u32 =
-    ((HISTORY_WINDOW_DAYS as i64 * 86400 + WINDOW_CHUNK_SECONDS - 1) / WINDOW_CHUNK_SECONDS) as u32;
+/// The sacct calls one history lookup makes: one user's own jobs over the window are few,
+/// so the window is asked in one call (the all-users `history` command asks a week at a
+/// time).
+pub const HISTORY_SACCT_CALLS: u32 = 1;
 
 /// The whole history lookup's time limit: the pending view asks it once and waits for it
 /// beside the first refresh, so it must stay short.
@@ -120,6 +120,11 @@ pub fn history_with(
         users: vec![user.to_string()],
         all_users: false,
         partition: None,
+    };
+    let q = sacct::Query {
+        program: q.program.clone(),
+        timeout: q.timeout,
+        chunk_seconds: w.until_unix - w.since_unix,
     };
     match q.window(&w) {
         Ok(batch) => {
@@ -235,6 +240,7 @@ mod tests {
         sacct::Query {
             program: p,
             timeout: Duration::from_secs(10),
+            ..sacct::Query::default()
         }
     }
 

@@ -610,6 +610,8 @@ pub struct Query {
     /// The program: `sacct` on PATH unless `SLURMWATCH_SACCT` names another (tests use a fake).
     pub program: PathBuf,
     pub timeout: Duration,
+    /// [`window`](Self::window) asks at most this much time per sacct call.
+    pub chunk_seconds: i64,
 }
 
 impl Default for Query {
@@ -619,6 +621,7 @@ impl Default for Query {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("sacct")),
             timeout: DEFAULT_TIMEOUT,
+            chunk_seconds: WINDOW_CHUNK_SECONDS,
         }
     }
 }
@@ -666,7 +669,7 @@ impl Query {
     }
 
     /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
-    /// at most [`WINDOW_CHUNK_SECONDS`] so a long window never asks slurmdbd for months at
+    /// at most `chunk_seconds` ([`WINDOW_CHUNK_SECONDS`] by default) so a long window never asks slurmdbd for months at
     /// once. `self.timeout` bounds the whole query, not each chunk. A job running across a
     /// chunk boundary is listed by both chunks: it is kept once (the later answer, which has
     /// the more complete record).
@@ -699,7 +702,7 @@ impl Query {
         let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         let mut from = w.since_unix;
         while from < w.until_unix {
-            let to = (from + WINDOW_CHUNK_SECONDS).min(w.until_unix);
+            let to = (from + self.chunk_seconds.max(3600)).min(w.until_unix);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SacctError::TimedOut(self.timeout.as_secs().max(1)));
