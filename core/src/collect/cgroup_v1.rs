@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
 use super::parse::{
-    clock_ticks_per_sec, keyed, lines_value, read_opt, read_u64, ticks_to_usec, walk_tree,
-    TreeValue,
+    clock_ticks_per_sec, keyed, lines_value, ticks_to_usec, walk_tree, KeptFile, TreeValue,
 };
 use crate::sample::UsageReading;
 
@@ -33,15 +32,15 @@ pub fn read_v1(
 #[derive(Debug)]
 pub struct V1Reader {
     memory_dir: PathBuf,
-    usage: PathBuf,
-    max_usage: PathBuf,
-    limit: PathBuf,
-    stat: PathBuf,
-    failcnt: PathBuf,
-    cpuacct_usage: PathBuf,
-    cpuacct_stat: PathBuf,
-    blkio_bytes: Option<PathBuf>,
-    pids_current: Option<PathBuf>,
+    usage: KeptFile,
+    max_usage: KeptFile,
+    limit: KeptFile,
+    stat: KeptFile,
+    failcnt: KeptFile,
+    cpuacct_usage: KeptFile,
+    cpuacct_stat: KeptFile,
+    blkio_bytes: Option<KeptFile>,
+    pids_current: Option<KeptFile>,
     ticks_per_sec: u64,
     buf: String,
 }
@@ -60,20 +59,24 @@ impl V1Reader {
         let memory_dir = under_mount(&controller_mount(mount_root, "memory"), memory_rel);
         let cpu_dir = under_mount(&controller_mount(mount_root, "cpuacct"), cpuacct_rel);
         V1Reader {
-            usage: memory_dir.join("memory.usage_in_bytes"),
-            max_usage: memory_dir.join("memory.max_usage_in_bytes"),
-            limit: memory_dir.join("memory.limit_in_bytes"),
-            stat: memory_dir.join("memory.stat"),
-            failcnt: memory_dir.join("memory.failcnt"),
+            usage: KeptFile::new(memory_dir.join("memory.usage_in_bytes")),
+            max_usage: KeptFile::new(memory_dir.join("memory.max_usage_in_bytes")),
+            limit: KeptFile::new(memory_dir.join("memory.limit_in_bytes")),
+            stat: KeptFile::new(memory_dir.join("memory.stat")),
+            failcnt: KeptFile::new(memory_dir.join("memory.failcnt")),
             memory_dir,
-            cpuacct_usage: cpu_dir.join("cpuacct.usage"),
-            cpuacct_stat: cpu_dir.join("cpuacct.stat"),
+            cpuacct_usage: KeptFile::new(cpu_dir.join("cpuacct.usage")),
+            cpuacct_stat: KeptFile::new(cpu_dir.join("cpuacct.stat")),
             blkio_bytes: blkio_rel.map(|rel| {
-                under_mount(&controller_mount(mount_root, "blkio"), rel)
-                    .join("blkio.throttle.io_service_bytes_recursive")
+                KeptFile::new(
+                    under_mount(&controller_mount(mount_root, "blkio"), rel)
+                        .join("blkio.throttle.io_service_bytes_recursive"),
+                )
             }),
             pids_current: pids_rel.map(|rel| {
-                under_mount(&controller_mount(mount_root, "pids"), rel).join("pids.current")
+                KeptFile::new(
+                    under_mount(&controller_mount(mount_root, "pids"), rel).join("pids.current"),
+                )
             }),
             ticks_per_sec: clock_ticks_per_sec(),
             buf: String::new(),
@@ -90,8 +93,8 @@ impl V1Reader {
     pub fn read_fast(&mut self) -> UsageReading {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
-        r.memory_usage_bytes = read_u64(buf, &self.usage);
-        if let Some(stat) = read_opt(buf, &self.stat) {
+        r.memory_usage_bytes = self.usage.read_u64(buf);
+        if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "total_active_file")
                 .zip(keyed(stat, "total_inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));
@@ -100,7 +103,7 @@ impl V1Reader {
             .memory_usage_bytes
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
-        r.cpu_usage_usec = read_u64(buf, &self.cpuacct_usage).map(|ns| ns / 1000);
+        r.cpu_usage_usec = self.cpuacct_usage.read_u64(buf).map(|ns| ns / 1000);
         r
     }
 
@@ -111,10 +114,10 @@ impl V1Reader {
         // Memory. `usage_in_bytes` of a directory includes its children (use_hierarchy is
         // always on in current kernels); memory.stat's own counters do not, so only its
         // hierarchical `total_*` keys are used.
-        r.memory_usage_bytes = read_u64(buf, &self.usage);
-        r.memory_lifetime_peak_bytes = read_u64(buf, &self.max_usage);
-        r.memory_limit_bytes = read_u64(buf, &self.limit).filter(|&v| v < UNLIMITED_FLOOR);
-        if let Some(stat) = read_opt(buf, &self.stat) {
+        r.memory_usage_bytes = self.usage.read_u64(buf);
+        r.memory_lifetime_peak_bytes = self.max_usage.read_u64(buf);
+        r.memory_limit_bytes = self.limit.read_u64(buf).filter(|&v| v < UNLIMITED_FLOOR);
+        if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "total_active_file")
                 .zip(keyed(stat, "total_inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));
@@ -124,18 +127,18 @@ impl V1Reader {
             .memory_usage_bytes
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
-        r.memory_limit_hits = read_u64(buf, &self.failcnt);
+        r.memory_limit_hits = self.failcnt.read_u64(buf);
         // CPU. cpuacct.usage is nanoseconds; cpuacct.stat is USER_HZ ticks.
-        r.cpu_usage_usec = read_u64(buf, &self.cpuacct_usage).map(|ns| ns / 1000);
-        if let Some(stat) = read_opt(buf, &self.cpuacct_stat) {
+        r.cpu_usage_usec = self.cpuacct_usage.read_u64(buf).map(|ns| ns / 1000);
+        if let Some(stat) = self.cpuacct_stat.read(buf) {
             let tps = self.ticks_per_sec;
             r.cpu_user_usec = keyed(stat, "user").map(|t| ticks_to_usec(t, tps));
             r.cpu_system_usec = keyed(stat, "system").map(|t| ticks_to_usec(t, tps));
         }
 
         // IO (only when the site has blkio groups for jobs; Slurm itself makes none).
-        if let Some(path) = &self.blkio_bytes {
-            if let Some((rd, wr)) = read_opt(buf, path).and_then(parse_blkio_bytes) {
+        if let Some(file) = &mut self.blkio_bytes {
+            if let Some((rd, wr)) = file.read(buf).and_then(parse_blkio_bytes) {
                 r.io_read_bytes = Some(rd);
                 r.io_write_bytes = Some(wr);
             }
@@ -147,10 +150,10 @@ impl V1Reader {
         // v1 counts a kill only in the memcg whose limit was hit — Slurm sets the same limit
         // on the step, so a job's kills show up in `step_*`, not in `job_*` (seen on the test
         // cluster) — hence the sum over the subtree.
-        const PER_DIR: [(&str, TreeValue); 3] = [
-            ("cgroup.procs", lines_value),
-            ("tasks", lines_value),
-            ("memory.oom_control", oom_kill_value),
+        const PER_DIR: [(&std::ffi::CStr, TreeValue); 3] = [
+            (c"cgroup.procs", lines_value),
+            (c"tasks", lines_value),
+            (c"memory.oom_control", oom_kill_value),
         ];
         let [procs, tasks, ooms] = walk_tree(buf, &self.memory_dir, &PER_DIR, MEMBER_DEPTH);
         r.processes = procs;
@@ -158,8 +161,8 @@ impl V1Reader {
         // pids.current, where a pids group exists, is hierarchical and counts tasks (threads).
         r.threads = self
             .pids_current
-            .as_ref()
-            .and_then(|p| read_u64(buf, p))
+            .as_mut()
+            .and_then(|p| p.read_u64(buf))
             .or(tasks);
         r
     }

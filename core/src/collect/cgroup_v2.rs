@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{keyed, lines_value, read_opt, read_u64, walk_tree, TreeValue};
+use super::parse::{keyed, lines_value, walk_tree, KeptFile, TreeValue};
 use crate::sample::{Pressure, UsageReading};
 
 /// Depth below the job directory where members live (`job/step_0/user/task_0` is 3).
@@ -20,16 +20,16 @@ pub fn read_v2(mount_root: &Path, rel: &Path) -> UsageReading {
 #[derive(Debug)]
 pub struct V2Reader {
     dir: PathBuf,
-    current: PathBuf,
-    peak: PathBuf,
-    max: PathBuf,
-    stat: PathBuf,
-    events: PathBuf,
-    cpu_stat: PathBuf,
-    io_stat: PathBuf,
-    cpu_pressure: PathBuf,
-    memory_pressure: PathBuf,
-    io_pressure: PathBuf,
+    current: KeptFile,
+    peak: KeptFile,
+    max: KeptFile,
+    stat: KeptFile,
+    events: KeptFile,
+    cpu_stat: KeptFile,
+    io_stat: KeptFile,
+    cpu_pressure: KeptFile,
+    memory_pressure: KeptFile,
+    io_pressure: KeptFile,
     buf: String,
 }
 
@@ -38,16 +38,16 @@ impl V2Reader {
     pub fn new(mount_root: &Path, rel: &Path) -> V2Reader {
         let dir = under_mount(mount_root, rel);
         V2Reader {
-            current: dir.join("memory.current"),
-            peak: dir.join("memory.peak"),
-            max: dir.join("memory.max"),
-            stat: dir.join("memory.stat"),
-            events: dir.join("memory.events"),
-            cpu_stat: dir.join("cpu.stat"),
-            io_stat: dir.join("io.stat"),
-            cpu_pressure: dir.join("cpu.pressure"),
-            memory_pressure: dir.join("memory.pressure"),
-            io_pressure: dir.join("io.pressure"),
+            current: KeptFile::new(dir.join("memory.current")),
+            peak: KeptFile::new(dir.join("memory.peak")),
+            max: KeptFile::new(dir.join("memory.max")),
+            stat: KeptFile::new(dir.join("memory.stat")),
+            events: KeptFile::new(dir.join("memory.events")),
+            cpu_stat: KeptFile::new(dir.join("cpu.stat")),
+            io_stat: KeptFile::new(dir.join("io.stat")),
+            cpu_pressure: KeptFile::new(dir.join("cpu.pressure")),
+            memory_pressure: KeptFile::new(dir.join("memory.pressure")),
+            io_pressure: KeptFile::new(dir.join("io.pressure")),
             dir,
             buf: String::new(),
         }
@@ -63,8 +63,8 @@ impl V2Reader {
     pub fn read_fast(&mut self) -> UsageReading {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
-        r.memory_usage_bytes = read_u64(buf, &self.current);
-        if let Some(stat) = read_opt(buf, &self.stat) {
+        r.memory_usage_bytes = self.current.read_u64(buf);
+        if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "active_file")
                 .zip(keyed(stat, "inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));
@@ -73,7 +73,7 @@ impl V2Reader {
             .memory_usage_bytes
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
-        r.cpu_usage_usec = read_opt(buf, &self.cpu_stat).and_then(|c| keyed(c, "usage_usec"));
+        r.cpu_usage_usec = self.cpu_stat.read(buf).and_then(|c| keyed(c, "usage_usec"));
         r
     }
 
@@ -81,12 +81,12 @@ impl V2Reader {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
 
-        r.memory_usage_bytes = read_u64(buf, &self.current);
+        r.memory_usage_bytes = self.current.read_u64(buf);
         // memory.peak exists from Linux 5.19; before that: unknown.
-        r.memory_lifetime_peak_bytes = read_u64(buf, &self.peak);
+        r.memory_lifetime_peak_bytes = self.peak.read_u64(buf);
         // The literal `max` (no limit) fails to parse and becomes None, as intended.
-        r.memory_limit_bytes = read_u64(buf, &self.max);
-        if let Some(stat) = read_opt(buf, &self.stat) {
+        r.memory_limit_bytes = self.max.read_u64(buf);
+        if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "active_file")
                 .zip(keyed(stat, "inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));
@@ -98,12 +98,12 @@ impl V2Reader {
             .map(|(u, c)| u.saturating_sub(c));
         // memory.events is hierarchical (memory.events.local is not): `max` counts hits of
         // the limit, `oom_kill` the processes the OOM killer took.
-        if let Some(ev) = read_opt(buf, &self.events) {
+        if let Some(ev) = self.events.read(buf) {
             r.memory_oom_kills = keyed(ev, "oom_kill");
             r.memory_limit_hits = keyed(ev, "max");
         }
 
-        if let Some(cpu) = read_opt(buf, &self.cpu_stat) {
+        if let Some(cpu) = self.cpu_stat.read(buf) {
             r.cpu_usage_usec = keyed(cpu, "usage_usec");
             r.cpu_user_usec = keyed(cpu, "user_usec");
             r.cpu_system_usec = keyed(cpu, "system_usec");
@@ -111,21 +111,21 @@ impl V2Reader {
 
         // io.stat is absent when the io controller is not enabled for the subtree (None),
         // and empty before the first IO (a readable zero).
-        if let Some((rd, wr)) = read_opt(buf, &self.io_stat).and_then(parse_io_stat) {
+        if let Some((rd, wr)) = self.io_stat.read(buf).and_then(parse_io_stat) {
             r.io_read_bytes = Some(rd);
             r.io_write_bytes = Some(wr);
         }
 
         // PSI files fail to read (EOPNOTSUPP) when the kernel runs with psi=0.
         let mut p = Pressure::default();
-        if let Some(t) = read_opt(buf, &self.cpu_pressure) {
+        if let Some(t) = self.cpu_pressure.read(buf) {
             p.cpu_some_avg10 = pressure_avg10(t, "some");
         }
-        if let Some(t) = read_opt(buf, &self.memory_pressure) {
+        if let Some(t) = self.memory_pressure.read(buf) {
             p.memory_some_avg10 = pressure_avg10(t, "some");
             p.memory_full_avg10 = pressure_avg10(t, "full");
         }
-        if let Some(t) = read_opt(buf, &self.io_pressure) {
+        if let Some(t) = self.io_pressure.read(buf) {
             p.io_some_avg10 = pressure_avg10(t, "some");
             p.io_full_avg10 = pressure_avg10(t, "full");
         }
@@ -133,9 +133,9 @@ impl V2Reader {
 
         // v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps
         // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree.
-        const PER_DIR: [(&str, TreeValue); 2] = [
-            ("cgroup.procs", lines_value),
-            ("cgroup.threads", lines_value),
+        const PER_DIR: [(&std::ffi::CStr, TreeValue); 2] = [
+            (c"cgroup.procs", lines_value),
+            (c"cgroup.threads", lines_value),
         ];
         [r.processes, r.threads] = walk_tree(buf, &self.dir, &PER_DIR, MEMBER_DEPTH);
         r

@@ -1,9 +1,13 @@
 //! Small, checked readers and parsers shared by the cgroup and /proc collectors.
 //! Nothing here panics on malformed input: a value that does not parse is `None`.
 
+use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read};
-use std::path::Path;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
 
 /// Upper bound on one pseudo-file read. cgroup and /proc files are small; a bound keeps a
 /// pathological file (a huge `cgroup.procs`) from growing the sampler's heap without limit.
@@ -22,14 +26,101 @@ pub(crate) fn read_opt<'b>(buf: &'b mut String, path: &Path) -> Option<&'b str> 
     read_into(buf, path).ok()
 }
 
+/// A kernel file kept open between readings and re-read from offset 0 (`pread`): the
+/// sampler reads the same dozen files every few seconds, and opening them by their long
+/// paths cost more than reading them. Never returns a stale value:
+/// - a removed cgroup's open files fail with ENODEV: unreadable, and the next reading
+///   reopens by path (which fails while the directory is gone);
+/// - a read of 0 bytes (a cgroup file is never empty while it exists, except io.stat before
+///   the first IO) is re-checked at once through a fresh open;
+/// - on a filesystem other than cgroupfs/sysfs (test fixtures), an unlinked or replaced file
+///   stays readable through its descriptor, so st_nlink == 0 also means reopen.
+#[derive(Debug)]
+pub(crate) struct KeptFile {
+    path: PathBuf,
+    open: Option<(File, bool)>,
+}
+
+/// cgroup v1, cgroup2 and sysfs: kernfs filesystems, whose removed files fail reads.
+const KERNFS_MAGICS: [i64; 3] = [0x0027_e0eb, 0x6367_7270, 0x6265_6572];
+
+impl KeptFile {
+    pub(crate) fn new(path: PathBuf) -> KeptFile {
+        KeptFile { path, open: None }
+    }
+
+    /// The file's text in `buf`, or `None` when it cannot be read now.
+    pub(crate) fn read<'b>(&mut self, buf: &'b mut String) -> Option<&'b str> {
+        if let Some((file, check_links)) = &self.open {
+            let ok = matches!(read_from_start(file, buf), Ok(n) if n > 0)
+                && (!*check_links || file.metadata().is_ok_and(|m| m.nlink() > 0));
+            if ok {
+                return Some(buf.as_str());
+            }
+            self.open = None;
+        }
+        let file = File::open(&self.path).ok()?;
+        read_from_start(&file, buf).ok()?;
+        let check_links = !on_kernfs(&file);
+        self.open = Some((file, check_links));
+        Some(buf.as_str())
+    }
+
+    pub(crate) fn read_u64(&mut self, buf: &mut String) -> Option<u64> {
+        self.read(buf).and_then(parse_u64)
+    }
+}
+
+fn on_kernfs(file: &File) -> bool {
+    // SAFETY: plain-data struct; an open descriptor and a valid out-pointer.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
+    rc == 0 && KERNFS_MAGICS.contains(&(st.f_type as i64))
+}
+
+/// Reads all of `file` from offset 0 into `buf` (cleared first, capacity reused), bounded by
+/// [`MAX_READ`]; the byte count. Text that is not UTF-8 is an error, as with `read_to_string`.
+fn read_from_start(file: &File, buf: &mut String) -> io::Result<usize> {
+    let mut v = std::mem::take(buf).into_bytes();
+    v.clear();
+    let res = loop {
+        let start = v.len();
+        if start as u64 >= MAX_READ {
+            break Ok(());
+        }
+        if v.capacity() - start < 1024 {
+            v.reserve(4096);
+        }
+        v.resize(v.capacity().min(MAX_READ as usize), 0);
+        match file.read_at(&mut v[start..], start as u64) {
+            Ok(0) => {
+                v.truncate(start);
+                break Ok(());
+            }
+            Ok(n) => v.truncate(start + n),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => v.truncate(start),
+            Err(e) => {
+                v.truncate(start);
+                break Err(e);
+            }
+        }
+    };
+    let n = v.len();
+    match String::from_utf8(v) {
+        Ok(s) => *buf = s,
+        Err(e) => {
+            let mut b = e.into_bytes();
+            b.clear();
+            *buf = String::from_utf8(b).unwrap_or_default();
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"));
+        }
+    }
+    res.map(|()| n)
+}
+
 /// A single-number file (`memory.current`, `cpuacct.usage`): trimmed text as `u64`.
 pub(crate) fn parse_u64(text: &str) -> Option<u64> {
     text.trim().parse().ok()
-}
-
-/// Reads a single-number file.
-pub(crate) fn read_u64(buf: &mut String, path: &Path) -> Option<u64> {
-    read_opt(buf, path).and_then(parse_u64)
 }
 
 /// Looks up `key` in a flat-keyed file (`memory.stat`, `cpu.stat`, `memory.events`,
@@ -87,69 +178,146 @@ pub(crate) fn lines_value(text: &str) -> Option<u64> {
 }
 
 /// Sums each `(file, value)` over `dir` and its subdirectories down to `max_depth`, in ONE
-/// walk (the walk — a readdir of ~40 control files per cgroup directory — costs far more
-/// than the reads). cgroup membership files list only their own directory's members and
-/// Slurm puts tasks in child directories, hence the walk. A slot is `None` when a directory
-/// that still exists cannot give it (a partial sum would be a lie); a task directory removed
-/// while we walk is skipped.
+/// walk. cgroup membership files list only their own directory's members and Slurm puts
+/// tasks in child directories, hence the walk. Everything is opened relative to the open
+/// directory (`openat`), never by its full path: the path lookups were most of the cost. A
+/// slot is `None` when a directory that still exists cannot give it (a partial sum would be
+/// a lie); a task directory removed while we walk is skipped.
 pub(crate) fn walk_tree<const N: usize>(
     buf: &mut String,
     dir: &Path,
-    files: &[(&str, TreeValue); N],
+    files: &[(&CStr, TreeValue); N],
     max_depth: u32,
 ) -> [Option<u64>; N] {
+    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
+        return [None; N];
+    };
+    // An unopenable root (gone, not a directory, refused) gives nothing, as before.
+    let Ok(fd) = open_at(libc::AT_FDCWD, &c, libc::O_DIRECTORY) else {
+        return [None; N];
+    };
     let mut acc = [Some(0u64); N];
-    if !walk_into(buf, dir, files, max_depth, &mut acc) {
+    let mut path = dir.to_path_buf();
+    if !walk_into(buf, fd, &mut path, files, max_depth, &mut acc) {
         return [None; N];
     }
     acc
 }
 
-/// Adds `dir`'s values into `acc`; false when `dir` itself is unreadable.
+fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    // SAFETY: a valid C string; the descriptor returned is ours to own.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | flags) };
+    if fd < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        // SAFETY: a fresh descriptor nobody else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+}
+
+/// Adds the directory `fd` (at `path`)'s values into `acc`; false when it is gone.
 fn walk_into<const N: usize>(
     buf: &mut String,
-    dir: &Path,
-    files: &[(&str, TreeValue); N],
+    fd: OwnedFd,
+    path: &mut PathBuf,
+    files: &[(&CStr, TreeValue); N],
     max_depth: u32,
     acc: &mut [Option<u64>; N],
 ) -> bool {
     let mut any = false;
     for (slot, (file, value)) in acc.iter_mut().zip(files.iter()) {
-        let v = read_opt(buf, &dir.join(file)).and_then(value);
+        let v = open_at(fd.as_raw_fd(), file, 0)
+            .ok()
+            .and_then(|f| {
+                buf.clear();
+                File::from(f)
+                    .take(MAX_READ)
+                    .read_to_string(buf)
+                    .ok()
+                    .map(|_| buf.as_str())
+            })
+            .and_then(value);
         any |= v.is_some();
         *slot = slot.zip(v).map(|(a, b)| a.saturating_add(b));
     }
-    if !any && !dir.exists() {
+    if !any && !path.exists() {
         return false;
     }
     if max_depth == 0 {
         return true;
     }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        *acc = [None; N];
-        return true;
-    };
-    for entry in entries {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(_) => {
-                *acc = [None; N];
-                return true;
-            }
-        };
-        if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-            continue;
+    // getdents64 on the descriptor itself: fdopendir/readdir cost three more syscalls per
+    // directory (fstat, two fcntl).
+    let dfd = fd.as_raw_fd();
+    let mut ents = DirentBuf([0; 4096]);
+    loop {
+        // SAFETY: the buffer is ours and its length is passed.
+        let n =
+            unsafe { libc::syscall(libc::SYS_getdents64, dfd, ents.0.as_mut_ptr(), ents.0.len()) };
+        if n == 0 {
+            break;
         }
-        let mut sub = [Some(0u64); N];
-        if walk_into(buf, &entry.path(), files, max_depth - 1, &mut sub) {
-            for (a, b) in acc.iter_mut().zip(sub) {
-                *a = a.zip(b).map(|(x, y)| x.saturating_add(y));
+        if n < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // The directory removed while listed (as std's read_dir).
+                Some(libc::ENOENT) => break,
+                _ => {
+                    *acc = [None; N];
+                    return true;
+                }
             }
         }
-        // A subdirectory gone mid-walk (a task ended) is skipped.
+        let mut pos = 0;
+        while pos + 19 < n as usize {
+            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-ended).
+            let e = &ents.0[pos..n as usize];
+            let reclen = u16::from_ne_bytes([e[16], e[17]]) as usize;
+            let d_type = e[18];
+            pos += reclen.max(1);
+            let Ok(name) = CStr::from_bytes_until_nul(&e[19..reclen.min(e.len())]) else {
+                continue;
+            };
+            if matches!(name.to_bytes(), b"." | b"..") {
+                continue;
+            }
+            let is_dir = match d_type {
+                libc::DT_DIR => true,
+                libc::DT_UNKNOWN => is_dir_at(dfd, name),
+                _ => false,
+            };
+            if !is_dir {
+                continue;
+            }
+            path.push(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            match open_at(dfd, name, libc::O_DIRECTORY) {
+                Ok(sub_fd) => {
+                    let mut sub = [Some(0u64); N];
+                    if walk_into(buf, sub_fd, path, files, max_depth - 1, &mut sub) {
+                        for (a, b) in acc.iter_mut().zip(sub) {
+                            *a = a.zip(b).map(|(x, y)| x.saturating_add(y));
+                        }
+                    }
+                    // A subdirectory gone mid-walk (a task ended) is skipped.
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {}
+                // It exists but cannot be read: its members are unknown.
+                Err(_) => *acc = [None; N],
+            }
+            path.pop();
+        }
     }
     true
+}
+
+/// getdents64's buffer, aligned for its 8-byte fields.
+#[repr(align(8))]
+struct DirentBuf([u8; 4096]);
+
+fn is_dir_at(dir: RawFd, name: &CStr) -> bool {
+    // SAFETY: plain-data struct; a valid C string and out-pointer.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 #[cfg(test)]
