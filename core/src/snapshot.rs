@@ -212,6 +212,9 @@ pub struct GpuSnapshot {
     /// Active throttle reasons (`sw_power_cap`, `hw_slowdown`, `sw_thermal_slowdown`, ...);
     /// empty when the card runs unthrottled.
     pub throttle_reasons: Reading<Vec<String>>,
+    /// The card's critical Xid events so far (the latest few), oldest first.
+    #[serde(default)]
+    pub xid_events: Vec<crate::analysis::summary::XidEvent>,
     /// Recent utilization, oldest first, one slot per interval; `None` is a gap.
     pub utilization_history: Vec<Option<f64>>,
 }
@@ -236,6 +239,7 @@ impl GpuSnapshot {
             sm_clock_mhz: Reading::missing(r()),
             sm_clock_max_mhz: Reading::missing(r()),
             throttle_reasons: Reading::missing(r()),
+            xid_events: Vec::new(),
             utilization_history: Vec::new(),
         }
     }
@@ -304,6 +308,9 @@ pub fn gpu_history(rows: &[GpuRow], slot_seconds: u32, slots: usize) -> Vec<Opti
     h
 }
 
+/// Xid events shown per card in a live view.
+pub const LIVE_XID_EVENTS: u32 = 5;
+
 /// The job's cards from its file, each with its latest readings (every card of the job on
 /// this node, whichever step records it: a card is one step's to record, every step's to
 /// use). A file without GPU tables, or one that cannot be read, gives no cards.
@@ -319,6 +326,12 @@ pub fn gpus_from_reader(reader: &Reader, slot_seconds: u32) -> Vec<GpuSnapshot> 
                 .unwrap_or_default();
             let mut s = gpu_snapshot(g, &rows);
             s.utilization_history = gpu_history(&rows, slot_seconds, HISTORY_SLOTS);
+            s.xid_events = reader
+                .gpu_xids(g.id, LIVE_XID_EVENTS)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, x)| crate::analysis::summary::XidEvent::new(t, x))
+                .collect();
             s
         })
         .collect()

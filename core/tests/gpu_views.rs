@@ -42,9 +42,12 @@ fn busy(i: i64) -> GpuSample {
         nvlink: Err(GpuError::NotSupported),
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(0),
-        xid_errors: Ok(Vec::new()),
+        // The busy card falls off the bus once, at reading 95.
+        xid_errors: Ok(if i == XID_AT { vec![79] } else { Vec::new() }),
     }
 }
+
+const XID_AT: i64 = 95;
 
 fn idle(_i: i64) -> GpuSample {
     GpuSample {
@@ -194,6 +197,14 @@ fn summary_and_report_read_the_cards() {
     );
     let gres = rep.sbatch.iter().find(|l| l.flag == "--gres").unwrap();
     assert_eq!(gres.value, "gpu:1");
+    let x = find("gpu_xid");
+    assert_eq!(x.facts["card"], "cuda:0");
+    assert_eq!(x.facts["xids"], serde_json::json!([79]));
+    assert_eq!(x.facts["hardware"], true);
+    assert!(x.sentence.contains("fallen off the bus"), "{}", x.sentence);
+    assert!(x.sentence.contains("tell your admins"), "{}", x.sentence);
+    assert_eq!(rep.gpus[0].xid_events.len(), 1);
+    assert!(rep.gpus[1].xid_events.is_empty(), "the idle card had none");
 }
 
 #[test]
@@ -238,6 +249,13 @@ fn live_snapshot_lists_the_cards() {
     assert_eq!(g0["sm_clock_mhz"], 1410);
     assert_eq!(g0["sm_clock_max_mhz"], 1785);
     assert_eq!(g0["throttle_reasons"][0], "power_cap");
+    assert_eq!(g0["xid_events"][0]["xid"], 79);
+    assert_eq!(
+        g0["xid_events"][0]["t_unix_ms"],
+        T0 + XID_AT * STEP_MS,
+        "stamped with the reading that saw it"
+    );
+    assert_eq!(g[1]["xid_events"], serde_json::json!([]));
     assert_eq!(g1["state"], "idle_holding_memory");
     assert_eq!(g1["utilization_percent"], 0.0);
     // Only "gpu_idle" raised: the card rests, nothing holds it back.

@@ -124,6 +124,32 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
             .collect();
         assert_eq!(xids, vec![43], "{}", g.card.label());
     }
+    // The report says it per card, with the code's meaning; 43 is not a card fault.
+    let o = std::process::Command::new(slurmwatch_bin())
+        .args(["report", &job.id.to_string(), "--json", "--no-log"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    let xid: Vec<&serde_json::Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "gpu_xid")
+        .collect();
+    assert_eq!(xid.len(), 2, "one per card: {v:#}");
+    for f in xid {
+        assert_eq!(f["facts"]["xids"], json!([43]), "{f:#}");
+        assert_eq!(f["facts"]["hardware"], false);
+        assert!(
+            f["sentence"]
+                .as_str()
+                .unwrap()
+                .contains("GPU stopped processing"),
+            "{f:#}"
+        );
+    }
+    assert_eq!(v["gpus"][0]["xid_events"][0]["xid"], 43, "{v:#}");
 }
 
 /// The field record: a card held back by a hardware slowdown (SM 385 of 1785 MHz, 163 W of a

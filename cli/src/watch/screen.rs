@@ -387,6 +387,10 @@ fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
         (None, Some(n)) => format!("GPU nvml {n}"),
         (None, None) => "GPU".into(),
     };
+    let label = match &g.node {
+        Some(node) => format!("{label} on {node}"),
+        None => label,
+    };
     let title = match &g.name {
         Some(n) => format!("{label} {n}"),
         None => label,
@@ -421,6 +425,23 @@ fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
         ),
         Span::raw(format!("  throttle {throttle}")),
     ]);
+    // A critical Xid is a fault, whoever caused it: said in red beside the throttle state.
+    let mut line1 = line1;
+    if let Some(last) = g.xid_events.last() {
+        let more = g.xid_events.len() - 1;
+        line1.spans.push(Span::styled(
+            format!(
+                "  Xid {}{}",
+                last.xid,
+                if more > 0 {
+                    format!(" (+{more})")
+                } else {
+                    String::new()
+                }
+            ),
+            v.fg(RED).add_modifier(Modifier::BOLD),
+        ));
+    }
     let deg = if v.ascii { "C" } else { "°C" };
     let line2 = Line::from(vec![
         Span::styled("VRAM ", v.fg(VRAM_COLOR)),
@@ -610,6 +631,19 @@ mod tests {
         assert_eq!(fg_at(&b, "active"), ACTIVE);
         assert_eq!(fg_at(&b, "idle"), AMBER);
         assert!(t.contains("idle    util   2 %"), "{t}");
+    }
+
+    #[test]
+    fn an_xid_is_said_in_red_on_the_card() {
+        let mut s = fixture("four_gpus");
+        s.gpus[1].xid_events = vec![
+            slurmwatch_core::analysis::summary::XidEvent::new(1_700_000_100_000, 43),
+            slurmwatch_core::analysis::summary::XidEvent::new(1_700_000_101_000, 79),
+        ];
+        let b = render(&s, &view(), 140, 40);
+        let t = text(&b);
+        assert!(t.contains("Xid 79 (+1)"), "{t}");
+        assert_eq!(fg_at(&b, "Xid 79"), RED);
     }
 
     #[test]

@@ -455,6 +455,11 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
     // shorter run (a 12-s job throttled throughout is the same fact in small).
     let run_minutes = f.elapsed_seconds.map(|s| s / 60.0);
     for g in &f.gpus {
+        // A multi-node job's cards are named with their node: `sw2 cuda:0`.
+        let card = match &g.node {
+            Some(n) => format!("{n} {}", g.label),
+            None => g.label.clone(),
+        };
         let notable = |m: f64| {
             m >= GPU_THROTTLED_MIN_MINUTES
                 || run_minutes.is_some_and(|r| r > 0.0 && m >= r * GPU_THROTTLED_MIN_FRACTION)
@@ -462,10 +467,10 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         if let Some(m) = g.minutes_throttled.filter(|&m| m > 0.0 && notable(m)) {
             push(
                 "gpu_throttled",
-                json!({"card": g.label, "minutes": finite(m), "reasons": g.throttle_reasons}),
+                json!({"card": g.label, "node": g.node, "minutes": finite(m), "reasons": g.throttle_reasons}),
                 format!(
                     "{} was held back for {} ({}).",
-                    g.label,
+                    card,
                     if m >= 1.0 {
                         format!("{m:.0} min")
                     } else {
@@ -482,8 +487,34 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         if let Some(m) = g.minutes_idle.filter(|&m| m >= 1.0) {
             push(
                 "gpu_idle",
-                json!({"card": g.label, "minutes": finite(m), "peak_memory_used_bytes": g.peak_memory_used_bytes}),
-                format!("{} was idle for {m:.0} min.", g.label),
+                json!({"card": g.label, "node": g.node, "minutes": finite(m), "peak_memory_used_bytes": g.peak_memory_used_bytes}),
+                format!("{card} was idle for {m:.0} min."),
+            );
+        }
+        if let Some(last) = g.xid_events.last() {
+            let hardware = g
+                .xid_events
+                .iter()
+                .any(|e| crate::collect::gpu::xid::is_hardware(e.xid));
+            let codes: Vec<u64> = g.xid_events.iter().map(|e| e.xid).collect();
+            push(
+                "gpu_xid",
+                json!({"card": g.label, "node": g.node, "xids": codes, "uuid": g.uuid,
+                       "last_unix_ms": last.t_unix_ms, "hardware": hardware}),
+                format!(
+                    "{card} reported Xid {} at {}{}{}",
+                    last.xid,
+                    clock(last.t_unix_ms),
+                    last.meaning
+                        .as_deref()
+                        .map_or(String::new(), |m| format!(": {m}")),
+                    match (codes.len(), hardware) {
+                        (1, true) => ". That is the card, not the job: tell your admins (its UUID is in the facts).".to_string(),
+                        (1, false) => ".".to_string(),
+                        (n, true) => format!(" ({n} events). Some are card faults, not the job's: tell your admins (its UUID is in the facts)."),
+                        (n, false) => format!(" ({n} events)."),
+                    }
+                ),
             );
         }
     }

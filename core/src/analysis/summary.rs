@@ -55,6 +55,30 @@ pub struct GpuSummary {
     pub minutes_throttled: Option<f64>,
     pub throttle_reasons: Vec<String>,
     pub minutes_idle: Option<f64>,
+    /// Critical Xid events NVML reported for the card (the latest [`MAX_XID_EVENTS`]).
+    #[serde(default)]
+    pub xid_events: Vec<XidEvent>,
+}
+
+/// Most Xid events kept per card in a summary (a failing card can report thousands).
+pub const MAX_XID_EVENTS: usize = 20;
+
+/// One critical Xid event: when the reading that saw it was taken, the code, what it means.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct XidEvent {
+    pub t_unix_ms: i64,
+    pub xid: u64,
+    pub meaning: Option<String>,
+}
+
+impl XidEvent {
+    pub fn new(t_unix_ms: i64, xid: u64) -> XidEvent {
+        XidEvent {
+            t_unix_ms,
+            xid,
+            meaning: crate::collect::gpu::xid::meaning(xid).map(str::to_string),
+        }
+    }
 }
 
 /// What the epilog writes into the file (all times Unix ms; `None` = unreadable).
@@ -417,6 +441,10 @@ impl GpuSummary {
                 reasons |= s.throttle_reasons.unwrap_or(0);
             }
             throttled.push((t != ThrottleState::Unknown).then_some(slow));
+            if let Ok(codes) = &s.xid_errors {
+                g.xid_events
+                    .extend(codes.iter().map(|&x| XidEvent::new(r.t_unix_ms, x)));
+            }
             idle.push(match derive::card_state(s) {
                 CardState::Unknown => None,
                 c => Some(matches!(c, CardState::Idle | CardState::IdleHoldingMemory)),
@@ -430,6 +458,8 @@ impl GpuSummary {
         g.minutes_throttled = minutes_where(rows, &throttled);
         g.minutes_idle = minutes_where(rows, &idle);
         g.throttle_reasons = derive::throttle_names(reasons & !derive::THROTTLE_GPU_IDLE);
+        let keep = g.xid_events.len().saturating_sub(MAX_XID_EVENTS);
+        g.xid_events.drain(..keep);
         g
     }
 }

@@ -262,6 +262,21 @@ fn gpu_value(g: &GpuSnapshot) -> Value {
     put(&mut m, "sm_clock_mhz", &g.sm_clock_mhz);
     put(&mut m, "sm_clock_max_mhz", &g.sm_clock_max_mhz);
     put(&mut m, "throttle_reasons", &g.throttle_reasons);
+    m.insert(
+        "xid_events".into(),
+        Value::Array(
+            g.xid_events
+                .iter()
+                .map(|e| {
+                    let mut x = Map::new();
+                    x.insert("t_unix_ms".into(), e.t_unix_ms.into());
+                    x.insert("xid".into(), e.xid.into());
+                    x.insert("meaning".into(), opt_str(e.meaning.as_deref()));
+                    Value::Object(x)
+                })
+                .collect(),
+        ),
+    );
     Value::Object(m)
 }
 

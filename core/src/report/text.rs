@@ -228,6 +228,17 @@ pub fn render(r: &Report, _colour: bool) -> String {
             na(g.minutes_throttled, |v| format!("{v:.0}")),
             na(g.minutes_idle, |v| format!("{v:.0}"))
         );
+        for e in &g.xid_events {
+            let _ = writeln!(
+                o,
+                "    Xid {} at {}{}",
+                e.xid,
+                clock(e.t_unix_ms),
+                e.meaning
+                    .as_deref()
+                    .map_or(String::new(), |m| format!(": {m}"))
+            );
+        }
     }
 
     let _ = writeln!(o, "\nSTEPS");

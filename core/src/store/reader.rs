@@ -133,6 +133,28 @@ impl Reader {
         super::gpu::load_links(&self.conn, &self.path)
     }
 
+    /// Card `gpu_id`'s critical Xid events, oldest first: (time of the reading that saw it,
+    /// code). At most `max`, the latest.
+    pub fn gpu_xids(&self, gpu_id: i64, max: u32) -> Result<Vec<(i64, u64)>> {
+        if !self.has_table("gpu_xid")? {
+            return Ok(Vec::new());
+        }
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT t_unix_ms, xid FROM gpu_xid WHERE gpu = ?1 ORDER BY rowid DESC LIMIT ?2",
+            )
+            .map_err(|e| db_err(&self.path, e))?;
+        let mut v: Vec<(i64, u64)> = st
+            .query_map(rusqlite::params![gpu_id, max], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+            })
+            .and_then(|rows| rows.collect())
+            .map_err(|e| db_err(&self.path, e))?;
+        v.reverse();
+        Ok(v)
+    }
+
     /// Every reading of card `gpu_id` (`StoredGpu::id`), oldest first.
     pub fn gpu_samples(&self, gpu_id: i64) -> Result<Vec<super::GpuRow>> {
         if !self.has_table("gpu_samples")? {

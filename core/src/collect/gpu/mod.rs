@@ -14,6 +14,7 @@ pub mod derive;
 pub mod pids;
 pub mod select;
 pub mod worker;
+pub mod xid;
 
 use std::ffi::OsStr;
 use std::path::Path;
