@@ -38,12 +38,12 @@ fn card(i: u32, job_pid: Option<u32>) -> serde_json::Value {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn job_records_its_own_cards_from_the_fake_nvml() {
-    let lib = install_fake_nvml();
-    set_fake_nvml_state(&json!({ "devices": (0..4).map(|i| card(i, None)).collect::<Vec<_>>() }));
+    // The override's lock first: the fake card's state is one file every GPU test writes.
     let _p = PlugstackOverride::new(&format!(
-        "spool=/var/spool/slurmwatch nvml={}",
-        lib.display()
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
     ));
+    install_fake_nvml();
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(|i| card(i, None)).collect::<Vec<_>>() }));
     let gres = cluster_has_gpu_gres();
     let script = "echo \"cvd=$CUDA_VISIBLE_DEVICES gpus=$SLURM_JOB_GPUS\"\necho $$ > pid\nsleep 6";
     let mut submit = Submit::new("gpu", script).arg("--slurmwatch=1");
@@ -159,7 +159,11 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
-    let lib = install_fake_nvml();
+    // The override's lock first: the fake card's state is one file every GPU test writes.
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
+    ));
+    install_fake_nvml();
     let throttled = |i: u32| {
         let mut c = card(i, None);
         c["sm_clock"] = json!(385);
@@ -172,10 +176,6 @@ fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
         c
     };
     set_fake_nvml_state(&json!({ "devices": (0..4).map(throttled).collect::<Vec<_>>() }));
-    let _p = PlugstackOverride::new(&format!(
-        "spool=/var/spool/slurmwatch nvml={}",
-        lib.display()
-    ));
     let mut submit = Submit::new("gpu-throttled", "sleep 12").arg("--slurmwatch=1");
     submit = if cluster_has_gpu_gres() {
         submit.arg("--gres=gpu:1")

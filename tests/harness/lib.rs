@@ -410,7 +410,12 @@ pub fn install_fake_nvml() -> PathBuf {
         );
     let dest = Path::new(FAKE_NVML_INSTALLED);
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    let tmp = dest.with_extension("new");
+    // Tests install it concurrently: each through its own temporary name.
+    let tmp = dest.with_extension(format!(
+        "new-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::copy(&built, &tmp).unwrap();
     std::fs::rename(&tmp, dest).unwrap();
     dest.to_path_buf()

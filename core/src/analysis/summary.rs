@@ -9,7 +9,8 @@ use crate::sample::GpuCard;
 use crate::store::{Event, GpuRow, SampleRow, StepInfo, EXTERN_STEP};
 
 /// Version of the summary's keys (the `summary_version` row).
-pub const SUMMARY_VERSION: u32 = 1;
+/// 2: per-card `xid_events`; CPU totals kept across a new job-series writer's counter.
+pub const SUMMARY_VERSION: u32 = 2;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
 pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;

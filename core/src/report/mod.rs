@@ -46,9 +46,11 @@ impl Recording {
         let steps = reader.steps()?;
         let events = reader.events()?;
         let job_rows = reader.samples(&Series::Job)?;
+        // An older epilog's summary lacks what this version adds: computed again instead.
         let stored = store::summary::read(&reader)?
             .as_deref()
-            .and_then(Summary::from_pairs);
+            .and_then(Summary::from_pairs)
+            .filter(|s| s.summary_version == analysis::summary::SUMMARY_VERSION);
         let (summary, summary_stored) = match stored {
             Some(s) => (s, true),
             None => (
