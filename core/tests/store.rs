@@ -290,6 +290,46 @@ fn job_series_writer_is_elected_per_node() {
     assert!(!w.claims_job_series("5").unwrap());
 }
 
+/// A later step of the same job finds the file after a moment with no step running (its
+/// incarnation key then differs); a reused job id does not pass for it.
+#[test]
+fn a_later_step_continues_the_job_and_a_reused_id_does_not() {
+    use slurmwatch_core::store::{continues_the_job, StepInfo, CONTINUATION_WINDOW_MS};
+    let step = |name: &str, a: i64, b: Option<i64>| StepInfo {
+        step: name.into(),
+        started_unix_ms: Some(a),
+        ended_unix_ms: b,
+        tasks: Some(1),
+        exit_status: None,
+    };
+    let now = T0 + 10_000;
+    let salloc = [step("0", T0, Some(T0 + 9_000))];
+    assert!(
+        continues_the_job("1", &salloc, now),
+        "the next srun of an salloc job"
+    );
+    assert!(
+        !continues_the_job("0", &salloc, now),
+        "a step 0 again: another job"
+    );
+    assert!(
+        !continues_the_job("batch", &salloc, now),
+        "batch is always first"
+    );
+    let running = [step("0", T0, None)];
+    assert!(
+        !continues_the_job("1", &running, now),
+        "0 still runs: the key would match"
+    );
+    let long_ago = [step("0", T0, Some(T0 + 9_000))];
+    assert!(!continues_the_job(
+        "1",
+        &long_ago,
+        T0 + 9_000 + CONTINUATION_WINDOW_MS + 1
+    ));
+    assert!(!continues_the_job("1", &[], now), "nothing to continue");
+}
+
 #[test]
 fn reopened_writer_continues_the_chain() {
     let dir = tempfile::tempdir().unwrap();

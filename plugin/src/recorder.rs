@@ -240,7 +240,16 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
             Ok(w) => {
                 let uid = w.meta_value("uid").ok().flatten();
                 let incarnation = w.meta_value("incarnation").ok().flatten();
-                if uid == Some(plan.uid.to_string()) && incarnation == meta.incarnation {
+                let same_user = uid == Some(plan.uid.to_string());
+                if same_user && incarnation == meta.incarnation {
+                    return Ok(w);
+                }
+                // A later step of the same job after a moment with none running.
+                if same_user
+                    && w.steps().is_ok_and(|s| {
+                        slurmwatch_core::store::continues_the_job(&plan.step, &s, now_unix_ms())
+                    })
+                {
                     return Ok(w);
                 }
                 drop(w);

@@ -252,6 +252,54 @@ wait
     );
 }
 
+/// An `salloc` job has no batch step: its first step writes the job series, a step started
+/// after it ended writes it next, and the job's CPU total over both is sacct's.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn an_salloc_job_has_its_job_series() {
+    let _p = shared_plugstack();
+    let burn = "end=$((SECONDS+3)); while ((SECONDS<end)); do :; done";
+    let name = format!("salloc-series-{}", std::process::id());
+    let o = std::process::Command::new("timeout")
+        .args(["120", "salloc", "--slurmwatch=1", "-n1", "--mem=100M"])
+        .arg(format!("--job-name={name}"))
+        .args([
+            "bash",
+            "-c",
+            &format!("srun -n1 bash -c '{burn}'; srun -n1 bash -c '{burn}'; echo $SLURM_JOB_ID"),
+        ])
+        .output()
+        .expect("run salloc");
+    assert!(o.status.success(), "salloc: {}", stderr(&o));
+    let id: u32 = stdout(&o)
+        .lines()
+        .rev()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no job id: {}", stdout(&o)));
+    let job = Job {
+        id,
+        dir: std::env::temp_dir(),
+        log_offset: 0,
+    };
+    job.wait(WAIT);
+    let rows = recorded(id, &Series::Job);
+    assert!(rows.len() >= 4, "{} job rows", rows.len());
+    // Two writers one after the other: a start and an end row each.
+    let starts = rows.iter().filter(|r| r.kind == SampleKind::Start).count();
+    assert_eq!(starts, 2, "steps 0 and 1 each wrote the job series in turn");
+    let summary = slurmwatch_core::report::Recording::load(&spool_file(id))
+        .unwrap()
+        .summary;
+    let ours = summary.cpu_usage_seconds_total.unwrap();
+    let truth = sacct_steps_cpu_seconds(&job);
+    assert!(ours > 2.0, "two 3-s burns: {ours} CPU-s");
+    // sacct was seen a whole second off (see the CPU test); two steps, two chances.
+    assert!(
+        (ours - truth).abs() <= 2.1,
+        "recorded {ours:.2} CPU-s vs sacct {truth:.2}"
+    );
+}
+
 /// The file belongs to the job's user, is owner-only, and another user cannot read it.
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]

@@ -193,6 +193,33 @@ pub fn claims_job_series(step: &str, steps: &[StepInfo]) -> bool {
     })
 }
 
+/// How long after its last step ended a file whose incarnation key differs may still be
+/// this job's (see [`continues_the_job`]).
+pub const CONTINUATION_WINDOW_MS: i64 = 5 * 60 * 1000;
+
+/// Whether `step`, arriving at an existing file of the same user whose incarnation key
+/// differs, is still the same job. The key is the oldest running slurmstepd of the job; with
+/// no step running in between (an `salloc` job's sequential steps where there is no extern
+/// step: `proctrack/linuxproc` without `PrologFlags=Contain`) it changes within one job. Such
+/// a file is this job's when every step in it has ended, the last one at most
+/// [`CONTINUATION_WINDOW_MS`] ago, none has this step's name, and this step is not the batch
+/// or interactive step (always a job's first step on its node). A job id reused after the
+/// controller lost its state fails at least one of these unless it comes within minutes and
+/// with new step names — then the earlier job's steps are kept and this one's are added.
+pub fn continues_the_job(step: &str, steps: &[StepInfo], now_unix_ms: i64) -> bool {
+    if matches!(step, "batch" | "interactive") || steps.iter().any(|s| s.step == step) {
+        return false;
+    }
+    let mut last_end = None;
+    for s in steps.iter().filter(|s| s.step != EXTERN_STEP) {
+        match s.ended_unix_ms {
+            None => return false,
+            Some(e) => last_end = Some(last_end.map_or(e, |l: i64| l.max(e))),
+        }
+    }
+    last_end.is_some_and(|e| (0..=CONTINUATION_WINDOW_MS).contains(&(now_unix_ms - e)))
+}
+
 fn sql_err(path: &std::path::Path, e: impl std::fmt::Display) -> crate::error::Error {
     crate::error::Error::Store(format!("{}: {e}", path.display()))
 }

@@ -159,11 +159,15 @@ impl Writer {
     /// Whether `step` (already begun) writes this node's job series: see
     /// [`claims_job_series`](super::claims_job_series). Reads the steps table now.
     pub fn claims_job_series(&self, step: &str) -> Result<bool> {
-        let steps: Vec<StepInfo> = super::reader::load_steps(&self.conn, &self.path)?
+        Ok(super::claims_job_series(step, &self.steps()?))
+    }
+
+    /// The steps table now.
+    pub fn steps(&self) -> Result<Vec<StepInfo>> {
+        Ok(super::reader::load_steps(&self.conn, &self.path)?
             .into_iter()
             .map(|(_, s)| s)
-            .collect();
-        Ok(super::claims_job_series(step, &steps))
+            .collect())
     }
 
     /// Whether the batch or interactive step — the writer of the job series — is running
