@@ -79,6 +79,24 @@ fn every_node_records_its_own_file_named_by_slurm() {
     assert!(!first.samples(&Series::Job).unwrap().is_empty());
 }
 
+/// Submits `script` over `nodes` nodes (one task each, `mem` per node, recorded every
+/// second) and, unless `wait` is false, waits for it to complete.
+fn submit_on_nodes(name: &str, script: &str, nodes: u32, mem: &str, wait: bool) -> Job {
+    let n = format!("--nodes={nodes}");
+    let m = format!("--mem={mem}");
+    let job = Submit::new(name, script)
+        .arg("--slurmwatch=1")
+        .arg(&n)
+        .arg("--ntasks-per-node=1")
+        .arg(&m)
+        .submit();
+    if wait {
+        let line = job.wait(Duration::from_secs(180));
+        assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    }
+    job
+}
+
 /// The plugstack line every multi-node test uses: one spool directory per node (all nodes
 /// share this host), archive copies by user.
 fn multinode_plugstack(base: &str) -> PlugstackOverride {
@@ -132,14 +150,7 @@ a = bytearray($mb * 1024 * 1024)
 for i in range(0, len(a), 4096): a[i] = 1
 time.sleep(5)
 "'"#;
-    let job = Submit::new("mn-memory", script)
-        .arg("--slurmwatch=1")
-        .arg("--nodes=2")
-        .arg("--ntasks-per-node=1")
-        .arg("--mem=800M")
-        .submit();
-    let line = job.wait(Duration::from_secs(180));
-    assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    let job = submit_on_nodes("mn-memory", script, 2, "800M", true);
     for node in ["sw1", "sw2"] {
         let file = Path::new(SPOOL)
             .join(node)
@@ -190,14 +201,7 @@ fn multinode_straggler_and_silent_node() {
     let script = r#"srun -N2 -n2 --ntasks-per-node=1 bash -c '
 if [ "$SLURM_NODEID" = 1 ]; then sleep 12
 else end=$((SECONDS+12)); while ((SECONDS<end)); do :; done; fi'"#;
-    let job = Submit::new("mn-straggler", script)
-        .arg("--slurmwatch=1")
-        .arg("--nodes=2")
-        .arg("--ntasks-per-node=1")
-        .arg("--mem=200M")
-        .submit();
-    let line = job.wait(Duration::from_secs(180));
-    assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    let job = submit_on_nodes("mn-straggler", script, 2, "200M", true);
     let r = report(&job);
     let f = finding(&r, "straggler_node").unwrap_or_else(|| panic!("no straggler: {r:#}"));
     assert_eq!(f["facts"]["node"], "sw2", "{f:#}");
@@ -242,12 +246,7 @@ fn multinode_live_json_has_every_node() {
     }
     let _o = multinode_plugstack("/tmp/slurmwatch-it/archive-live");
     let script = r#"srun -N2 -n2 --ntasks-per-node=1 bash -c 'end=$((SECONDS+40)); while ((SECONDS<end)); do :; done'"#;
-    let job = Submit::new("mn-live", script)
-        .arg("--slurmwatch=1")
-        .arg("--nodes=2")
-        .arg("--ntasks-per-node=1")
-        .arg("--mem=200M")
-        .submit();
+    let job = submit_on_nodes("mn-live", script, 2, "200M", false);
     job.wait_running(Duration::from_secs(120));
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let v = loop {
@@ -337,14 +336,7 @@ fn multinode_three_nodes_three_files() {
     }
     let _o = multinode_plugstack("/tmp/slurmwatch-it/archive-three");
     let script = "srun -N3 -n3 --ntasks-per-node=1 bash -c 'end=$((SECONDS+3)); while ((SECONDS<end)); do :; done'";
-    let job = Submit::new("mn-three", script)
-        .arg("--slurmwatch=1")
-        .arg("--nodes=3")
-        .arg("--ntasks-per-node=1")
-        .arg("--mem=200M")
-        .submit();
-    let line = job.wait(Duration::from_secs(180));
-    assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    let job = submit_on_nodes("mn-three", script, 3, "200M", true);
     let r = report(&job);
     assert_eq!(node_names(&r), ["sw1", "sw2", "sw3"]);
     for (i, node) in ["sw1", "sw2", "sw3"].iter().enumerate() {

@@ -5,7 +5,9 @@
 use serde_json::{Map, Value};
 
 use crate::slurm::sstat::StepStat;
-use crate::snapshot::{guard_word, GpuSnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA};
+use crate::snapshot::{
+    guard_word, CpuSnapshot, GpuSnapshot, MemorySnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA,
+};
 use crate::snapshot_merge::NodeSnapshot;
 
 trait ToJson {
@@ -105,36 +107,13 @@ pub fn to_value(s: &Snapshot) -> Value {
         .into(),
     );
 
-    let mut cpu = Map::new();
-    put(&mut cpu, "usage_seconds_total", &s.cpu.usage_seconds_total);
-    put(&mut cpu, "cores_allocated", &s.cpu.cores_allocated);
-    put(&mut cpu, "effective_cores", &s.cpu.effective_cores);
-    put(
-        &mut cpu,
-        "peak_effective_cores",
-        &s.cpu.peak_effective_cores,
-    );
+    let mut cpu = cpu_map(&s.cpu);
     if let Some(st) = &s.sstat {
         put(&mut cpu, "sstat_cpu_seconds_total", &st.cpu_seconds_total);
     }
     m.insert("cpu".into(), cpu.into());
 
-    let mem = &s.memory;
-    let mut mm = Map::new();
-    put(&mut mm, "working_set_bytes", &mem.working_set_bytes);
-    put(&mut mm, "cache_bytes", &mem.cache_bytes);
-    put(&mut mm, "limit_bytes", &mem.limit_bytes);
-    put(&mut mm, "limit_used_percent", &mem.percent_of_limit);
-    put(
-        &mut mm,
-        "peak_working_set_bytes",
-        &mem.peak_working_set_bytes,
-    );
-    put(&mut mm, "lifetime_peak_bytes", &mem.lifetime_peak_bytes);
-    let guard = Reading::from_option(mem.guard.map(|g| guard_word(g).to_string()), || {
-        "needs both the working set and a limit".into()
-    });
-    put(&mut mm, "guard", &guard);
+    let mut mm = memory_map(&s.memory);
     if let Some(st) = &s.sstat {
         put(&mut mm, "sstat_max_rss_bytes", &st.max_rss_bytes);
         mm.insert(
@@ -195,6 +174,36 @@ fn sstat_step_value(st: &StepStat) -> Value {
     Value::Object(m)
 }
 
+/// `cpu` of a snapshot or of one node.
+fn cpu_map(c: &CpuSnapshot) -> Map<String, Value> {
+    let mut m = Map::new();
+    put(&mut m, "usage_seconds_total", &c.usage_seconds_total);
+    put(&mut m, "cores_allocated", &c.cores_allocated);
+    put(&mut m, "effective_cores", &c.effective_cores);
+    put(&mut m, "peak_effective_cores", &c.peak_effective_cores);
+    m
+}
+
+/// `memory` of a snapshot or of one node.
+fn memory_map(mem: &MemorySnapshot) -> Map<String, Value> {
+    let mut m = Map::new();
+    put(&mut m, "working_set_bytes", &mem.working_set_bytes);
+    put(&mut m, "cache_bytes", &mem.cache_bytes);
+    put(&mut m, "limit_bytes", &mem.limit_bytes);
+    put(&mut m, "limit_used_percent", &mem.percent_of_limit);
+    put(
+        &mut m,
+        "peak_working_set_bytes",
+        &mem.peak_working_set_bytes,
+    );
+    put(&mut m, "lifetime_peak_bytes", &mem.lifetime_peak_bytes);
+    let guard = Reading::from_option(mem.guard.map(|g| guard_word(g).to_string()), || {
+        "needs both the working set and a limit".into()
+    });
+    put(&mut m, "guard", &guard);
+    m
+}
+
 /// One node of the job: its own readings, keyed as the job-level ones.
 fn node_value(n: &NodeSnapshot) -> Value {
     let mut m = Map::new();
@@ -205,31 +214,8 @@ fn node_value(n: &NodeSnapshot) -> Value {
         "reading_unix_ms".into(),
         n.reading_unix_ms.map_or(Value::Null, Value::from),
     );
-    let mut cpu = Map::new();
-    put(&mut cpu, "usage_seconds_total", &n.cpu.usage_seconds_total);
-    put(&mut cpu, "cores_allocated", &n.cpu.cores_allocated);
-    put(&mut cpu, "effective_cores", &n.cpu.effective_cores);
-    put(
-        &mut cpu,
-        "peak_effective_cores",
-        &n.cpu.peak_effective_cores,
-    );
-    m.insert("cpu".into(), cpu.into());
-    let mem = &n.memory;
-    let mut mm = Map::new();
-    put(&mut mm, "working_set_bytes", &mem.working_set_bytes);
-    put(&mut mm, "limit_bytes", &mem.limit_bytes);
-    put(&mut mm, "limit_used_percent", &mem.percent_of_limit);
-    put(
-        &mut mm,
-        "peak_working_set_bytes",
-        &mem.peak_working_set_bytes,
-    );
-    let guard = Reading::from_option(mem.guard.map(|g| guard_word(g).to_string()), || {
-        "needs both the working set and a limit".into()
-    });
-    put(&mut mm, "guard", &guard);
-    m.insert("memory".into(), mm.into());
+    m.insert("cpu".into(), cpu_map(&n.cpu).into());
+    m.insert("memory".into(), memory_map(&n.memory).into());
     m.insert("gpus".into(), n.gpus.into());
     Value::Object(m)
 }
