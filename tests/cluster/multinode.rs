@@ -205,13 +205,13 @@ else end=$((SECONDS+12)); while ((SECONDS<end)); do :; done; fi'"#;
     let r = report(&job);
     let f = finding(&r, "straggler_node").unwrap_or_else(|| panic!("no straggler: {r:#}"));
     assert_eq!(f["facts"]["node"], "sw2", "{f:#}");
-    assert!(
-        f["facts"]["others_average_effective_cores"]
-            .as_f64()
-            .unwrap()
-            > 0.7,
-        "sw1 burnt about one core: {f:#}"
-    );
+    // sw1 burns one core when it gets one: 0.65 was seen with builds beside it on this
+    // 2-core host, so the check is that it is clearly busy and sw2 is not.
+    let busy = f["facts"]["others_average_effective_cores"]
+        .as_f64()
+        .unwrap();
+    let idle = f["facts"]["average_effective_cores"].as_f64().unwrap();
+    assert!(busy > 0.3 && idle < 0.05, "sw1 busy, sw2 asleep: {f:#}");
     assert!(finding(&r, "memory_imbalance").is_none(), "{r:#}");
 
     // sw2's files gone (a node that never recorded): said, not averaged away.
