@@ -42,7 +42,7 @@ fn run() -> Result<Option<String>, String> {
             "--spool" => spool = PathBuf::from(args.next().ok_or("--spool needs a directory")?),
             "--quiet" => quiet = true,
             "-h" | "--help" => {
-                println!("usage: slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]  (JOBID defaults to $SLURM_JOB_ID)");
+                println!("usage: slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]  (JOBID defaults to $SLURM_JOB_ID; %n in DIR is $SLURMD_NODENAME)");
                 return Ok(None);
             }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -59,6 +59,13 @@ fn run() -> Result<Option<String>, String> {
     let job_id: u32 = job
         .parse()
         .map_err(|_| format!("{job:?} is not a job id"))?;
+    // `spool=…/%n` (several slurmd on one host): slurmd gives its epilog its node name.
+    if spool.to_str().is_some_and(|s| s.contains('%')) {
+        let node = std::env::var("SLURMD_NODENAME")
+            .map_err(|_| "the spool has %n but SLURMD_NODENAME is not set".to_string())?;
+        spool = slurmwatch_core::options::spool_for_node(&spool, &node)
+            .ok_or_else(|| format!("{node:?} is not a node name"))?;
+    }
     let t0 = Instant::now();
     match summary::summarise_job_file(&spool, job_id).map_err(|e| e.to_string())? {
         // Not recorded (the user did not ask): nothing to do, nothing to say.

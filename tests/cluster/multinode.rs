@@ -161,6 +161,18 @@ time.sleep(5)
             "{node}: no job series"
         );
     }
+    // The site epilog on sw2 finds its node's file through `%n`.
+    let e = std::process::Command::new(epilog_bin())
+        .args(["--spool", &format!("{SPOOL}/%n"), &job.id.to_string()])
+        .env("SLURMD_NODENAME", "sw2")
+        .output()
+        .unwrap();
+    assert!(e.status.success());
+    assert!(
+        stderr(&e).contains(&format!("sw2/{}.sqlite", job.id)),
+        "epilog: {}",
+        stderr(&e)
+    );
     let r = report(&job);
     assert_eq!(node_names(&r), ["sw1", "sw2"]);
     let mib = |v: &serde_json::Value| v.as_u64().unwrap_or(0) as f64 / 1048576.0;
