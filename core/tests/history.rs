@@ -8,157 +8,7 @@ use std::time::{Duration, Instant};
 use slurmwatch_core::history::{self, hostlist, Analysis, Verdict};
 use slurmwatch_core::slurm::sacct::{self, Query, Window};
 
-pub mod gen {
-    //! A generated sacct history: a job line and its `.batch` step per job, `--parsable2`
-    //! with the unit separator, as the real 22.05 prints it.
-    use slurmwatch_core::slurm::sacct::sacct_time;
-
-    pub const HEADER: &[&str] = &[
-        "JobID",
-        "JobIDRaw",
-        "JobName",
-        "User",
-        "UID",
-        "Partition",
-        "State",
-        "ExitCode",
-        "Submit",
-        "Start",
-        "End",
-        "ElapsedRaw",
-        "TimelimitRaw",
-        "NNodes",
-        "NCPUS",
-        "ReqMem",
-        "AllocTRES",
-        "NodeList",
-        "TotalCPU",
-        "MaxRSS",
-    ];
-
-    #[derive(Clone)]
-    pub struct Job {
-        pub name: String,
-        pub user: String,
-        pub state: String,
-        pub exit: String,
-        pub elapsed: u64,
-        pub limit_min: u64,
-        pub cpus: u64,
-        pub mem_mb: u64,
-        pub node: String,
-        pub cpu_s: f64,
-        pub maxrss_mb: u64,
-        pub gpus: u64,
-    }
-
-    impl Job {
-        pub fn new(name: &str) -> Job {
-            Job {
-                name: name.into(),
-                user: "alice".into(),
-                state: "COMPLETED".into(),
-                exit: "0:0".into(),
-                elapsed: 600,
-                limit_min: 60,
-                cpus: 4,
-                mem_mb: 4096,
-                node: "cn01".into(),
-                cpu_s: 2000.0,
-                maxrss_mb: 1000,
-                gpus: 0,
-            }
-        }
-    }
-
-    fn dur(s: f64) -> String {
-        let ms = ((s.fract()) * 1000.0).round() as u64;
-        let s = s as u64;
-        let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-        if d > 0 {
-            format!("{d}-{h:02}:{m:02}:{sec:02}")
-        } else if h > 0 {
-            format!("{h:02}:{m:02}:{sec:02}")
-        } else {
-            format!("{m:02}:{sec:02}.{ms:03}")
-        }
-    }
-
-    /// Jobs one after another from `t0`, ids from `first_id`.
-    pub fn text(jobs: &[Job], t0: i64, first_id: u64) -> String {
-        let mut s = HEADER.join("\u{1f}");
-        s.push('\n');
-        let mut t = t0;
-        for (i, j) in jobs.iter().enumerate() {
-            let id = first_id + i as u64;
-            let start = t + 5;
-            let end = start + j.elapsed as i64;
-            t = start + 60;
-            let mut tres = format!("billing={0},cpu={0},mem={1}M,node=1", j.cpus, j.mem_mb);
-            if j.gpus > 0 {
-                tres += &format!(",gres/gpu={}", j.gpus);
-            }
-            let job = [
-                id.to_string(),
-                id.to_string(),
-                j.name.clone(),
-                j.user.clone(),
-                "1001".into(),
-                "batch".into(),
-                j.state.clone(),
-                j.exit.clone(),
-                sacct_time(t - 60),
-                sacct_time(start),
-                sacct_time(end),
-                j.elapsed.to_string(),
-                j.limit_min.to_string(),
-                "1".into(),
-                j.cpus.to_string(),
-                format!("{}M", j.mem_mb),
-                tres.clone(),
-                j.node.clone(),
-                dur(j.cpu_s),
-                String::new(),
-            ];
-            let step_state = if j.state == "TIMEOUT" {
-                "CANCELLED"
-            } else {
-                &j.state
-            };
-            let step = [
-                format!("{id}.batch"),
-                format!("{id}.batch"),
-                "batch".into(),
-                String::new(),
-                String::new(),
-                String::new(),
-                step_state.to_string(),
-                j.exit.clone(),
-                sacct_time(start),
-                sacct_time(start),
-                sacct_time(end),
-                j.elapsed.to_string(),
-                String::new(),
-                "1".into(),
-                j.cpus.to_string(),
-                String::new(),
-                tres,
-                j.node.clone(),
-                dur(j.cpu_s),
-                format!("{}K", j.maxrss_mb * 1024),
-            ];
-            s += &job.join("\u{1f}");
-            s.push('\n');
-            s += &step.join("\u{1f}");
-            s.push('\n');
-        }
-        s
-    }
-}
-
-use gen::Job;
-
-const T0: i64 = 1_790_000_000;
+use history::fixture::{self as gen, Job, T0};
 
 /// A fake `sacct` in a tempdir that prints `text` (and logs its arguments).
 fn fake_sacct(text: &str) -> (tempfile::TempDir, PathBuf) {
@@ -529,7 +379,7 @@ fn hanging_sacct_bounds_the_whole_window() {
 /// Generated 10,000-job history: parse + analyse (after sacct returned).
 #[test]
 fn ten_thousand_jobs_are_analysed_quickly() {
-    let text = ten_thousand();
+    let text = gen::ten_thousand();
     let t = Instant::now();
     let b = sacct::parse_many(&text, sacct::DELIMITER);
     let (runs, _) = history::runs_from(&b.records);
@@ -540,28 +390,6 @@ fn ten_thousand_jobs_are_analysed_quickly() {
     eprintln!("10,000 jobs: parse + analyse {el:?}");
     // Debug builds are ~10× slower than release; the release figure is the bench's.
     assert!(el < Duration::from_secs(10), "{el:?}");
-}
-
-pub fn ten_thousand() -> String {
-    let states = [
-        "COMPLETED",
-        "COMPLETED",
-        "COMPLETED",
-        "FAILED",
-        "TIMEOUT",
-        "OUT_OF_MEMORY",
-    ];
-    let jobs: Vec<Job> = (0..10_000u64)
-        .map(|i| Job {
-            state: states[(i % 6) as usize].into(),
-            elapsed: 300 + (i * 37) % 7000,
-            node: format!("cn{:03}", i % 64),
-            mem_mb: 1024 * (1 + i % 8),
-            user: format!("u{}", i % 20),
-            ..Job::new(&format!("wl{}_{}", i % 150, i))
-        })
-        .collect();
-    gen::text(&jobs, T0, 1)
 }
 
 // --- hostlists, against scontrol's own output -------------------------------------------

@@ -3,6 +3,8 @@
 //! single job cannot show (repeated failure, memory hand-searched across OOM kills, nodes that
 //! eat jobs). Pure once the runs are built: [`analyse`] does no I/O.
 
+#[doc(hidden)]
+pub mod fixture;
 pub mod hostlist;
 pub mod patterns;
 pub mod sizing;
