@@ -10,7 +10,7 @@ fn main() {
     let rows = fixture::rows(&fixture::ten_thousand_jobs(), fixture::T0, 1);
     let v = serde_json::json!({
         "t0": fixture::T0,
-        "fields": fixture::WIDE,
+        "fields": fixture::wide(),
         "rows": rows,
     });
     println!("{v}");

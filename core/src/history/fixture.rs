@@ -4,11 +4,11 @@
 //!
 //! One job line and its `.batch` step per job, `--parsable2` with the unit separator, as
 //! Slurm 22.05 prints it. [`text`] prints the [`HEADER`] columns; [`rows`] gives every
-//! column of [`WIDE`] (a superset, for a fake sacct that answers any `--format`).
+//! column of [`wide`] (a superset, for a fake sacct that answers any `--format`).
 
 use crate::slurm::sacct::sacct_time;
 
-/// The columns of [`text`], in this order (a prefix of [`WIDE`]).
+/// The columns of [`text`], in this order (a prefix of [`wide`]).
 pub const HEADER: &[&str] = &[
     "JobID",
     "JobIDRaw",
@@ -32,30 +32,9 @@ pub const HEADER: &[&str] = &[
     "MaxRSS",
 ];
 
-/// Every column [`rows`] fills: [`HEADER`], then the same facts under the other names and
+/// The columns [`rows`] fills beyond [`HEADER`]: the same facts under the other names and
 /// forms sacct offers (formatted durations, `*Raw` seconds, requested/allocated counts).
-pub const WIDE: &[&str] = &[
-    "JobID",
-    "JobIDRaw",
-    "JobName",
-    "User",
-    "UID",
-    "Partition",
-    "State",
-    "ExitCode",
-    "Submit",
-    "Start",
-    "End",
-    "ElapsedRaw",
-    "TimelimitRaw",
-    "NNodes",
-    "NCPUS",
-    "ReqMem",
-    "AllocTRES",
-    "NodeList",
-    "TotalCPU",
-    "MaxRSS",
-    // --- beyond HEADER
+pub const EXTRA: &[&str] = &[
     "Group",
     "Account",
     "Cluster",
@@ -81,6 +60,11 @@ pub const WIDE: &[&str] = &[
     "Flags",
     "WorkDir",
 ];
+
+/// Every column [`rows`] fills, in order: [`HEADER`], then [`EXTRA`].
+pub fn wide() -> Vec<&'static str> {
+    HEADER.iter().chain(EXTRA).copied().collect()
+}
 
 /// First submit time of the generated histories (2026-09-21, unix seconds).
 pub const T0: i64 = 1_790_000_000;
@@ -145,7 +129,7 @@ fn hms(s: u64) -> String {
 }
 
 /// Jobs one after another from `t0` (a minute apart), ids from `first_id`: two rows each
-/// (job line, `.batch` step), every [`WIDE`] column in that order.
+/// (job line, `.batch` step), every [`wide`] column in that order.
 pub fn rows(jobs: &[Job], t0: i64, first_id: u64) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(jobs.len() * 2);
     let mut t = t0;
@@ -261,8 +245,8 @@ pub fn rows(jobs: &[Job], t0: i64, first_id: u64) -> Vec<Vec<String>> {
             String::new(),
             String::new(),
         ];
-        debug_assert_eq!(job.len(), WIDE.len());
-        debug_assert_eq!(step.len(), WIDE.len());
+        debug_assert_eq!(job.len(), HEADER.len() + EXTRA.len());
+        debug_assert_eq!(step.len(), HEADER.len() + EXTRA.len());
         out.push(job.to_vec());
         out.push(step.to_vec());
     }
