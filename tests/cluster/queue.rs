@@ -324,3 +324,114 @@ fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
     assert_eq!(t.quit(), "0", "exit code after q");
     cancel(&[&held]);
 }
+
+/// Joined with history: three recorded runs of a workload used a few MiB; the next run asks
+/// 4 GiB while a job holds all but ~1 GiB of the node, so it waits. The answer says that
+/// with what its runs used it would fit now on debug, with the command — and the command,
+/// run by the job's owner, lets it start.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn history_says_a_smaller_request_fits_now_and_the_command_works() {
+    let _p = exclusive_cluster();
+    wait_for_idle_node();
+    let _n = node_lock();
+    // Workloads collapse digit runs: the tag is letters, so earlier runs of this test are
+    // another workload.
+    let tag: String = std::process::id()
+        .to_string()
+        .bytes()
+        .map(|b| char::from(b'a' + (b - b'0')))
+        .collect();
+    for i in 1..=3 {
+        let name = format!("hint{tag}-run{i}");
+        let r = Submit::new(&name, "sleep 2")
+            .arg("--slurmwatch=1")
+            .arg("--mem=4G")
+            .user(USER2)
+            .submit();
+        assert_eq!(r.wait(WAIT).state, "COMPLETED", "{}", r.output());
+    }
+    let real_mb: u64 = stdout(&run("scontrol", &["show", "node", "-o"]))
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("RealMemory=")?.parse().ok())
+        .expect("RealMemory");
+    let filler_mem = format!("--mem={}M", real_mb - 1024);
+    let filler = Submit::new("queue-hint-filler", "sleep 120")
+        .arg("-c")
+        .arg("1")
+        .arg(&filler_mem)
+        .arg("--time=3")
+        .user(USER1)
+        .submit();
+    // Cancelled however the test ends: a leftover filler would hold the node for 2 minutes.
+    let _cancel_filler = CancelOnDrop(filler.id);
+    filler.wait_running(WAIT);
+    let name = format!("hint{tag}-run4");
+    let j = Submit::new(&name, "true")
+        .arg("-c")
+        .arg("1")
+        .arg("--mem=4G")
+        .arg("--time=2")
+        .user(USER2)
+        .submit();
+    let _cancel_job = CancelOnDrop(j.id);
+    let v = answer_until(USER2, &j, "a memory hint", |v| {
+        v["pending"]["reason"] == "Resources"
+            && v["pending"]["history_hints"]
+                .as_array()
+                .is_some_and(|h| h.iter().any(|x| x["resource"] == "memory"))
+    });
+    let hint = v["pending"]["history_hints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["resource"] == "memory")
+        .unwrap()
+        .clone();
+    assert_eq!(hint["runs"], 3, "{hint:#}");
+    assert_eq!(hint["requested"], 4u64 << 30, "{hint:#}");
+    // Ground truth: the runs were `sleep 2` — a few MiB each, far under 1 GiB.
+    let used = hint["history_used"].as_u64().unwrap();
+    assert!(used > 0 && used < 64 << 20, "{hint:#}");
+    let suggested = hint["suggested"].as_u64().unwrap();
+    assert!(suggested >= used && suggested < 1 << 30, "{hint:#}");
+    assert!(
+        hint["basis"].as_str().unwrap().contains("recorded"),
+        "{hint:#}"
+    );
+    // debug and short (MaxTime 10 min, the job asks 2) share the node; swuser2 may not use
+    // restricted.
+    assert_eq!(
+        hint["fits_now_in"],
+        serde_json::json!(["debug", "short"]),
+        "{hint:#}"
+    );
+    let cmd = hint["command"].as_str().unwrap().to_string();
+    assert!(
+        cmd.starts_with(&format!("scontrol update JobId={} MinMemoryNode=", j.id)),
+        "{cmd}"
+    );
+    assert!(
+        hint["sentence"].as_str().unwrap().contains("would fit now"),
+        "{hint:#}"
+    );
+    // The owner runs the command: the job starts beside the filler.
+    let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+    let o = Command::new("runuser")
+        .args(["-u", USER2, "--", "scontrol"])
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+    let line = j.wait(WAIT);
+    assert_eq!(line.state, "COMPLETED", "{}", j.output());
+}
+
+/// `scancel`s a job when dropped (also when the test panics).
+struct CancelOnDrop(u32);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let _ = run("scancel", &[&self.0.to_string()]);
+    }
+}
