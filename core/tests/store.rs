@@ -505,3 +505,131 @@ fn archive_copy_is_consistent_private_and_atomic() {
     );
     w.close().unwrap();
 }
+
+/// The rows of `tests/fixtures/store/v1.sqlite`, a schema-1 file written by the schema-1
+/// writer (commit 5cb7864) from exactly these rows: job series (start … end, with holes,
+/// an all-zero row, an empty row and a limit that is unreadable for a while) and step 0's
+/// series while the batch step ran beside it.
+fn v1_fixture_rows() -> Vec<SampleRow> {
+    let mut rows: Vec<SampleRow> = (0..30)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
+    rows[0].kind = SampleKind::Start;
+    rows[4] = all_zero(rows[4].t_unix_ms);
+    rows[5] = SampleRow::empty(rows[5].t_unix_ms, Series::Job, SampleKind::Periodic);
+    rows[7].usage.cpu_usage_usec = None;
+    for r in &mut rows[10..14] {
+        r.usage.memory_limit_bytes = None;
+        r.usage.processes = Some(7);
+    }
+    rows[20].usage.memory_oom_kills = Some(1);
+    rows[29].kind = SampleKind::End;
+    let mut step: Vec<SampleRow> = (3..13)
+        .map(|i| row(i * 2, Series::step("0"), SampleKind::Periodic))
+        .collect();
+    step[0].kind = SampleKind::Start;
+    step[9].kind = SampleKind::End;
+    step[4].usage.memory_working_set_bytes = None;
+    rows.extend(step);
+    rows
+}
+
+fn v1_fixture_copy(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/v1.sqlite");
+    let path = dir.join("v1.sqlite");
+    std::fs::copy(&src, &path).unwrap();
+    path
+}
+
+/// Files written before schema 2 still read exactly: rows, steps and the file's own view.
+#[test]
+fn schema_1_file_reads_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = v1_fixture_copy(dir.path());
+    let want = v1_fixture_rows();
+    let (job, step): (Vec<SampleRow>, Vec<SampleRow>) =
+        want.into_iter().partition(|r| r.series == Series::Job);
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.meta().unwrap(), meta());
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
+    assert_eq!(r.last_two(&Series::Job).unwrap(), job[28..].to_vec());
+    assert_eq!(r.last_two(&Series::step("0")).unwrap(), step[8..].to_vec());
+    let steps = r.steps().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[2].ended_unix_ms, Some(T0 + 120_000));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1);
+    type ViewRow = (i64, String, Option<i64>, Option<i64>, Option<i64>);
+    let got: Vec<ViewRow> = c
+        .prepare("SELECT t_unix_ms, kind, cpu_usage_usec, memory_limit_bytes, memory_working_set_bytes FROM samples WHERE series = '0'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got.len(), step.len());
+    for (g, w) in got.iter().zip(&step) {
+        assert_eq!(g.0, w.t_unix_ms);
+        assert_eq!(g.2, w.usage.cpu_usage_usec.map(|v| v as i64));
+        assert_eq!(g.3, w.usage.memory_limit_bytes.map(|v| v as i64));
+        assert_eq!(g.4, w.usage.memory_working_set_bytes.map(|v| v as i64));
+    }
+    assert_eq!((got[0].1.as_str(), got[9].1.as_str()), ("start", "end"));
+}
+
+/// A later step reopening a schema-1 file keeps writing schema 1 into it: its own series and
+/// the continued job series both read back exactly.
+#[test]
+fn writer_appends_schema_1_to_a_schema_1_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = v1_fixture_copy(dir.path());
+    let mut want = v1_fixture_rows();
+    let mut w = Writer::open_existing(&path).unwrap();
+    w.begin_step("1", T0 + 150_000, Some(2)).unwrap();
+    let more_job: Vec<SampleRow> = (30..40)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
+    let mut more_step: Vec<SampleRow> = (30..40)
+        .map(|i| row(i, Series::step("1"), SampleKind::Periodic))
+        .collect();
+    more_step[0].kind = SampleKind::Start;
+    more_step[0].usage.memory_limit_bytes = None;
+    for (a, b) in more_job.iter().zip(&more_step) {
+        w.push(a.clone());
+        w.push(b.clone());
+    }
+    w.close().unwrap();
+    want.extend(more_job);
+    let r = Reader::open(&path).unwrap();
+    let job: Vec<SampleRow> = want
+        .iter()
+        .filter(|r| r.series == Series::Job)
+        .cloned()
+        .collect();
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    // The batch step has ended: step 1 is alone, so only its start row is stored and its
+    // periodic rows are the job's.
+    let mut step1 = vec![more_step[0].clone()];
+    step1.extend(job[job.len() - 9..].iter().map(|r| SampleRow {
+        series: Series::step("1"),
+        ..r.clone()
+    }));
+    assert_eq!(r.samples(&Series::step("1")).unwrap(), step1);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1, "a schema-1 file stays schema 1");
+    let n: i64 = c
+        .query_row(
+            "SELECT count(*) FROM samples WHERE series = '1' AND memory_limit_bytes IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}
