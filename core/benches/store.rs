@@ -192,6 +192,9 @@ fn seven_days(busy: bool, srun: bool) {
     w.close().unwrap();
     let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu);
     let size = std::fs::metadata(&path).unwrap().len();
+    if let Ok(keep) = std::env::var("STORE_BENCH_KEEP") {
+        std::fs::copy(&path, format!("{keep}-{}{}.db", busy as u8, srun as u8)).unwrap();
+    }
     let t = Instant::now();
     let r = Reader::open(&path).unwrap();
     let n_job = r.samples(&Series::Job).unwrap().len();

@@ -1,6 +1,7 @@
-//! `SampleRow` ↔ the packed integer columns, and the delta chain (see `schema`).
+//! `SampleRow` ↔ the packed integer columns, and the delta chains of schema 1 ([`Chain`])
+//! and schema 2 ([`State2`]) (see `schema`).
 
-use super::schema::{Scale, NVALUES, VALUE_COLUMNS};
+use super::schema::{Enc, Scale, ENC, NVALUES, VALUE_COLUMNS};
 use super::{SampleKind, SampleRow, Series};
 use crate::sample::{Pressure, UsageReading};
 
@@ -144,5 +145,178 @@ impl Chain {
 
     pub(crate) fn from_sums(sums: Values) -> Chain {
         Chain(sums.map(|s| s.unwrap_or(0)))
+    }
+}
+
+/// Schema 2: the state of one series after its stored rows (see `schema::Enc`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct State2 {
+    /// `t_ms` of the previous row (ms since `meta.started_unix_ms`; 0 before the first).
+    t_ms: i64,
+    /// Last non-NULL value of each `Delta` and `Rare` column (0 before the first).
+    last: [i64; NVALUES],
+    /// Whether each `Rare` column was readable in the previous row.
+    readable: [bool; NVALUES],
+    /// Whether the series has a row: its first row always gets a `samples_rare` row.
+    started: bool,
+}
+
+/// One row as schema 2 stores it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Packed2 {
+    pub t_delta_ms: i64,
+    /// `Delta`/`Resid` columns for `samples_packed`, `Rare` ones for `samples_rare`.
+    pub values: Values,
+    /// Whether the row needs its `samples_rare` row.
+    pub rare: bool,
+}
+
+/// The base a `Resid` column is stored against, if its operands are readable.
+fn resid_base(e: Enc, v: &Values) -> Option<i64> {
+    match e {
+        Enc::Resid { plus, minus } => {
+            let p = v[plus]?;
+            match minus {
+                Some(m) => Some(p.wrapping_sub(v[m]?)),
+                None => Some(p),
+            }
+        }
+        _ => None,
+    }
+}
+
+impl State2 {
+    pub(crate) fn new() -> State2 {
+        State2 {
+            t_ms: 0,
+            last: [0; NVALUES],
+            readable: [false; NVALUES],
+            started: false,
+        }
+    }
+
+    /// The state after the rows summed up: `t_sum` = SUM(t_ms), `sums` = SUM of each
+    /// `Delta` column (in `samples_packed`) and `Rare` column (in `samples_rare`),
+    /// `last_rare` = the latest `samples_rare` row's columns, `started` = any row.
+    pub(crate) fn seeded(
+        t_sum: i64,
+        sums: &Values,
+        last_rare: Option<&Values>,
+        started: bool,
+    ) -> State2 {
+        let mut s = State2::new();
+        s.t_ms = t_sum;
+        s.started = started;
+        for i in 0..NVALUES {
+            s.last[i] = sums[i].unwrap_or(0);
+            s.readable[i] = last_rare.is_some_and(|r| r[i].is_some());
+        }
+        s
+    }
+
+    /// A row's time and absolute values → what is stored; advances the state.
+    pub(crate) fn encode(&mut self, t_ms: i64, kind: i64, abs: &Values) -> Packed2 {
+        let t_delta_ms = t_ms.wrapping_sub(self.t_ms);
+        self.t_ms = t_ms;
+        let mut rare = kind != 0 || !self.started;
+        self.started = true;
+        let mut out = [None; NVALUES];
+        for i in 0..NVALUES {
+            match ENC[i] {
+                Enc::Delta | Enc::Rare => {
+                    if let Some(a) = abs[i] {
+                        out[i] = Some(a - self.last[i]); // both in [0, i64::MAX]
+                        self.last[i] = a;
+                    }
+                    if ENC[i] == Enc::Rare {
+                        rare |=
+                            out[i].is_some_and(|d| d != 0) || abs[i].is_some() != self.readable[i];
+                        self.readable[i] = abs[i].is_some();
+                    }
+                }
+                e @ Enc::Resid { .. } => {
+                    out[i] = abs[i].map(|a| resid_base(e, abs).map_or(a, |b| a.wrapping_sub(b)));
+                }
+            }
+        }
+        Packed2 {
+            t_delta_ms,
+            values: out,
+            rare,
+        }
+    }
+
+    /// A stored row → (t_ms, absolute values); advances the state. Without a
+    /// `samples_rare` row (`rare` false) its columns keep their previous state.
+    pub(crate) fn decode(&mut self, t_delta_ms: i64, stored: &Values, rare: bool) -> (i64, Values) {
+        self.t_ms = self.t_ms.wrapping_add(t_delta_ms);
+        self.started = true;
+        let mut out = [None; NVALUES];
+        for i in 0..NVALUES {
+            match ENC[i] {
+                Enc::Delta => {
+                    if let Some(d) = stored[i] {
+                        self.last[i] = self.last[i].wrapping_add(d);
+                        out[i] = Some(self.last[i]);
+                    }
+                }
+                Enc::Rare if rare => {
+                    if let Some(d) = stored[i] {
+                        self.last[i] = self.last[i].wrapping_add(d);
+                    }
+                    self.readable[i] = stored[i].is_some();
+                    out[i] = stored[i].map(|_| self.last[i]);
+                }
+                Enc::Rare => out[i] = self.readable[i].then_some(self.last[i]),
+                Enc::Resid { .. } => {}
+            }
+        }
+        // In column order: a residual's operands come before it (ws before its maximum).
+        for i in 0..NVALUES {
+            if let e @ Enc::Resid { .. } = ENC[i] {
+                out[i] = stored[i].map(|r| resid_base(e, &out).map_or(r, |b| r.wrapping_add(b)));
+            }
+        }
+        (self.t_ms, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn residual_operands_come_first() {
+        for (i, e) in ENC.iter().enumerate() {
+            if let Enc::Resid { plus, minus } = *e {
+                assert!(plus < i && minus.is_none_or(|m| m < i));
+            }
+        }
+    }
+
+    #[test]
+    fn state2_round_trips() {
+        let rows: Vec<Values> = vec![
+            [Some(5); NVALUES],
+            [None; NVALUES],
+            [Some(7); NVALUES],
+            {
+                let mut v = [Some(i64::MAX); NVALUES];
+                v[0] = Some(0);
+                v[7] = None;
+                v
+            },
+            [Some(0); NVALUES],
+            [Some(0); NVALUES],
+        ];
+        let mut w = State2::new();
+        let mut r = State2::new();
+        for (n, abs) in rows.iter().enumerate() {
+            let p = w.encode(n as i64 * 5000, 0, abs);
+            assert_eq!(
+                r.decode(p.t_delta_ms, &p.values, p.rare),
+                (n as i64 * 5000, *abs)
+            );
+        }
     }
 }

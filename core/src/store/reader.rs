@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-use super::codec::{decode, Chain, Values};
+use super::codec::{decode, Chain, State2, Values};
 use super::schema::{self, APPLICATION_ID, NVALUES, SCHEMA_VERSION, VALUE_COLUMNS};
 use super::{
     sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo,
@@ -18,6 +18,14 @@ pub struct Reader {
     conn: Connection,
     path: PathBuf,
     started_unix_ms: i64,
+    /// `PRAGMA user_version`: 1 or 2 (see `schema`).
+    version: i64,
+}
+
+/// The decoding state of one series, per schema version.
+enum Dec {
+    V1(Chain),
+    V2(State2),
 }
 
 impl Reader {
@@ -47,12 +55,13 @@ impl Reader {
         };
         conn.execute_batch(schema::READER_PRAGMAS)
             .map_err(|e| db_err(path, e))?;
-        check_version(&conn, path)?;
+        let version = check_version(&conn, path)?;
         let started_unix_ms = read_started(&conn, path)?;
         Ok(Reader {
             conn,
             path: path.to_path_buf(),
             started_unix_ms,
+            version,
         })
     }
 
@@ -273,101 +282,250 @@ impl Reader {
         Ok(rows)
     }
 
-    /// The last `k` rows of series `id` with time ≤ `max_t_unix_ms`, decoded: one SUM over the
-    /// rows before them seeds the delta chain.
+    /// The last `k` rows of series `id` with time ≤ `max_t_unix_ms`, decoded: the sums over
+    /// the rows before them seed the delta chain.
     fn tail(&self, id: i64, series: &Series, max_t_unix_ms: i64, k: i64) -> Result<Vec<SampleRow>> {
         let e = |e| db_err(&self.path, e);
         let max_t_ms = max_t_unix_ms.saturating_sub(self.started_unix_ms);
-        let first: Option<i64> = self
-            .conn
-            .query_row(
-                "SELECT MIN(r) FROM (SELECT rowid AS r FROM samples_packed
-                 WHERE series = ?1 AND t_ms <= ?2 ORDER BY rowid DESC LIMIT ?3)",
-                rusqlite::params![id, max_t_ms, k],
-                |r| r.get(0),
-            )
-            .map_err(e)?;
-        let Some(first) = first else {
+        let start = if self.version == 1 {
+            let first: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT MIN(r) FROM (SELECT rowid AS r FROM samples_packed
+                     WHERE series = ?1 AND t_ms <= ?2 ORDER BY rowid DESC LIMIT ?3)",
+                    rusqlite::params![id, max_t_ms, k],
+                    |r| r.get(0),
+                )
+                .map_err(e)?;
+            match first {
+                None => None,
+                Some(first) => {
+                    let sums: Vec<String> = VALUE_COLUMNS
+                        .iter()
+                        .map(|(c, _, _)| format!("SUM({c})"))
+                        .collect();
+                    let mut v: Values = [None; NVALUES];
+                    self.conn
+                        .query_row(
+                            &format!(
+                                "SELECT {} FROM samples_packed WHERE series = ?1 AND rowid < ?2",
+                                sums.join(", ")
+                            ),
+                            [id, first],
+                            |r| {
+                                for (i, slot) in v.iter_mut().enumerate() {
+                                    *slot = r.get(i)?;
+                                }
+                                Ok(())
+                            },
+                        )
+                        .map_err(e)?;
+                    Some((first, Dec::V1(Chain::from_sums(v))))
+                }
+            }
+        } else {
+            tail_start2(&self.conn, &self.path, id, max_t_ms, k)?
+                .map(|(first, state)| (first, Dec::V2(state)))
+        };
+        let Some((first, dec)) = start else {
             return Ok(Vec::new());
         };
-        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
-        let sums: Vec<String> = cols.iter().map(|c| format!("SUM({c})")).collect();
-        let mut v: Values = [None; NVALUES];
-        self.conn
-            .query_row(
-                &format!(
-                    "SELECT {} FROM samples_packed WHERE series = ?1 AND rowid < ?2",
-                    sums.join(", ")
-                ),
-                [id, first],
-                |r| {
-                    for (i, slot) in v.iter_mut().enumerate() {
-                        *slot = r.get(i)?;
-                    }
-                    Ok(())
-                },
-            )
-            .map_err(e)?;
-        let mut chain = Chain::from_sums(v);
         // Every later row advances the chain, even one past `max_t` (a clock that stepped back).
-        let sql = format!(
-            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
-            cols.join(", ")
-        );
-        let mut stmt = self.conn.prepare(&sql).map_err(e)?;
-        let mut q = stmt.query([id, first]).map_err(e)?;
-        let mut out = Vec::new();
-        while let Some(r) = q.next().map_err(e)? {
-            self.push_decoded(r, &mut chain, series, &mut out)?;
-        }
+        let mut out = self.decode_from(id, series, first, dec)?;
         out.retain(|r| r.t_unix_ms <= max_t_unix_ms);
         let keep = out.len().saturating_sub(k as usize);
         out.drain(..keep);
         Ok(out)
     }
 
-    fn push_decoded(
+    /// Decodes the rows of series `id` from `rowid >= first` on, continuing `dec`.
+    fn decode_from(
         &self,
-        r: &rusqlite::Row<'_>,
-        chain: &mut Chain,
+        id: i64,
         series: &Series,
-        out: &mut Vec<SampleRow>,
-    ) -> Result<()> {
+        first: i64,
+        mut dec: Dec,
+    ) -> Result<Vec<SampleRow>> {
         let e = |e| db_err(&self.path, e);
-        let t_ms: i64 = r.get(0).map_err(e)?;
-        let kind: i64 = r.get(1).map_err(e)?;
-        let mut v: Values = [None; NVALUES];
-        for (i, slot) in v.iter_mut().enumerate() {
-            *slot = r.get(i + 2).map_err(e)?;
-        }
-        let abs = chain.undelta(&v);
-        // An unknown kind cannot come from this schema version; skip the row, keep the chain.
-        if let Some(kind) = SampleKind::from_code(kind) {
-            out.push(decode(
-                self.started_unix_ms + t_ms,
-                series.clone(),
-                kind,
-                &abs,
-            ));
-        }
-        Ok(())
-    }
-
-    fn decode_series(&self, id: i64, series: &Series) -> Result<Vec<SampleRow>> {
-        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
-        let sql = format!(
-            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 ORDER BY rowid",
-            cols.join(", ")
-        );
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| db_err(&self.path, e))?;
-        let mut q = stmt.query([id]).map_err(|e| db_err(&self.path, e))?;
-        let mut chain = Chain::default();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&schema::select_series_sql(self.version))
+            .map_err(e)?;
+        let mut q = stmt.query([id, first]).map_err(e)?;
         let mut out = Vec::new();
-        while let Some(r) = q.next().map_err(|e| db_err(&self.path, e))? {
-            self.push_decoded(r, &mut chain, series, &mut out)?;
+        while let Some(r) = q.next().map_err(e)? {
+            let t: i64 = r.get(0).map_err(e)?;
+            let kind: i64 = r.get(1).map_err(e)?;
+            let (t_ms, abs) = match &mut dec {
+                Dec::V1(chain) => {
+                    let mut v: Values = [None; NVALUES];
+                    for (i, slot) in v.iter_mut().enumerate() {
+                        *slot = r.get(i + 2).map_err(e)?;
+                    }
+                    (t, chain.undelta(&v))
+                }
+                Dec::V2(state) => {
+                    let rare: bool = r.get(2).map_err(e)?;
+                    let mut v: Values = [None; NVALUES];
+                    let order = schema::main_columns().chain(schema::rare_columns());
+                    for (n, i) in order.enumerate() {
+                        v[i] = r.get(n + 3).map_err(e)?;
+                    }
+                    state.decode(t, &v, rare)
+                }
+            };
+            // An unknown kind cannot come from a known schema version; skip the row, keep
+            // the chain.
+            if let Some(kind) = SampleKind::from_code(kind) {
+                out.push(decode(
+                    self.started_unix_ms + t_ms,
+                    series.clone(),
+                    kind,
+                    &abs,
+                ));
+            }
         }
         Ok(out)
     }
+
+    fn decode_series(&self, id: i64, series: &Series) -> Result<Vec<SampleRow>> {
+        let dec = if self.version == 1 {
+            Dec::V1(Chain::default())
+        } else {
+            Dec::V2(State2::new())
+        };
+        self.decode_from(id, series, i64::MIN, dec)
+    }
+}
+
+/// Schema 2: sums over the rows of series `id` with `lo <= rowid < hi`: (rows, SUM(t_ms),
+/// SUM of each `Delta` and `Rare` column).
+fn sums2(conn: &Connection, path: &Path, id: i64, lo: i64, hi: i64) -> Result<(i64, i64, Values)> {
+    let e = |e| db_err(path, e);
+    let delta: Vec<usize> = schema::main_columns()
+        .filter(|&i| schema::ENC[i] == schema::Enc::Delta)
+        .collect();
+    let rare: Vec<usize> = schema::rare_columns().collect();
+    let col = |i: &usize| VALUE_COLUMNS[*i].0;
+    let mut sums: Values = [None; NVALUES];
+    let sql = format!(
+        "SELECT count(*), SUM(t_ms), {} FROM samples_packed
+         WHERE series = ?1 AND rowid >= ?2 AND rowid < ?3",
+        delta
+            .iter()
+            .map(|i| format!("SUM({})", col(i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let (n, t_sum) = conn
+        .query_row(&sql, [id, lo, hi], |r| {
+            for (n, i) in delta.iter().enumerate() {
+                sums[*i] = r.get(n + 2)?;
+            }
+            Ok((r.get::<_, i64>(0)?, r.get::<_, Option<i64>>(1)?))
+        })
+        .map_err(e)?;
+    let sql = format!(
+        "SELECT {} FROM samples_rare r JOIN samples_packed p ON p.rowid = r.id
+         WHERE p.series = ?1 AND r.id >= ?2 AND r.id < ?3",
+        rare.iter()
+            .map(|i| format!("SUM(r.{})", col(i)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    conn.query_row(&sql, [id, lo, hi], |r| {
+        for (n, i) in rare.iter().enumerate() {
+            sums[*i] = r.get(n)?;
+        }
+        Ok(())
+    })
+    .map_err(e)?;
+    Ok((n, t_sum.unwrap_or(0), sums))
+}
+
+/// Schema 2: the latest `samples_rare` row of series `id` before `rowid < before`.
+fn last_rare2(conn: &Connection, path: &Path, id: i64, before: i64) -> Result<Option<Values>> {
+    let rare: Vec<usize> = schema::rare_columns().collect();
+    let sql = format!(
+        "SELECT {} FROM samples_rare r JOIN samples_packed p ON p.rowid = r.id
+         WHERE p.series = ?1 AND r.id < ?2 ORDER BY r.id DESC LIMIT 1",
+        rare.iter()
+            .map(|i| format!("r.{}", VALUE_COLUMNS[*i].0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut last: Values = [None; NVALUES];
+    conn.query_row(&sql, [id, before], |r| {
+        for (n, i) in rare.iter().enumerate() {
+            last[*i] = r.get(n)?;
+        }
+        Ok(())
+    })
+    .map(|_| Some(last))
+    .or_else(|e| match e {
+        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+        e => Err(e),
+    })
+    .map_err(|e| db_err(path, e))
+}
+
+/// Schema 2: the state of series `id` after all its rows (the writer's chain).
+pub(crate) fn load_state2(conn: &Connection, path: &Path, id: i64) -> Result<State2> {
+    let (n, t_sum, sums) = sums2(conn, path, id, i64::MIN, i64::MAX)?;
+    let last = last_rare2(conn, path, id, i64::MAX)?;
+    Ok(State2::seeded(t_sum, &sums, last.as_ref(), n > 0))
+}
+
+/// Schema 2: the first rowid of the last `k` rows of series `id` with `t_ms <= max_t_ms`,
+/// and the state before it. One pass over the series (its sums), then a walk back from the
+/// end: the times are differences, so the last row's time is their sum.
+fn tail_start2(
+    conn: &Connection,
+    path: &Path,
+    id: i64,
+    max_t_ms: i64,
+    k: i64,
+) -> Result<Option<(i64, State2)>> {
+    let e = |e| db_err(path, e);
+    let (n, t_sum, sums) = sums2(conn, path, id, i64::MIN, i64::MAX)?;
+    let mut first = None;
+    {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT rowid, t_ms FROM samples_packed WHERE series = ?1 ORDER BY rowid DESC",
+            )
+            .map_err(e)?;
+        let mut q = stmt.query([id]).map_err(e)?;
+        let (mut t, mut found) = (t_sum, 0);
+        while found < k {
+            let Some(r) = q.next().map_err(e)? else {
+                break;
+            };
+            if t <= max_t_ms {
+                first = Some(r.get::<_, i64>(0).map_err(e)?);
+                found += 1;
+            }
+            t = t.wrapping_sub(r.get::<_, i64>(1).map_err(e)?);
+        }
+    }
+    let Some(first) = first else {
+        return Ok(None);
+    };
+    let (n_after, t_after, after) = sums2(conn, path, id, first, i64::MAX)?;
+    let mut before: Values = [None; NVALUES];
+    for i in 0..NVALUES {
+        before[i] = Some(sums[i].unwrap_or(0).wrapping_sub(after[i].unwrap_or(0)));
+    }
+    let last = last_rare2(conn, path, id, first)?;
+    Ok(Some((
+        first,
+        State2::seeded(
+            t_sum.wrapping_sub(t_after),
+            &before,
+            last.as_ref(),
+            n > n_after,
+        ),
+    )))
 }
 
 fn wal_exists(path: &Path) -> bool {
@@ -441,8 +599,9 @@ pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
     Ok(())
 }
 
-/// Refuses files that are not slurmwatch's or come from a newer slurmwatch.
-pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<()> {
+/// Refuses files that are not slurmwatch's or come from a newer slurmwatch; returns the
+/// file's schema version (1..=SCHEMA_VERSION).
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
     let (version, app): (i64, i64) = conn
         .query_row(
             "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)",
@@ -464,7 +623,7 @@ pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<()> {
             "an SQLite database, but not a slurmwatch file",
         ));
     }
-    Ok(())
+    Ok(version)
 }
 
 pub(crate) fn read_started(conn: &Connection, path: &Path) -> Result<i64> {

@@ -52,7 +52,7 @@
 //! only). [`step_row_is_redundant`](super::step_row_is_redundant) is the one rule both sides use.
 
 /// `PRAGMA user_version` of files this code writes; readers accept 1..=SCHEMA_VERSION.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// `PRAGMA application_id`: "SWat". Tells a slurmwatch file from any other SQLite file.
 pub const APPLICATION_ID: i64 = 0x5357_6174;
@@ -142,6 +142,95 @@ pub(crate) const VALUE_COLUMNS: &[(&str, &str, Scale)] = &[
 pub(crate) const NVALUES: usize = 25;
 const _: () = assert!(VALUE_COLUMNS.len() == NVALUES);
 
+/// How schema 2 stores each value column (same order as [`VALUE_COLUMNS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Enc {
+    /// In `samples_packed`: the difference from the previous non-NULL value of the series
+    /// (as every column of schema 1). NULL = unreadable.
+    Delta,
+    /// In `samples_packed`: the difference from `plus − minus` (or `plus`) of the *same row*,
+    /// decoded, when those are readable; else the value itself. NULL = unreadable.
+    Resid { plus: usize, minus: Option<usize> },
+    /// In `samples_rare`, which has a row only where one of these changed (or became
+    /// (un)readable) or the row is a start/end row: there, the difference from the previous
+    /// non-NULL value (NULL = unreadable); a row without one keeps the previous state.
+    Rare,
+}
+
+const fn resid(plus: usize, minus: usize) -> Enc {
+    Enc::Resid {
+        plus,
+        minus: Some(minus),
+    }
+}
+
+/// Schema 2's encoding of each value column. Working set = usage − cache and system CPU =
+/// usage − user (to the µs rounding) by the kernel's own arithmetic, so their residuals are
+/// 0; the working-set maximum since the previous row is stored against this row's working set.
+pub(crate) const ENC: [Enc; NVALUES] = [
+    Enc::Delta,  // cpu_usage_usec
+    Enc::Delta,  // cpu_user_usec
+    resid(0, 1), // cpu_system_usec ≈ usage − user
+    Enc::Delta,  // memory_usage_kib
+    Enc::Delta,  // memory_cache_kib
+    resid(3, 4), // memory_working_set_kib = usage − cache
+    Enc::Rare,   // memory_lifetime_peak_kib
+    Enc::Rare,   // memory_limit_kib
+    Enc::Rare,   // memory_oom_kills
+    Enc::Rare,   // memory_limit_hits
+    Enc::Rare,   // memory_major_faults
+    Enc::Delta,  // io_read_bytes
+    Enc::Delta,  // io_write_bytes
+    Enc::Rare,   // processes
+    Enc::Rare,   // threads
+    Enc::Delta,  // pressure_cpu_some
+    Enc::Rare,   // pressure_memory_some
+    Enc::Rare,   // pressure_memory_full
+    Enc::Delta,  // pressure_io_some
+    Enc::Rare,   // pressure_io_full
+    Enc::Rare,   // cores_allocated
+    Enc::Resid {
+        plus: 5,
+        minus: None,
+    }, // memory_working_set_max_kib ≈ working set
+    Enc::Delta,  // effective_cores_max_millicores
+    Enc::Delta,  // sampler_cpu_usec
+    Enc::Delta,  // sampler_bytes_written
+];
+
+/// Indexes of the value columns `samples_packed` holds in schema 2, in table order.
+pub(crate) fn main_columns() -> impl Iterator<Item = usize> {
+    (0..NVALUES).filter(|&i| ENC[i] != Enc::Rare)
+}
+
+/// Indexes of the value columns `samples_rare` holds, in table order.
+pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
+    (0..NVALUES).filter(|&i| ENC[i] == Enc::Rare)
+}
+
+/// `SELECT` of one series' stored rows from `rowid >= ?2` on, in stored order: schema 1:
+/// `t_ms, kind, <value columns>`; schema 2: `t_ms (delta), kind, has_rare_row, <main value
+/// columns>, <rare value columns>`.
+pub(crate) fn select_series_sql(version: i64) -> String {
+    if version == 1 {
+        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+        return format!(
+            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
+            cols.join(", ")
+        );
+    }
+    let cols: Vec<String> = main_columns()
+        .map(|i| format!("p.{}", VALUE_COLUMNS[i].0))
+        .chain(rare_columns().map(|i| format!("r.{}", VALUE_COLUMNS[i].0)))
+        .collect();
+    format!(
+        "SELECT p.t_ms, COALESCE(r.kind, 0), r.id IS NOT NULL, {}
+         FROM samples_packed p LEFT JOIN samples_rare r ON r.id = p.rowid
+         WHERE p.series = ?1 AND p.rowid >= ?2 ORDER BY p.rowid",
+        cols.join(", ")
+    )
+}
+
 /// Settings for every connection that writes. The writer runs inside the job's cgroup, so its
 /// page cache and WAL count against the job's memory limit: keep both small. WAL lets readers
 /// (the live view) read while the sampler writes. It is switched on only after the schema is
@@ -160,10 +249,9 @@ pub(crate) const WRITER_PRAGMAS: &str = "
 pub(crate) const READER_PRAGMAS: &str = "PRAGMA cache_size = -1024;";
 
 pub(crate) fn create_sql() -> String {
-    let values: Vec<String> = VALUE_COLUMNS
-        .iter()
-        .map(|(c, _, _)| format!("    {c} INTEGER"))
-        .collect();
+    let decl = |i: usize| format!("    {} INTEGER", VALUE_COLUMNS[i].0);
+    let values: Vec<String> = main_columns().map(decl).collect();
+    let rare: Vec<String> = rare_columns().map(decl).collect();
     format!(
         "CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -179,9 +267,14 @@ CREATE TABLE steps (
 );
 -- Packed: see store/schema.rs. Read the `samples` view instead.
 CREATE TABLE samples_packed (
-    t_ms   INTEGER NOT NULL,  -- ms since meta.started_unix_ms
+    t_ms   INTEGER NOT NULL,  -- ms since the series' previous row (the first: since meta.started_unix_ms)
     series INTEGER NOT NULL,  -- 0 = the job, else steps.id
-    kind   INTEGER NOT NULL,  -- 0 periodic, 1 start, 2 end
+{}
+);
+-- The rarely changing columns of some samples_packed rows (id = its rowid); see store/schema.rs.
+CREATE TABLE samples_rare (
+    id     INTEGER PRIMARY KEY,
+    kind   INTEGER NOT NULL,  -- 0 periodic, 1 start, 2 end (a row without one: periodic)
 {}
 );
 CREATE TABLE events (
@@ -196,38 +289,82 @@ PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 ",
         values.join(",\n"),
+        rare.join(",\n"),
         view_sql(),
         super::gpu::create_sql()
     )
 }
 
+/// The decoded value `i` (table units) in the view's outer query over `d` (window sums of
+/// `samples_packed` and `samples_rare`) and `l` (the series' latest `samples_rare` row).
+fn decoded_sql(i: usize) -> String {
+    let c = VALUE_COLUMNS[i].0;
+    match ENC[i] {
+        Enc::Delta => format!("d.{c}"),
+        Enc::Rare => format!("CASE WHEN l.{c} IS NULL THEN NULL ELSE d.{c} END"),
+        Enc::Resid { plus, minus } => {
+            let p = decoded_sql(plus);
+            let (cond, base) = match minus {
+                Some(m) => {
+                    let m = decoded_sql(m);
+                    (
+                        format!("({p}) IS NULL OR ({m}) IS NULL"),
+                        format!("({p}) - ({m})"),
+                    )
+                }
+                None => (format!("({p}) IS NULL"), format!("({p})")),
+            };
+            format!(
+                "CASE WHEN d.{c} IS NULL THEN NULL WHEN {cond} THEN d.{c} ELSE {base} + d.{c} END"
+            )
+        }
+    }
+}
+
 fn view_sql() -> String {
+    let mut inner = vec![
+        "p.series AS series".to_string(),
+        "SUM(p.t_ms) OVER w AS t_ms".to_string(),
+        "COALESCE(r.kind, 0) AS kind".to_string(),
+        "MAX(r.id) OVER w AS rare_id".to_string(),
+    ];
+    for (i, (c, _, _)) in VALUE_COLUMNS.iter().enumerate() {
+        inner.push(match ENC[i] {
+            Enc::Delta => {
+                format!("CASE WHEN p.{c} IS NULL THEN NULL ELSE SUM(p.{c}) OVER w END AS {c}")
+            }
+            Enc::Resid { .. } => format!("p.{c} AS {c}"),
+            Enc::Rare => format!("SUM(r.{c}) OVER w AS {c}"),
+        });
+    }
     let mut cols = vec![
-        "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + t_ms AS t_unix_ms"
+        "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + d.t_ms AS t_unix_ms"
             .to_string(),
-        "CASE series WHEN 0 THEN 'job' ELSE (SELECT step FROM steps WHERE id = series) END AS series"
+        "CASE d.series WHEN 0 THEN 'job' ELSE (SELECT step FROM steps WHERE id = d.series) END AS series"
             .to_string(),
-        "CASE kind WHEN 0 THEN 'periodic' WHEN 1 THEN 'start' WHEN 2 THEN 'end' END AS kind"
+        "CASE d.kind WHEN 0 THEN 'periodic' WHEN 1 THEN 'start' WHEN 2 THEN 'end' END AS kind"
             .to_string(),
     ];
-    for (c, v, scale) in VALUE_COLUMNS {
-        let sum = format!("SUM({c}) OVER w");
+    for (i, (_, v, scale)) in VALUE_COLUMNS.iter().enumerate() {
+        let x = decoded_sql(i);
         let expr = match scale {
-            Scale::Plain => sum,
-            Scale::Kib => format!("1024 * {sum}"),
-            Scale::Centi => format!("{sum} / 100.0"),
-            Scale::Milli => format!("{sum} / 1000.0"),
+            Scale::Plain => x,
+            Scale::Kib => format!("1024 * ({x})"),
+            Scale::Centi => format!("({x}) / 100.0"),
+            Scale::Milli => format!("({x}) / 1000.0"),
         };
-        cols.push(format!(
-            "CASE WHEN {c} IS NULL THEN NULL ELSE {expr} END AS {v}"
-        ));
+        cols.push(format!("{expr} AS {v}"));
     }
     format!(
         "-- Decoded samples in plain units (stored rows only; see store/schema.rs).
-CREATE VIEW samples AS SELECT
+CREATE VIEW samples AS WITH d AS (SELECT
     {}
-FROM samples_packed
-WINDOW w AS (PARTITION BY series ORDER BY rowid ROWS UNBOUNDED PRECEDING);",
+  FROM samples_packed p LEFT JOIN samples_rare r ON r.id = p.rowid
+  WINDOW w AS (PARTITION BY p.series ORDER BY p.rowid ROWS UNBOUNDED PRECEDING))
+SELECT
+    {}
+FROM d LEFT JOIN samples_rare l ON l.id = d.rare_id;",
+        inner.join(",\n    "),
         cols.join(",\n    ")
     )
 }
