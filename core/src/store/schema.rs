@@ -10,21 +10,43 @@
 //!   of `samples_packed.t_ms`.
 //! - `steps(id, step, started_unix_ms, ended_unix_ms, tasks, exit_status)`: one row per step
 //!   seen on this node; `id` is the series number of that step's samples (the job is series 0).
-//! - `samples_packed(t_ms, series, kind, <value columns>)`: the time series, packed:
-//!   * `t_ms` is milliseconds since `meta.started_unix_ms` (4 bytes instead of 6);
-//!   * `kind` 0 = periodic, 1 = start boundary, 2 = end boundary (0 costs no payload byte);
-//!   * every value column holds the *difference from the previous non-NULL value of the same
+//! - `samples_packed(t_ms, series, <main value columns>)` and `samples_rare(id, kind,
+//!   <rare value columns>)`: the time series, packed (schema 2; schema 1 below). One
+//!   `samples_packed` row per stored sample; a `samples_rare` row (`id` = that row's rowid)
+//!   only where one of the rare columns changed or became (un)readable, and for the series'
+//!   first row and every start/end row. SQLite spends a header byte on every column of every
+//!   row, NULL or 0 included: the ~11 columns that almost never change cost 11 bytes a row in
+//!   one table, ~0 in their own. Per column ([`ENC`]):
+//!   * `t_ms` is the difference from the series' previous row (its first row: milliseconds
+//!     since `meta.started_unix_ms`): 2 bytes at 5 s instead of 4;
+//!   * `kind` (in `samples_rare`; a row without one is periodic) 0 = periodic, 1 = start
+//!     boundary, 2 = end boundary;
+//!   * `Delta` columns hold the *difference from the previous non-NULL value of the same
 //!     column in the same series* (the first non-NULL value is stored whole). Cumulative
-//!     counters then take 1–4 bytes instead of 6–8 and near-constant figures (limit, peak,
-//!     process count) take 0. NULL still means "unreadable" and is skipped by the chain, so
-//!     `value = SUM(column) OVER (PARTITION BY series ORDER BY rowid)` wherever the cell is
-//!     not NULL — exactly what the `samples` view computes;
+//!     counters then take 1–4 bytes instead of 6–8. NULL means "unreadable" and is skipped by
+//!     the chain, so `value = SUM(column) OVER (PARTITION BY series ORDER BY rowid)` wherever
+//!     the cell is not NULL;
+//!   * `Resid` columns hold the difference from other values *of the same row*, decoded:
+//!     `cpu_system_usec` from usage − user (the kernel splits usage into the two: 0 or ±1 µs),
+//!     `memory_working_set_kib` from usage − cache (how it is computed: 0), and
+//!     `memory_working_set_max_kib` from the working set. Where an operand is NULL the cell
+//!     holds the value itself; NULL = unreadable;
+//!   * `Rare` columns (in `samples_rare`) chain like `Delta` ones over the series'
+//!     `samples_rare` rows (NULL = unreadable there); a `samples_packed` row without a
+//!     `samples_rare` row keeps the state of the latest one: the same value, or unreadable;
 //!   * memory is stored in KiB (`_kib`; the kernel reports whole pages, so nothing is lost),
 //!     PSI in hundredths of a percent (the kernel prints two decimals), effective cores in
 //!     thousandths of a core: all integers, because a REAL always costs 8 bytes.
 //!
 //!   No secondary index: rows are only appended, and readers scan one series at a time.
-//!   Measured (benches/store.rs): 60–75 bytes per job row, 7.3–9.1 MB for 7 days at 5 s.
+//!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.2–6.7 MB (43–56
+//!   bytes per job row), batch + a week-long `srun` step (its rows every 6th interval)
+//!   7.3–9.1 MB; schema 1 took 7.3–9.1 and 9.9–12.0 MB.
+//!
+//!   Schema 1 (`PRAGMA user_version = 1`, still read, and still appended to by a writer that
+//!   reopens such a file): no `samples_rare`; `samples_packed(t_ms, series, kind, <all 25
+//!   value columns>)` with `t_ms` counted from `meta.started_unix_ms` and every value column
+//!   a `Delta` column.
 //! - `events(t_unix_ms, step, kind, detail)`: step start/end, OOM kills, sampler errors,
 //!   `gpu` (why a step has no GPU section, or which cards it records).
 //! - `gpus(id, uuid, label, cuda_index, nvml_index, pci_bus_id, name, memory_total_bytes,
@@ -39,9 +61,10 @@
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see README.
-//! - view `samples`: the packed table decoded: `t_unix_ms`, `series` ('job' or the step name),
-//!   `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`, `_usec`,
-//!   `_percent`, cores).
+//! - view `samples`: the packed tables decoded: `t_unix_ms`, `series` ('job' or the step
+//!   name), `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`,
+//!   `_usec`, `_percent`, cores). Pure SQL (window sums and a join), so `sqlite3` and pandas
+//!   users read it as before; the same columns and meaning in schema 1 and 2.
 //!
 //! Step series that duplicate the job series are not stored. While a step is the only
 //! non-extern step running on the node (the common single-step batch job), its cgroup holds
@@ -51,7 +74,8 @@
 //! fills the gaps from the job's rows transparently (the `samples` view shows stored rows
 //! only). [`step_row_is_redundant`](super::step_row_is_redundant) is the one rule both sides use.
 
-/// `PRAGMA user_version` of files this code writes; readers accept 1..=SCHEMA_VERSION.
+/// `PRAGMA user_version` of files this code creates; readers accept 1..=SCHEMA_VERSION, and a
+/// writer reopening an older file keeps its version.
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// `PRAGMA application_id`: "SWat". Tells a slurmwatch file from any other SQLite file.
@@ -157,6 +181,10 @@ pub(crate) enum Enc {
     Rare,
 }
 
+const fn resid_of(plus: usize) -> Enc {
+    Enc::Resid { plus, minus: None }
+}
+
 const fn resid(plus: usize, minus: usize) -> Enc {
     Enc::Resid {
         plus,
@@ -189,10 +217,7 @@ pub(crate) const ENC: [Enc; NVALUES] = [
     Enc::Delta,  // pressure_io_some
     Enc::Rare,   // pressure_io_full
     Enc::Rare,   // cores_allocated
-    Enc::Resid {
-        plus: 5,
-        minus: None,
-    }, // memory_working_set_max_kib ≈ working set
+    resid_of(5), // memory_working_set_max_kib ≈ working set
     Enc::Delta,  // effective_cores_max_millicores
     Enc::Delta,  // sampler_cpu_usec
     Enc::Delta,  // sampler_bytes_written
