@@ -153,8 +153,12 @@ impl Chain {
 pub(crate) struct State2 {
     /// `t_ms` of the previous row (ms since `meta.started_unix_ms`; 0 before the first).
     t_ms: i64,
-    /// Last non-NULL value of each `Delta` and `Rare` column (0 before the first).
+    /// The previous row's time step (`t_ms` is a `Delta2` column).
+    dt_ms: i64,
+    /// Last non-NULL value of each `Delta`, `Delta2` and `Rare` column (0 before the first).
     last: [i64; NVALUES],
+    /// The difference between the last two non-NULL values of each `Delta2` column.
+    last_d: [i64; NVALUES],
     /// Whether each `Rare` column was readable in the previous row.
     readable: [bool; NVALUES],
     /// Whether the series has a row: its first row always gets a `samples_rare` row.
@@ -164,8 +168,9 @@ pub(crate) struct State2 {
 /// One row as schema 2 stores it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Packed2 {
-    pub t_delta_ms: i64,
-    /// `Delta`/`Resid` columns for `samples_packed`, `Rare` ones for `samples_rare`.
+    /// `samples_packed.t_ms`: the change of the time step (`Delta2`).
+    pub t_ms: i64,
+    /// `Delta`/`Delta2`/`Resid` columns for `samples_packed`, `Rare` ones for `samples_rare`.
     pub values: Values,
     /// Whether the row needs its `samples_rare` row.
     pub rare: bool,
@@ -185,39 +190,60 @@ fn resid_base(e: Enc, v: &Values) -> Option<i64> {
     }
 }
 
+/// Sums over a series' stored rows that give its [`State2`]: for `t_ms` and each `Delta2`
+/// column the sum of the stored column (the last step) and the sum of its running sum (the
+/// last value); for each `Delta` and `Rare` column the sum of the stored column.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sums2 {
+    pub rows: i64,
+    pub t1: i64,
+    pub t2: i64,
+    pub first: Values,
+    pub second: Values,
+}
+
 impl State2 {
     pub(crate) fn new() -> State2 {
         State2 {
             t_ms: 0,
+            dt_ms: 0,
             last: [0; NVALUES],
+            last_d: [0; NVALUES],
             readable: [false; NVALUES],
             started: false,
         }
     }
 
-    /// The state after the rows summed up: `t_sum` = SUM(t_ms), `sums` = SUM of each
-    /// `Delta` column (in `samples_packed`) and `Rare` column (in `samples_rare`),
-    /// `last_rare` = the latest `samples_rare` row's columns, `started` = any row.
-    pub(crate) fn seeded(
-        t_sum: i64,
-        sums: &Values,
-        last_rare: Option<&Values>,
-        started: bool,
-    ) -> State2 {
-        let mut s = State2::new();
-        s.t_ms = t_sum;
-        s.started = started;
+    /// The state after the rows summed up in `s`; `last_rare` = the latest `samples_rare`
+    /// row's columns.
+    pub(crate) fn seeded(s: &Sums2, last_rare: Option<&Values>) -> State2 {
+        let mut st = State2::new();
+        st.dt_ms = s.t1;
+        st.t_ms = s.t2;
+        st.started = s.rows > 0;
         for i in 0..NVALUES {
-            s.last[i] = sums[i].unwrap_or(0);
-            s.readable[i] = last_rare.is_some_and(|r| r[i].is_some());
+            if ENC[i] == Enc::Delta2 {
+                st.last_d[i] = s.first[i].unwrap_or(0);
+                st.last[i] = s.second[i].unwrap_or(0);
+            } else {
+                st.last[i] = s.first[i].unwrap_or(0);
+            }
+            st.readable[i] = last_rare.is_some_and(|r| r[i].is_some());
         }
-        s
+        st
+    }
+
+    /// The time of the latest row (ms since `meta.started_unix_ms`).
+    pub(crate) fn t_ms(&self) -> i64 {
+        self.t_ms
     }
 
     /// A row's time and absolute values → what is stored; advances the state.
     pub(crate) fn encode(&mut self, t_ms: i64, kind: i64, abs: &Values) -> Packed2 {
-        let t_delta_ms = t_ms.wrapping_sub(self.t_ms);
+        let dt = t_ms.wrapping_sub(self.t_ms);
+        let t_stored = dt.wrapping_sub(self.dt_ms);
         self.t_ms = t_ms;
+        self.dt_ms = dt;
         let mut rare = kind != 0 || !self.started;
         self.started = true;
         let mut out = [None; NVALUES];
@@ -234,13 +260,21 @@ impl State2 {
                         self.readable[i] = abs[i].is_some();
                     }
                 }
+                Enc::Delta2 => {
+                    if let Some(a) = abs[i] {
+                        let d = a - self.last[i];
+                        out[i] = Some(d.wrapping_sub(self.last_d[i]));
+                        self.last_d[i] = d;
+                        self.last[i] = a;
+                    }
+                }
                 e @ Enc::Resid { .. } => {
                     out[i] = abs[i].map(|a| resid_base(e, abs).map_or(a, |b| a.wrapping_sub(b)));
                 }
             }
         }
         Packed2 {
-            t_delta_ms,
+            t_ms: t_stored,
             values: out,
             rare,
         }
@@ -248,8 +282,9 @@ impl State2 {
 
     /// A stored row → (t_ms, absolute values); advances the state. Without a
     /// `samples_rare` row (`rare` false) its columns keep their previous state.
-    pub(crate) fn decode(&mut self, t_delta_ms: i64, stored: &Values, rare: bool) -> (i64, Values) {
-        self.t_ms = self.t_ms.wrapping_add(t_delta_ms);
+    pub(crate) fn decode(&mut self, t_stored: i64, stored: &Values, rare: bool) -> (i64, Values) {
+        self.dt_ms = self.dt_ms.wrapping_add(t_stored);
+        self.t_ms = self.t_ms.wrapping_add(self.dt_ms);
         self.started = true;
         let mut out = [None; NVALUES];
         for i in 0..NVALUES {
@@ -257,6 +292,13 @@ impl State2 {
                 Enc::Delta => {
                     if let Some(d) = stored[i] {
                         self.last[i] = self.last[i].wrapping_add(d);
+                        out[i] = Some(self.last[i]);
+                    }
+                }
+                Enc::Delta2 => {
+                    if let Some(x) = stored[i] {
+                        self.last_d[i] = self.last_d[i].wrapping_add(x);
+                        self.last[i] = self.last[i].wrapping_add(self.last_d[i]);
                         out[i] = Some(self.last[i]);
                     }
                 }
@@ -278,6 +320,31 @@ impl State2 {
             }
         }
         (self.t_ms, out)
+    }
+
+    /// Undoes [`decode`](Self::decode) of the latest row: the state before it, except which
+    /// `Rare` columns are readable (the caller sets those with [`set_readable`]).
+    pub(crate) fn undo(&mut self, t_stored: i64, stored: &Values, rare: bool) {
+        self.t_ms = self.t_ms.wrapping_sub(self.dt_ms);
+        self.dt_ms = self.dt_ms.wrapping_sub(t_stored);
+        for i in 0..NVALUES {
+            match (ENC[i], stored[i]) {
+                (Enc::Delta, Some(d)) => self.last[i] = self.last[i].wrapping_sub(d),
+                (Enc::Rare, Some(d)) if rare => self.last[i] = self.last[i].wrapping_sub(d),
+                (Enc::Delta2, Some(x)) => {
+                    self.last[i] = self.last[i].wrapping_sub(self.last_d[i]);
+                    self.last_d[i] = self.last_d[i].wrapping_sub(x);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Which `Rare` columns are readable, from the latest `samples_rare` row (`None`: none).
+    pub(crate) fn set_readable(&mut self, last_rare: Option<&Values>) {
+        for i in 0..NVALUES {
+            self.readable[i] = last_rare.is_some_and(|r| r[i].is_some());
+        }
     }
 }
 
@@ -313,10 +380,7 @@ mod tests {
         let mut r = State2::new();
         for (n, abs) in rows.iter().enumerate() {
             let p = w.encode(n as i64 * 5000, 0, abs);
-            assert_eq!(
-                r.decode(p.t_delta_ms, &p.values, p.rare),
-                (n as i64 * 5000, *abs)
-            );
+            assert_eq!(r.decode(p.t_ms, &p.values, p.rare), (n as i64 * 5000, *abs));
         }
     }
 }

@@ -16,9 +16,10 @@
 //!   only where one of the rare columns changed or became (un)readable, and for the series'
 //!   first row and every start/end row. SQLite spends a header byte on every column of every
 //!   row, NULL or 0 included: the ~11 columns that almost never change cost 11 bytes a row in
-//!   one table, ~0 in their own. Per column ([`ENC`]):
-//!   * `t_ms` is the difference from the series' previous row (its first row: milliseconds
-//!     since `meta.started_unix_ms`): 2 bytes at 5 s instead of 4;
+//!   one table, ~0 in their own. Per column (`ENC`):
+//!   * `t_ms` is a second difference: the change of the time step from the series' previous
+//!     row (time = the running sum of the running sum; the first row's step counts from
+//!     `meta.started_unix_ms`): 0–1 byte at a steady interval instead of 4;
 //!   * `kind` (in `samples_rare`; a row without one is periodic) 0 = periodic, 1 = start
 //!     boundary, 2 = end boundary;
 //!   * `Delta` columns hold the *difference from the previous non-NULL value of the same
@@ -26,6 +27,9 @@
 //!     counters then take 1–4 bytes instead of 6–8. NULL means "unreadable" and is skipped by
 //!     the chain, so `value = SUM(column) OVER (PARTITION BY series ORDER BY rowid)` wherever
 //!     the cell is not NULL;
+//!   * `Delta2` columns (CPU usage and user time) hold the change of that difference (a
+//!     second difference): a counter climbing at a steady rate stores about 0. Decoded with
+//!     two running sums, each over the non-NULL cells;
 //!   * `Resid` columns hold the difference from other values *of the same row*, decoded:
 //!     `cpu_system_usec` from usage − user (the kernel splits usage into the two: 0 or ±1 µs),
 //!     `memory_working_set_kib` from usage − cache (how it is computed: 0), and
@@ -39,9 +43,9 @@
 //!     thousandths of a core: all integers, because a REAL always costs 8 bytes.
 //!
 //!   No secondary index: rows are only appended, and readers scan one series at a time.
-//!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.2–6.7 MB (43–56
+//!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.0–6.3 MB (42–52
 //!   bytes per job row), batch + a week-long `srun` step (its rows every 6th interval)
-//!   7.3–9.1 MB; schema 1 took 7.3–9.1 and 9.9–12.0 MB.
+//!   7.0–8.5 MB; schema 1 took 7.3–9.1 and 9.9–12.0 MB.
 //!
 //!   Schema 1 (`PRAGMA user_version = 1`, still read, and still appended to by a writer that
 //!   reopens such a file): no `samples_rare`; `samples_packed(t_ms, series, kind, <all 25
@@ -172,6 +176,10 @@ pub(crate) enum Enc {
     /// In `samples_packed`: the difference from the previous non-NULL value of the series
     /// (as every column of schema 1). NULL = unreadable.
     Delta,
+    /// In `samples_packed`: the change of the difference between the last two non-NULL
+    /// values of the series (a second difference): a counter that climbs at a steady rate
+    /// stores about 0. NULL = unreadable, skipped by the chain.
+    Delta2,
     /// In `samples_packed`: the difference from `plus − minus` (or `plus`) of the *same row*,
     /// decoded, when those are readable; else the value itself. NULL = unreadable.
     Resid { plus: usize, minus: Option<usize> },
@@ -196,8 +204,8 @@ const fn resid(plus: usize, minus: usize) -> Enc {
 /// usage − user (to the µs rounding) by the kernel's own arithmetic, so their residuals are
 /// 0; the working-set maximum since the previous row is stored against this row's working set.
 pub(crate) const ENC: [Enc; NVALUES] = [
-    Enc::Delta,  // cpu_usage_usec
-    Enc::Delta,  // cpu_user_usec
+    Enc::Delta2, // cpu_usage_usec
+    Enc::Delta2, // cpu_user_usec
     resid(0, 1), // cpu_system_usec ≈ usage − user
     Enc::Delta,  // memory_usage_kib
     Enc::Delta,  // memory_cache_kib
@@ -234,8 +242,8 @@ pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
 }
 
 /// `SELECT` of one series' stored rows from `rowid >= ?2` on, in stored order: schema 1:
-/// `t_ms, kind, <value columns>`; schema 2: `t_ms (delta), kind, has_rare_row, <main value
-/// columns>, <rare value columns>`.
+/// `t_ms, kind, <value columns>`; schema 2: `t_ms (stored), kind, has_rare_row, <main value
+/// columns>, <rare value columns>, rowid`.
 pub(crate) fn select_series_sql(version: i64) -> String {
     if version == 1 {
         let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
@@ -249,11 +257,18 @@ pub(crate) fn select_series_sql(version: i64) -> String {
         .chain(rare_columns().map(|i| format!("r.{}", VALUE_COLUMNS[i].0)))
         .collect();
     format!(
-        "SELECT p.t_ms, COALESCE(r.kind, 0), r.id IS NOT NULL, {}
+        "SELECT p.t_ms, COALESCE(r.kind, 0), r.id IS NOT NULL, {}, p.rowid
          FROM samples_packed p LEFT JOIN samples_rare r ON r.id = p.rowid
          WHERE p.series = ?1 AND p.rowid >= ?2 ORDER BY p.rowid",
         cols.join(", ")
     )
+}
+
+/// Schema 2: [`select_series_sql`] over the whole series (`?1`), newest first.
+pub(crate) fn select_series_sql_desc() -> String {
+    select_series_sql(2)
+        .replace(" AND p.rowid >= ?2", "")
+        .replace("ORDER BY p.rowid", "ORDER BY p.rowid DESC")
 }
 
 /// Settings for every connection that writes. The writer runs inside the job's cgroup, so its
@@ -292,7 +307,7 @@ CREATE TABLE steps (
 );
 -- Packed: see store/schema.rs. Read the `samples` view instead.
 CREATE TABLE samples_packed (
-    t_ms   INTEGER NOT NULL,  -- ms since the series' previous row (the first: since meta.started_unix_ms)
+    t_ms   INTEGER NOT NULL,  -- change of the time step (ms) from the series' previous row
     series INTEGER NOT NULL,  -- 0 = the job, else steps.id
 {}
 );
@@ -325,7 +340,7 @@ PRAGMA user_version = {SCHEMA_VERSION};
 fn decoded_sql(i: usize) -> String {
     let c = VALUE_COLUMNS[i].0;
     match ENC[i] {
-        Enc::Delta => format!("d.{c}"),
+        Enc::Delta | Enc::Delta2 => format!("d.{c}"),
         Enc::Rare => format!("CASE WHEN l.{c} IS NULL THEN NULL ELSE d.{c} END"),
         Enc::Resid { plus, minus } => {
             let p = decoded_sql(plus);
@@ -347,20 +362,32 @@ fn decoded_sql(i: usize) -> String {
 }
 
 fn view_sql() -> String {
-    let mut inner = vec![
+    // e: first running sums (time steps, `Delta2` differences); d: the values.
+    let mut first = vec![
+        "p.rowid AS rid".to_string(),
         "p.series AS series".to_string(),
-        "SUM(p.t_ms) OVER w AS t_ms".to_string(),
-        "COALESCE(r.kind, 0) AS kind".to_string(),
-        "MAX(r.id) OVER w AS rare_id".to_string(),
+        "SUM(p.t_ms) OVER w AS dt".to_string(),
+        "r.id AS rare_id".to_string(),
+        "r.kind AS kind".to_string(),
+    ];
+    let mut inner = vec![
+        "series".to_string(),
+        "SUM(dt) OVER w AS t_ms".to_string(),
+        "COALESCE(kind, 0) AS kind".to_string(),
+        "MAX(rare_id) OVER w AS rare_id".to_string(),
     ];
     for (i, (c, _, _)) in VALUE_COLUMNS.iter().enumerate() {
-        inner.push(match ENC[i] {
-            Enc::Delta => {
-                format!("CASE WHEN p.{c} IS NULL THEN NULL ELSE SUM(p.{c}) OVER w END AS {c}")
-            }
-            Enc::Resid { .. } => format!("p.{c} AS {c}"),
-            Enc::Rare => format!("SUM(r.{c}) OVER w AS {c}"),
-        });
+        let running = |src: &str| {
+            format!("CASE WHEN {src}{c} IS NULL THEN NULL ELSE SUM({src}{c}) OVER w END AS {c}")
+        };
+        let (f, d) = match ENC[i] {
+            Enc::Delta2 => (running("p."), running("")),
+            Enc::Delta => (format!("p.{c} AS {c}"), running("")),
+            Enc::Resid { .. } => (format!("p.{c} AS {c}"), c.to_string()),
+            Enc::Rare => (format!("r.{c} AS {c}"), format!("SUM({c}) OVER w AS {c}")),
+        };
+        first.push(f);
+        inner.push(d);
     }
     let mut cols = vec![
         "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + d.t_ms AS t_unix_ms"
@@ -382,13 +409,18 @@ fn view_sql() -> String {
     }
     format!(
         "-- Decoded samples in plain units (stored rows only; see store/schema.rs).
-CREATE VIEW samples AS WITH d AS (SELECT
+CREATE VIEW samples AS WITH e AS (SELECT
     {}
   FROM samples_packed p LEFT JOIN samples_rare r ON r.id = p.rowid
-  WINDOW w AS (PARTITION BY p.series ORDER BY p.rowid ROWS UNBOUNDED PRECEDING))
+  WINDOW w AS (PARTITION BY p.series ORDER BY p.rowid ROWS UNBOUNDED PRECEDING)),
+d AS (SELECT
+    {}
+  FROM e
+  WINDOW w AS (PARTITION BY series ORDER BY rid ROWS UNBOUNDED PRECEDING))
 SELECT
     {}
 FROM d LEFT JOIN samples_rare l ON l.id = d.rare_id;",
+        first.join(",\n    "),
         inner.join(",\n    "),
         cols.join(",\n    ")
     )

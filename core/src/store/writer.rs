@@ -283,7 +283,7 @@ impl Writer {
                         &encode(row),
                     );
                     let main = schema::main_columns().map(|i| packed.values[i]);
-                    let p: Vec<Option<i64>> = [Some(packed.t_delta_ms), Some(series)]
+                    let p: Vec<Option<i64>> = [Some(packed.t_ms), Some(series)]
                         .into_iter()
                         .chain(main)
                         .collect();
