@@ -43,6 +43,11 @@
 //!     thousandths of a core: all integers, because a REAL always costs 8 bytes.
 //!
 //!   No secondary index: rows are only appended, and readers scan one series at a time.
+//!   `samples_rare.id` is a `samples_packed` rowid. Rows are never deleted, so those rowids
+//!   run 1..n: a plain `VACUUM` (which renumbers a table without an INTEGER PRIMARY KEY)
+//!   gives them the same numbers, and `VACUUM INTO` (the archive copy) keeps them as they are.
+//!   (A declared `id INTEGER PRIMARY KEY` would cost a header byte per row: SQLite stores a
+//!   NULL for it, as it stores every NULL column of a row, trailing ones included.)
 //!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.0–6.3 MB (42–52
 //!   bytes per job row), batch + a week-long `srun` step (its rows every 6th interval)
 //!   7.0–8.5 MB; schema 1 took 7.3–9.1 and 9.9–12.0 MB.

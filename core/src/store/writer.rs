@@ -282,23 +282,31 @@ impl Writer {
                         kind,
                         &encode(row),
                     );
-                    let main = schema::main_columns().map(|i| packed.values[i]);
-                    let p: Vec<Option<i64>> = [Some(packed.t_ms), Some(series)]
-                        .into_iter()
-                        .chain(main)
-                        .collect();
+                    let mut p = [None; NVALUES + 2];
+                    p[0] = Some(packed.t_ms);
+                    p[1] = Some(series);
+                    let mut n = 2;
+                    for i in schema::main_columns() {
+                        p[n] = packed.values[i];
+                        n += 1;
+                    }
                     insert
-                        .execute(rusqlite::params_from_iter(p.iter()))
+                        .execute(rusqlite::params_from_iter(p[..n].iter()))
                         .map_err(|e| db_err(path, e))?;
                     if packed.rare {
                         let id = tx.last_insert_rowid();
-                        let rare = schema::rare_columns().map(|i| packed.values[i]);
-                        let p: Vec<Option<i64>> =
-                            [Some(id), Some(kind)].into_iter().chain(rare).collect();
+                        let mut p = [None; NVALUES + 2];
+                        p[0] = Some(id);
+                        p[1] = Some(kind);
+                        let mut n = 2;
+                        for i in schema::rare_columns() {
+                            p[n] = packed.values[i];
+                            n += 1;
+                        }
                         insert_rare
                             .as_mut()
                             .expect("schema 2")
-                            .execute(rusqlite::params_from_iter(p.iter()))
+                            .execute(rusqlite::params_from_iter(p[..n].iter()))
                             .map_err(|e| db_err(path, e))?;
                     }
                     continue;
