@@ -403,7 +403,7 @@ fn newer_schema_is_refused_with_a_hint() {
     let e = err_text(Reader::open(&path));
     assert!(
         e.contains(
-            "written by a newer slurmwatch (schema 7); this one reads up to 1 — upgrade slurmwatch"
+            "written by a newer slurmwatch (schema 7); this one reads up to 2 — upgrade slurmwatch"
         ),
         "{e}"
     );
@@ -544,4 +544,321 @@ fn archive_copy_is_consistent_private_and_atomic() {
         rows
     );
     w.close().unwrap();
+}
+
+/// The rows of `tests/fixtures/store/v1.sqlite`, a schema-1 file written by the schema-1
+/// writer (commit 5cb7864) from exactly these rows: job series (start … end, with holes,
+/// an all-zero row, an empty row and a limit that is unreadable for a while) and step 0's
+/// series while the batch step ran beside it.
+fn v1_fixture_rows() -> Vec<SampleRow> {
+    let mut rows: Vec<SampleRow> = (0..30)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
+    rows[0].kind = SampleKind::Start;
+    rows[4] = all_zero(rows[4].t_unix_ms);
+    rows[5] = SampleRow::empty(rows[5].t_unix_ms, Series::Job, SampleKind::Periodic);
+    rows[7].usage.cpu_usage_usec = None;
+    for r in &mut rows[10..14] {
+        r.usage.memory_limit_bytes = None;
+        r.usage.processes = Some(7);
+    }
+    rows[20].usage.memory_oom_kills = Some(1);
+    rows[29].kind = SampleKind::End;
+    let mut step: Vec<SampleRow> = (3..13)
+        .map(|i| row(i * 2, Series::step("0"), SampleKind::Periodic))
+        .collect();
+    step[0].kind = SampleKind::Start;
+    step[9].kind = SampleKind::End;
+    step[4].usage.memory_working_set_bytes = None;
+    rows.extend(step);
+    rows
+}
+
+fn v1_fixture_copy(dir: &Path) -> std::path::PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/v1.sqlite");
+    let path = dir.join("v1.sqlite");
+    std::fs::copy(&src, &path).unwrap();
+    path
+}
+
+/// Files written before schema 2 still read exactly: rows, steps and the file's own view.
+#[test]
+fn schema_1_file_reads_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = v1_fixture_copy(dir.path());
+    let want = v1_fixture_rows();
+    let (job, step): (Vec<SampleRow>, Vec<SampleRow>) =
+        want.into_iter().partition(|r| r.series == Series::Job);
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.meta().unwrap(), meta());
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
+    assert_eq!(r.last_two(&Series::Job).unwrap(), job[28..].to_vec());
+    assert_eq!(r.last_two(&Series::step("0")).unwrap(), step[8..].to_vec());
+    let steps = r.steps().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(steps[2].ended_unix_ms, Some(T0 + 120_000));
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1);
+    type ViewRow = (i64, String, Option<i64>, Option<i64>, Option<i64>);
+    let got: Vec<ViewRow> = c
+        .prepare("SELECT t_unix_ms, kind, cpu_usage_usec, memory_limit_bytes, memory_working_set_bytes FROM samples WHERE series = '0'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(got.len(), step.len());
+    for (g, w) in got.iter().zip(&step) {
+        assert_eq!(g.0, w.t_unix_ms);
+        assert_eq!(g.2, w.usage.cpu_usage_usec.map(|v| v as i64));
+        assert_eq!(g.3, w.usage.memory_limit_bytes.map(|v| v as i64));
+        assert_eq!(g.4, w.usage.memory_working_set_bytes.map(|v| v as i64));
+    }
+    assert_eq!((got[0].1.as_str(), got[9].1.as_str()), ("start", "end"));
+    for (name, rows) in [("job", &job), ("0", &step)] {
+        let got = view_rows(&path, name);
+        assert_eq!(got.len(), rows.len(), "{name}");
+        for (g, w) in got.iter().zip(rows) {
+            assert_eq!((g.0, &g.2), (w.t_unix_ms, &view_values(w)), "{name}");
+        }
+    }
+}
+
+/// A later step reopening a schema-1 file keeps writing schema 1 into it: its own series and
+/// the continued job series both read back exactly.
+#[test]
+fn writer_appends_schema_1_to_a_schema_1_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = v1_fixture_copy(dir.path());
+    let mut want = v1_fixture_rows();
+    let mut w = Writer::open_existing(&path).unwrap();
+    w.begin_step("1", T0 + 150_000, Some(2)).unwrap();
+    let more_job: Vec<SampleRow> = (30..40)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
+    let mut more_step: Vec<SampleRow> = (30..40)
+        .map(|i| row(i, Series::step("1"), SampleKind::Periodic))
+        .collect();
+    more_step[0].kind = SampleKind::Start;
+    more_step[0].usage.memory_limit_bytes = None;
+    for (a, b) in more_job.iter().zip(&more_step) {
+        w.push(a.clone());
+        w.push(b.clone());
+    }
+    w.close().unwrap();
+    want.extend(more_job);
+    let r = Reader::open(&path).unwrap();
+    let job: Vec<SampleRow> = want
+        .iter()
+        .filter(|r| r.series == Series::Job)
+        .cloned()
+        .collect();
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    // The batch step has ended: step 1 is alone, so only its start row is stored and its
+    // periodic rows are the job's.
+    let mut step1 = vec![more_step[0].clone()];
+    step1.extend(job[job.len() - 9..].iter().map(|r| SampleRow {
+        series: Series::step("1"),
+        ..r.clone()
+    }));
+    assert_eq!(r.samples(&Series::step("1")).unwrap(), step1);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1, "a schema-1 file stays schema 1");
+    let n: i64 = c
+        .query_row(
+            "SELECT count(*) FROM samples WHERE series = '1' AND memory_limit_bytes IS NULL",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// Every value of a row as the `samples` view shows it, in the view's column order.
+fn view_values(r: &SampleRow) -> Vec<Option<f64>> {
+    let u = &r.usage;
+    let p = &u.pressure;
+    let f = |v: Option<u64>| v.map(|v| v as f64);
+    vec![
+        f(u.cpu_usage_usec),
+        f(u.cpu_user_usec),
+        f(u.cpu_system_usec),
+        f(u.memory_usage_bytes),
+        f(u.memory_cache_bytes),
+        f(u.memory_working_set_bytes),
+        f(u.memory_lifetime_peak_bytes),
+        f(u.memory_limit_bytes),
+        f(u.memory_oom_kills),
+        f(u.memory_limit_hits),
+        f(u.memory_major_faults),
+        f(u.io_read_bytes),
+        f(u.io_write_bytes),
+        f(u.processes),
+        f(u.threads),
+        p.cpu_some_avg10,
+        p.memory_some_avg10,
+        p.memory_full_avg10,
+        p.io_some_avg10,
+        p.io_full_avg10,
+        r.cores_allocated.map(f64::from),
+        f(r.memory_working_set_max_bytes),
+        r.effective_cores_max,
+        f(r.sampler_cpu_usec),
+        f(r.sampler_bytes_written),
+    ]
+}
+
+const VIEW_VALUE_COLUMNS: &str = "cpu_usage_usec, cpu_user_usec, cpu_system_usec, \
+    memory_usage_bytes, memory_cache_bytes, memory_working_set_bytes, \
+    memory_lifetime_peak_bytes, memory_limit_bytes, memory_oom_kills, memory_limit_hits, \
+    memory_major_faults, io_read_bytes, io_write_bytes, processes, threads, \
+    pressure_cpu_some_avg10_percent, pressure_memory_some_avg10_percent, \
+    pressure_memory_full_avg10_percent, pressure_io_some_avg10_percent, \
+    pressure_io_full_avg10_percent, cores_allocated, memory_working_set_max_bytes, \
+    effective_cores_max, sampler_cpu_usec, sampler_bytes_written";
+
+fn view_rows(path: &Path, series: &str) -> Vec<(i64, String, Vec<Option<f64>>)> {
+    let c = rusqlite::Connection::open(path).unwrap();
+    let sql =
+        format!("SELECT t_unix_ms, kind, {VIEW_VALUE_COLUMNS} FROM samples WHERE series = ?1");
+    let mut stmt = c.prepare(&sql).unwrap();
+    let rows = stmt
+        .query_map([series], |r| {
+            let vals = (0..25)
+                .map(|i| r.get::<_, Option<f64>>(i + 2))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((r.get(0)?, r.get(1)?, vals))
+        })
+        .unwrap()
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    rows
+}
+
+/// Rows where every kind of value comes and goes: the operands of a stored difference
+/// unreadable (system CPU without usage, working set without cache), rarely changing
+/// values unreadable for a while, across a reopened writer.
+fn patchy_rows(series: Series, n: u64, t_step: u64) -> Vec<SampleRow> {
+    let mut rows: Vec<SampleRow> = (0..n)
+        .map(|i| {
+            let mut r = row(i * t_step, series.clone(), SampleKind::Periodic);
+            let u = &mut r.usage;
+            if i % 7 == 3 {
+                u.cpu_usage_usec = None;
+            }
+            if i % 11 == 4 {
+                u.cpu_user_usec = None;
+            }
+            if i % 13 == 5 {
+                u.memory_cache_bytes = None;
+            }
+            if i % 17 == 6 {
+                u.memory_working_set_bytes = None;
+            }
+            if (25..35).contains(&i) {
+                u.memory_limit_bytes = None;
+                u.processes = Some(i);
+            }
+            if i % 9 == 2 {
+                u.threads = None;
+                u.pressure.memory_some_avg10 = Some((i % 4) as f64 / 100.0);
+            }
+            if i % 10 == 0 {
+                u.memory_major_faults = Some(i * 3);
+                r.memory_working_set_max_bytes = Some(i * 4096);
+            }
+            r
+        })
+        .collect();
+    rows[0].kind = SampleKind::Start;
+    rows[12] = all_zero(rows[12].t_unix_ms);
+    rows[12].series = series.clone();
+    rows[13] = SampleRow::empty(rows[13].t_unix_ms, series, SampleKind::Periodic);
+    let last = rows.len() - 1;
+    rows[last].kind = SampleKind::End;
+    rows
+}
+
+#[test]
+fn every_column_reads_back_through_the_reader_and_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let job = patchy_rows(Series::Job, 60, 1);
+    let step = patchy_rows(Series::step("0"), 20, 2);
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    w.begin_step("0", T0, Some(4)).unwrap();
+    let mut s = step.iter();
+    for (i, r) in job.iter().enumerate() {
+        if i == 30 {
+            drop(w); // reopened mid-way: the chains, times and unreadable states continue
+            w = Writer::open_existing(&path).unwrap();
+        }
+        w.push(r.clone());
+        if i % 2 == 0 {
+            if let Some(r) = s.next() {
+                w.push(r.clone());
+            }
+        }
+        if i % 5 == 4 {
+            w.flush().unwrap();
+        }
+    }
+    w.end_step("0", step.last().unwrap().t_unix_ms, Some(0))
+        .unwrap();
+    w.close().unwrap();
+
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
+    assert_eq!(r.last_two(&Series::Job).unwrap(), job[58..].to_vec());
+    assert_eq!(r.last_two(&Series::step("0")).unwrap(), step[18..].to_vec());
+    for (name, rows) in [("job", &job), ("0", &step)] {
+        let got = view_rows(&path, name);
+        assert_eq!(got.len(), rows.len(), "{name}");
+        for (g, w) in got.iter().zip(rows) {
+            assert_eq!(g.0, w.t_unix_ms, "{name}");
+            let kind = match w.kind {
+                SampleKind::Start => "start",
+                SampleKind::Periodic => "periodic",
+                SampleKind::End => "end",
+            };
+            assert_eq!(g.1, kind, "{name} at {}", w.t_unix_ms);
+            assert_eq!(g.2, view_values(w), "{name} at {}", w.t_unix_ms);
+        }
+    }
+}
+
+/// `samples_rare` refers to `samples_packed` rowids: a user's plain `VACUUM` (which may
+/// renumber a table without an INTEGER PRIMARY KEY) must leave the file reading the same.
+#[test]
+fn a_vacuumed_file_reads_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let job = patchy_rows(Series::Job, 40, 1);
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    for r in &job {
+        w.push(r.clone());
+    }
+    w.close().unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("VACUUM")
+        .unwrap();
+    assert_eq!(
+        Reader::open(&path).unwrap().samples(&Series::Job).unwrap(),
+        job
+    );
+    let got = view_rows(&path, "job");
+    assert_eq!(got.len(), job.len());
+    for (g, w) in got.iter().zip(&job) {
+        assert_eq!((g.0, &g.2), (w.t_unix_ms, &view_values(w)));
+    }
 }

@@ -2,7 +2,7 @@
 //! `gpu_samples` (one row per card per stored sample), `gpu_xid` (one row per critical Xid
 //! event) and the decoded view `gpu_readings`.
 //!
-//! `gpu_samples` is packed the way `samples_packed` is (see `schema`):
+//! `gpu_samples` is packed the way schema 1's `samples_packed` was (see `schema`):
 //! - `t_ms` and every value column hold the *difference from the same column's previous
 //!   non-NULL value of the same card* (the card's first row: the value itself; `t_ms` counts
 //!   from `meta.started_unix_ms`). Cumulative counters (energy, NVLink) and slow gauges

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
-use super::codec::{encode, Chain};
-use super::reader::{check_header, check_version, db_err, load_steps, read_started};
+use super::codec::{encode, Chain, State2};
+use super::reader::{check_header, check_version, db_err, load_state2, load_steps, read_started};
 use super::schema::{self, NVALUES, VALUE_COLUMNS};
 use super::{sql_err, step_row_is_redundant, JobMeta, SampleKind, SampleRow, Series, StepInfo};
 use crate::error::{Error, Result};
@@ -31,8 +31,13 @@ pub struct Writer {
     buffer: Vec<SampleRow>,
     /// The steps table as of the last flush (other steps' writers update it too).
     known_steps: Vec<StepInfo>,
-    /// Per series id: the delta chain (see `schema`). Loaded from the file on first use.
+    /// The file's schema version: a file an older slurmwatch created keeps its version.
+    version: i64,
+    /// Per series id: the delta chain of a schema-1 file (see `schema`). Loaded from the
+    /// file on first use.
     chains: HashMap<i64, Chain>,
+    /// Per series id: the same for a schema-2 file.
+    states: HashMap<i64, State2>,
     dropped: u64,
     /// GPU rows waiting for the next flush: (t_unix_ms, gpus.id, reading).
     gpu_buffer: Vec<(i64, i64, crate::sample::GpuSample)>,
@@ -81,7 +86,13 @@ impl Writer {
             Ok(conn)
         })();
         match made {
-            Ok(conn) => Ok(Writer::new(conn, file, path, meta.started_unix_ms)),
+            Ok(conn) => Ok(Writer::new(
+                conn,
+                file,
+                path,
+                meta.started_unix_ms,
+                schema::SCHEMA_VERSION,
+            )),
             Err(e) => {
                 // Our own, empty or half-made file: remove it so a retry can create it again.
                 drop(file);
@@ -109,14 +120,14 @@ impl Writer {
         }
         check_header(path, md.len(), &file)?;
         let conn = open_rw(path, &file)?;
-        check_version(&conn, path)?;
+        let version = check_version(&conn, path)?;
         conn.execute_batch(schema::WAL_PRAGMA)
             .map_err(|e| db_err(path, e))?;
         let base = read_started(&conn, path)?;
-        Ok(Writer::new(conn, file, path, base))
+        Ok(Writer::new(conn, file, path, base, version))
     }
 
-    fn new(conn: Connection, file: File, path: &Path, base: i64) -> Writer {
+    fn new(conn: Connection, file: File, path: &Path, base: i64, version: i64) -> Writer {
         Writer {
             conn,
             file,
@@ -124,7 +135,9 @@ impl Writer {
             base,
             buffer: Vec::with_capacity(64),
             known_steps: Vec::new(),
+            version,
             chains: HashMap::new(),
+            states: HashMap::new(),
             dropped: 0,
             gpu_buffer: Vec::new(),
             gpu_chains: Default::default(),
@@ -235,11 +248,21 @@ impl Writer {
         let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
             load_steps(&tx, path)?.into_iter().unzip();
         let mut chains = self.chains.clone();
+        let mut states = self.states.clone();
         let mut gpu_chains = self.gpu_chains.clone();
+        let v1 = self.version == 1;
         {
             let mut insert = tx
-                .prepare_cached(&insert_sql())
+                .prepare_cached(&if v1 { insert_sql_v1() } else { insert_sql() })
                 .map_err(|e| db_err(path, e))?;
+            let mut insert_rare = if v1 {
+                None
+            } else {
+                Some(
+                    tx.prepare_cached(&insert_rare_sql())
+                        .map_err(|e| db_err(path, e))?,
+                )
+            };
             for row in &self.buffer {
                 let series = match &row.series {
                     Series::Job => 0,
@@ -253,6 +276,45 @@ impl Writer {
                         id
                     }
                 };
+                if !v1 {
+                    if let std::collections::hash_map::Entry::Vacant(e) = states.entry(series) {
+                        e.insert(load_state2(&tx, path, series)?);
+                    }
+                    let kind = row.kind.code();
+                    let packed = states.get_mut(&series).expect("inserted").encode(
+                        row.t_unix_ms - base,
+                        kind,
+                        &encode(row),
+                    );
+                    let mut p = [None; NVALUES + 2];
+                    p[0] = Some(packed.t_ms);
+                    p[1] = Some(series);
+                    let mut n = 2;
+                    for i in schema::main_columns() {
+                        p[n] = packed.values[i];
+                        n += 1;
+                    }
+                    insert
+                        .execute(rusqlite::params_from_iter(p[..n].iter()))
+                        .map_err(|e| db_err(path, e))?;
+                    if packed.rare {
+                        let id = tx.last_insert_rowid();
+                        let mut p = [None; NVALUES + 2];
+                        p[0] = Some(id);
+                        p[1] = Some(kind);
+                        let mut n = 2;
+                        for i in schema::rare_columns() {
+                            p[n] = packed.values[i];
+                            n += 1;
+                        }
+                        insert_rare
+                            .as_mut()
+                            .expect("schema 2")
+                            .execute(rusqlite::params_from_iter(p[..n].iter()))
+                            .map_err(|e| db_err(path, e))?;
+                    }
+                    continue;
+                }
                 if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(series) {
                     e.insert(load_chain(&tx, path, series)?);
                 }
@@ -281,6 +343,7 @@ impl Writer {
         }
         tx.commit().map_err(|e| db_err(path, e))?;
         self.chains = chains;
+        self.states = states;
         self.gpu_chains = gpu_chains;
         self.known_steps = infos;
         self.buffer.clear();
@@ -400,11 +463,32 @@ pub(crate) fn vacuum_into(conn: &Connection, src: &Path, dest: &Path) -> Result<
     out.close().map_err(|(_, e)| db_err(dest, e))
 }
 
-fn insert_sql() -> String {
+/// Schema 1: every column in `samples_packed`.
+fn insert_sql_v1() -> String {
     let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
     let marks = vec!["?"; NVALUES + 3].join(", ");
     format!(
         "INSERT INTO samples_packed(t_ms, series, kind, {}) VALUES ({marks})",
+        cols.join(", ")
+    )
+}
+
+/// Schema 2: `t_ms`, `series` and the main value columns.
+fn insert_sql() -> String {
+    let cols: Vec<&str> = schema::main_columns().map(|i| VALUE_COLUMNS[i].0).collect();
+    let marks = vec!["?"; cols.len() + 2].join(", ");
+    format!(
+        "INSERT INTO samples_packed(t_ms, series, {}) VALUES ({marks})",
+        cols.join(", ")
+    )
+}
+
+/// Schema 2: `id`, `kind` and the rare value columns.
+fn insert_rare_sql() -> String {
+    let cols: Vec<&str> = schema::rare_columns().map(|i| VALUE_COLUMNS[i].0).collect();
+    let marks = vec!["?"; cols.len() + 2].join(", ");
+    format!(
+        "INSERT INTO samples_rare(id, kind, {}) VALUES ({marks})",
         cols.join(", ")
     )
 }
