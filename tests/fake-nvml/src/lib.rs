@@ -20,6 +20,12 @@
 //!   "errors": { "event_set_create": "NOT_SUPPORTED", "event_wait": "GPU_IS_LOST" } }
 //! ```
 //!
+//! MIG: a card's `"mig_devices": [ { "uuid": "MIG-…", "name": …, "memory_total": …,
+//! "memory_used": …, "processes": […] } ]` are found by `nvmlDeviceGetHandleByUUID` and
+//! answer the per-device calls from their own object (utilization and power are absent on a
+//! slice, so NOT_SUPPORTED, as on real MIG); `nvmlDeviceGetDeviceHandleFromMigDeviceHandle`
+//! gives the card.
+//!
 //! A missing reading is `NOT_SUPPORTED` (what NVML says for a figure a card lacks); `errors`
 //! scripts a return code per call (keys: the names in [`call`] sites below); `"lost": true`
 //! makes every call on the card return `GPU_IS_LOST`. Nothing here panics across the C ABI.
@@ -223,6 +229,34 @@ fn with_state<R>(f: impl FnOnce(&Value) -> R) -> R {
     f(&c.state)
 }
 
+/// A MIG device's handle: its parent's handle plus `(slice + 1) << MIG_SHIFT`.
+const MIG_SHIFT: u32 = 16;
+
+/// The object a handle names (a card, or one of its `mig_devices`), its card, and the
+/// card's index.
+fn resolve(s: &Value, handle: *mut c_void) -> Option<(&Value, &Value, usize)> {
+    let h = handle as usize;
+    let idx = (h & ((1 << MIG_SHIFT) - 1)).checked_sub(1)?;
+    let parent = devices(s).get(idx)?;
+    match (h >> MIG_SHIFT).checked_sub(1) {
+        None => Some((parent, parent, idx)),
+        Some(m) => Some((migs(parent).get(m)?, parent, idx)),
+    }
+}
+
+fn is_mig_handle(handle: *mut c_void) -> bool {
+    (handle as usize) >> MIG_SHIFT != 0
+}
+
+/// A card's MIG devices (`"mig_devices": [ { "uuid": "MIG-…", … } ]`): each answers the
+/// per-device calls from its own object (a reading it lacks is NOT_SUPPORTED, as NVML says
+/// for utilization and power on a slice).
+fn migs(d: &Value) -> &[Value] {
+    d.get("mig_devices")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
 fn devices(s: &Value) -> &[Value] {
     s.get("devices")
         .and_then(Value::as_array)
@@ -244,11 +278,14 @@ fn call(handle: *mut c_void, call: &str, f: impl FnOnce(&Value, usize) -> u32) -
         if INIT.load(Ordering::SeqCst) == 0 {
             return UNINITIALIZED;
         }
-        let idx = (handle as usize).wrapping_sub(1);
         let (rc, delay) = with_state(|s| {
-            let Some(d) = devices(s).get(idx) else {
+            let Some((d, parent, idx)) = resolve(s, handle) else {
                 return (INVALID_ARGUMENT, 0);
             };
+            // A slice of a lost card is lost with it.
+            if parent.get("lost").and_then(Value::as_bool) == Some(true) {
+                return (GPU_IS_LOST, 0);
+            }
             let delay = if call == "utilization" {
                 u64_of(d, "delay_ms").unwrap_or(0)
             } else {
@@ -435,8 +472,73 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     })
 }
 
+/// A card or a MIG device by its UUID (NVML accepts both), else NOT_FOUND.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
+    uuid: *const c_char,
+    out: *mut *mut c_void,
+) -> u32 {
+    if INIT.load(Ordering::SeqCst) == 0 {
+        return UNINITIALIZED;
+    }
+    if uuid.is_null() || out.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let Ok(want) = std::ffi::CStr::from_ptr(uuid).to_str() else {
+        return INVALID_ARGUMENT;
+    };
+    let found = with_state(|s| {
+        devices(s).iter().enumerate().find_map(|(i, d)| {
+            if str_of(d, "uuid") == Some(want) {
+                return Some(i + 1);
+            }
+            migs(d)
+                .iter()
+                .position(|m| str_of(m, "uuid") == Some(want))
+                .map(|m| (i + 1) | ((m + 1) << MIG_SHIFT))
+        })
+    });
+    match found {
+        Some(h) => {
+            *out = h as *mut c_void;
+            SUCCESS
+        }
+        None => 6, // NOT_FOUND
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(dev: *mut c_void, is_mig: *mut c_uint) -> u32 {
+    call(dev, "is_mig", |_, _| {
+        if is_mig.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        *is_mig = c_uint::from(is_mig_handle(dev));
+        SUCCESS
+    })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetDeviceHandleFromMigDeviceHandle(
+    mig: *mut c_void,
+    out: *mut *mut c_void,
+) -> u32 {
+    call(mig, "mig_parent", |_, i| {
+        if out.is_null() || !is_mig_handle(mig) {
+            return INVALID_ARGUMENT;
+        }
+        *out = (i + 1) as *mut c_void;
+        SUCCESS
+    })
+}
+
+/// A MIG device has no NVML index of its own (this fake says INVALID_ARGUMENT): callers use
+/// its parent's.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetIndex(dev: *mut c_void, index: *mut c_uint) -> u32 {
+    if is_mig_handle(dev) {
+        return INVALID_ARGUMENT;
+    }
     call(dev, "index", |_, i| {
         if index.is_null() {
             return INVALID_ARGUMENT;

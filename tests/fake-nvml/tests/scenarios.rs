@@ -637,3 +637,62 @@ fn worker_bounds_init_and_hung_reads() {
     assert_eq!(s[0].xid_errors, Ok(vec![79]));
     drop(scene);
 }
+
+/// A MIG slice named by its UUID (`CUDA_VISIBLE_DEVICES=MIG-…`, as Slurm's MIG GRES sets it):
+/// recorded as the job's card with its own memory and processes, on its parent's NVML index
+/// and PCI bus; the slice beside it (another job's) is not read, and the card's power,
+/// shared by both slices, is not credited to it.
+#[test]
+fn a_mig_slice_is_recorded_by_its_uuid() {
+    const MIG_A: &str = "MIG-11111111-2222-3333-4444-555555555555";
+    const MIG_B: &str = "MIG-66666666-7777-8888-9999-000000000000";
+    let mut c = card(1);
+    c["mig_devices"] = json!([
+        {
+            "uuid": MIG_A, "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+            "memory_total": 40 * GIB, "memory_used": 12 * GIB,
+            "temperature": 64, "sm_clock": 1410,
+            "processes": [ { "pid": JOB_PID, "used_memory": 11 * GIB } ],
+        },
+        {
+            "uuid": MIG_B, "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
+            "memory_total": 40 * GIB, "memory_used": 30 * GIB,
+            "processes": [ { "pid": 9999, "used_memory": 30 * GIB } ],
+        },
+    ]);
+    let st = node(vec![card(0), c]);
+    let scene = Scene::new(st.clone());
+    let file = record(&scene, &env_cvd(MIG_A), &[st]);
+    let r = Reader::open(&file).unwrap();
+    let g = r.gpus().unwrap();
+    assert_eq!(g.len(), 1, "only the slice the job holds");
+    let card = &g[0].card;
+    assert_eq!(card.label(), "cuda:0");
+    assert_eq!(card.uuid, MIG_A);
+    assert_eq!(card.nvml_index, 1, "the parent's index");
+    assert_eq!(card.pci_bus_id.as_deref(), Some("00000000:08:00.0"));
+    assert_eq!(card.memory_total_bytes, Some(40 * GIB));
+    assert_eq!(
+        card.power_limit_watts, None,
+        "the card's limit is not the slice's"
+    );
+    let s = &stored(&file)[0][0];
+    assert_eq!(s.memory_used_bytes, Ok(12 * GIB));
+    assert_eq!(s.utilization_percent, Err(GpuError::NotSupported));
+    assert_eq!(s.power_draw_milliwatts, Err(GpuError::NotSupported));
+    assert_eq!(s.temperature_celsius, Ok(64));
+    let p = s.processes.unwrap();
+    assert_eq!((p.job_processes, p.job_memory_bytes), (1, 11 * GIB));
+    assert_eq!((p.other_processes, p.other_memory_bytes), (0, 0));
+    assert_eq!(
+        card_state(s),
+        CardState::Unknown,
+        "no utilization, no verdict"
+    );
+    // A MIG UUID that no card has: no GPU section, as for any unmatched card.
+    let none = GpuCollector::open(
+        &fake_lib(),
+        &wanted_cards(&env_cvd("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")),
+    );
+    assert!(matches!(none, Err(NoGpus::NoMatch)), "{:?}", none.err());
+}

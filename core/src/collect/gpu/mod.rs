@@ -134,6 +134,37 @@ impl Drop for GpuCollector {
 // handles are plain identifiers valid until nvmlShutdown, which only Drop of `nvml` calls.
 unsafe impl Send for GpuCollector {}
 
+/// A MIG slice as the job's card: its own UUID, name, memory and processes; the NVML index
+/// and PCI bus id of the card it is on. No power limit, clock limit or NVLinks of its own:
+/// those are the whole card's, shared with the other slices' jobs, so they are not
+/// credited to this one (NVML answers NOT_SUPPORTED for a slice's utilization and power).
+fn open_mig(nvml: &Nvml, uuid: &str, cuda_index: Option<u32>) -> Option<Card> {
+    let dev = nvml.device_by_uuid(uuid).ok()?;
+    if !dev.mig_is_mig_device_handle().ok()? {
+        return None;
+    }
+    let parent = dev.mig_parent_device().ok()?;
+    let info = GpuCard {
+        uuid: dev.uuid().unwrap_or_else(|_| uuid.to_string()),
+        cuda_index,
+        nvml_index: parent.index().ok()?,
+        pci_bus_id: parent.pci_info().ok().map(|p| p.bus_id),
+        name: dev.name().ok(),
+        memory_total_bytes: dev.memory_info().ok().map(|m| m.total),
+        sm_clock_max_mhz: None,
+        power_limit_watts: None,
+        nvlink_links: None,
+    };
+    // SAFETY: the handle stays valid while `nvml` lives (it is stored beside it).
+    let handle = unsafe { dev.handle() };
+    Some(Card {
+        info,
+        handle,
+        links: Vec::new(),
+        xid: Err(GpuError::NotSupported),
+    })
+}
+
 impl GpuCollector {
     /// Loads NVML from `lib_path`, initialises it and finds the `wanted` cards. This may
     /// block (driver initialisation): call it off any SPANK callback (see [`worker`]).
@@ -195,6 +226,16 @@ impl GpuCollector {
                     xid: Err(GpuError::NotSupported),
                 },
             ));
+        }
+        // MIG slices (`CUDA_VISIBLE_DEVICES=MIG-…`): no index of their own, found by UUID.
+        for w in wanted {
+            let CardRef::Uuid(u) = &w.card else { continue };
+            if !u.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("MIG-")) {
+                continue;
+            }
+            if let Some(card) = open_mig(&nvml, u, w.cuda_index) {
+                cards.push((w.cuda_index, card));
+            }
         }
         if cards.is_empty() {
             return Err(NoGpus::NoMatch);
