@@ -94,6 +94,18 @@ pub struct Facts {
     /// sacct still says RUNNING with no end, but the recording has ended.
     pub sacct_record_open: bool,
     pub gpus: Vec<GpuSummary>,
+    /// A multi-node job: its busiest node (`--cpus-per-task` is per task, on one node).
+    pub busiest_node: Option<NodeCores>,
+}
+
+/// One node's cores: the most busy at once, the allocation there, and the most tasks a step
+/// ran there.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeCores {
+    pub node: String,
+    pub peak_effective_cores: f64,
+    pub cores_allocated: Option<f64>,
+    pub tasks: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -559,15 +571,33 @@ pub fn sbatch(f: &Facts) -> Vec<SbatchLine> {
             reason,
         });
     }
-    if let (true, Some(peak)) = (f.recorded, f.peak_effective_cores) {
-        let n = (peak - 0.05).ceil().max(1.0) as u64;
-        let alloc = f.cores_allocated.map(|c| c as u64);
-        if alloc.is_none_or(|a| n <= a) {
+    // On a multi-node job the job's peak is a sum over nodes: the busiest node's peak, per
+    // task there, is what one task needed.
+    let per_node = f.busiest_node.as_ref();
+    let cores = match per_node {
+        Some(b) => Some((
+            b.peak_effective_cores,
+            b.cores_allocated,
+            b.tasks.unwrap_or(1).max(1),
+        )),
+        None => f.peak_effective_cores.map(|p| (p, f.cores_allocated, 1)),
+    };
+    if let (true, Some((peak, alloc, tasks))) = (f.recorded, cores) {
+        let n = (peak / f64::from(tasks) - 0.05).ceil().max(1.0) as u64;
+        let alloc = alloc.map(|c| c as u64);
+        if alloc.is_none_or(|a| n * u64::from(tasks) <= a) {
+            let place = match per_node {
+                Some(b) if tasks > 1 => {
+                    format!(" on {} (the busiest node, {tasks} tasks there)", b.node)
+                }
+                Some(b) => format!(" on {} (the busiest node)", b.node),
+                None => String::new(),
+            };
             out.push(SbatchLine {
                 flag: "--cpus-per-task",
                 value: n.to_string(),
                 reason: format!(
-                    "at most {peak:.2} cores were busy at once{}",
+                    "at most {peak:.2} cores were busy at once{place}{}",
                     alloc
                         .map(|a| format!(" of {a} allocated"))
                         .unwrap_or_default()

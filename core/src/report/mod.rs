@@ -418,6 +418,28 @@ pub fn build(
         last_stretch: rec.and_then(|r| last_stretch(&r.job_rows)),
         sacct_record_open,
         gpus: gpus.clone(),
+        busiest_node: (recs.len() > 1)
+            .then(|| {
+                recs.iter()
+                    .filter_map(|r| Some((r, r.summary.peak_effective_cores?)))
+                    .max_by(|a, b| a.1.total_cmp(&b.1))
+                    .map(|(r, peak)| analysis::NodeCores {
+                        node: r.meta.node.clone(),
+                        peak_effective_cores: peak,
+                        cores_allocated: r
+                            .summary
+                            .cores_allocated
+                            .or(r.meta.cores_allocated)
+                            .map(f64::from),
+                        tasks: r
+                            .steps
+                            .iter()
+                            .filter(|s| s.step != store::EXTERN_STEP && s.step != "batch")
+                            .filter_map(|s| s.tasks)
+                            .max(),
+                    })
+            })
+            .flatten(),
     };
     let mut findings = analysis::findings(&facts);
     let expected: Vec<String> = sj
