@@ -114,7 +114,11 @@ fn two_nodes_merge_and_name_the_heavy_node() {
         "no job line mixing nodes"
     );
     // `--cpus-per-task` from one node (2 cores busy, one task there), not the job's sum of 4.
-    let cpt = r.sbatch.iter().find(|l| l.flag == "--cpus-per-task").unwrap();
+    let cpt = r
+        .sbatch
+        .iter()
+        .find(|l| l.flag == "--cpus-per-task")
+        .unwrap();
     assert_eq!(cpt.value, "2", "{cpt:?}");
     assert!(cpt.reason.contains("the busiest node"), "{cpt:?}");
     let text = report::text::render(&r, false);

@@ -16,7 +16,8 @@ pub use summary::{GpuSummary, OomEvent, Summary};
 
 /// `walltime_slack`: a completed job that used less than this share of its time limit.
 pub const WALLTIME_SLACK_PERCENT: f64 = 50.0;
-/// `walltime_margin`: a completed job that ended within this many seconds of its limit.
+/// `walltime_margin`: a completed job that ended within this many seconds of its limit (and
+/// used at least [`WALLTIME_SLACK_PERCENT`] of it).
 pub const WALLTIME_MARGIN_SECONDS: f64 = 300.0;
 /// `walltime_slack` is not said for limits this short: little to gain from backfill.
 pub const WALLTIME_SLACK_MIN_LIMIT_SECONDS: f64 = 1800.0;
@@ -341,7 +342,9 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                     duration(el), duration(lim), el * 100.0 / lim
                 ),
             );
-        } else if lim - el < WALLTIME_MARGIN_SECONDS {
+        } else if lim - el < WALLTIME_MARGIN_SECONDS && el * 100.0 / lim >= WALLTIME_SLACK_PERCENT {
+            // Within 5 min of a short limit is not "near it" when most of the limit was
+            // left (a 5-s job under a 5-min limit was said to be at its margin).
             push(
                 "walltime_margin",
                 json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim)}),
@@ -778,6 +781,20 @@ mod tests {
             ..Facts::default()
         };
         assert_eq!(codes(&f), vec!["command_not_found"]);
+    }
+
+    /// Near the limit means near it: a 5-s job under a 5-min limit is not at its margin (seen
+    /// in the demo), a 280-s one is.
+    #[test]
+    fn walltime_margin_only_near_the_limit() {
+        let at = |el: f64| Facts {
+            state: Some("COMPLETED".into()),
+            elapsed_seconds: Some(el),
+            timelimit_seconds: Some(300.0),
+            ..Facts::default()
+        };
+        assert!(!codes(&at(5.0)).contains(&"walltime_margin"));
+        assert!(codes(&at(280.0)).contains(&"walltime_margin"));
     }
 
     #[test]

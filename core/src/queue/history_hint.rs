@@ -13,8 +13,8 @@ use crate::analysis::units::duration;
 use crate::history::{sizing, workload_name, Outcome, Run};
 use crate::slurm::squeue::TimeLimit;
 
-/// How far back the pending view looks for runs of the workload: four weeks, which the
-/// sacct window query asks in four one-week calls.
+/// How far back the pending view looks for runs of the workload: four weeks, asked of sacct
+/// in one call (one user's own jobs).
 pub const HISTORY_WINDOW_DAYS: u32 = 28;
 
 /// What the pending view knows of the workload's past runs.
