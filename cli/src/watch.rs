@@ -69,6 +69,12 @@ pub struct WatchArgs {
     /// Read this slurmwatch file (e.g. an archive copy) instead of finding the job's own.
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
+    /// A multi-node job: show only this node (Slurm's node name).
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// The snapshot as the library's own JSON (what one node's hop sends back).
+    #[arg(long, hide = true)]
+    pub raw_snapshot: bool,
 }
 
 /// How the command ends: an exit code and, for failures, one sentence and a hint.
@@ -250,6 +256,12 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
         ..JobFacts::default()
     };
     fill_facts(&mut facts, &entry);
+    if let Some(n) = &args.node {
+        if !slurmwatch_core::options::is_plain_name(n) {
+            return Err(usage(format!("--node {n:?} is not a node name.")));
+        }
+        facts.node = Some(n.clone());
+    }
     let queue = QueueInfo::from_entry(&entry);
     let series = step.clone().map_or(Series::Job, Series::Step);
 
@@ -264,13 +276,33 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     } else {
         Vec::new()
     };
+    let files = match &args.node {
+        None => files,
+        Some(want) => {
+            let mut files = files;
+            files.retain(|(n, _)| n == want);
+            if files.is_empty() && allow(SnapshotSource::PluginFile) {
+                return Err(usage(format!(
+                    "job {} has no node {want:?} (its nodes: {}).",
+                    entry.display_id, entry.nodes
+                )));
+            }
+            files
+        }
+    };
     let mut per_node: Vec<(String, Result<Feed, String>)> = Vec::new();
+    // A spool without `%n` is the same path for every node: on a multi-node job a file
+    // there is only the node's that wrote it (meta.node), never every node's.
+    let several = files.len() > 1;
     for (node, paths) in files {
         let mut got: Result<Feed, String> =
             Err(format!("no file for {node} reachable from this machine"));
         for path in paths.iter().filter(|p| p.exists()) {
             match Feed::open_file(path, series.clone()) {
                 Ok(f) if f.meta().is_some_and(|m| m.job_id == entry.job_id) => {
+                    if several && f.meta().is_some_and(|m| m.node != node) {
+                        continue;
+                    }
                     got = Ok(f);
                     break;
                 }
@@ -279,6 +311,20 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
             }
         }
         per_node.push((node, got));
+    }
+    // A multi-node job seen from a machine without every node's file (a login node): for
+    // one snapshot, each missing node answers through its own `srun --overlap` hop.
+    let one_shot = matches!(mode, Mode::Json | Mode::Csv);
+    if !hopped && one_shot && allow(SnapshotSource::SrunHop) {
+        if per_node.is_empty() && !allow(SnapshotSource::PluginFile) {
+            per_node = job_nodes(&entry, args.node.as_deref())
+                .into_iter()
+                .map(|n| (n, Err("not read: only srun hops asked for".to_string())))
+                .collect();
+        }
+        if per_node.len() > 1 && per_node.iter().any(|(_, f)| f.is_err()) {
+            hop_missing_nodes(&entry, &mut per_node);
+        }
     }
     if per_node.iter().any(|(_, f)| f.is_ok()) {
         let hop = hopped.then_some(SnapshotSource::SrunHop);
@@ -518,15 +564,91 @@ impl QueueInfo {
     }
 }
 
+/// The job's nodes (squeue's list expanded), or just `only` when it is one of them.
+fn job_nodes(e: &QueueEntry, only: Option<&str>) -> Vec<String> {
+    let mut nodes: Vec<String> = hostlist::expand(&e.nodes).unwrap_or_default();
+    if nodes.is_empty() {
+        nodes.extend(e.first_node());
+    }
+    if let Some(o) = only {
+        nodes.retain(|n| n == o);
+    }
+    nodes
+}
+
+/// Runs one hop per node whose feed is missing, all at once, and puts each answer (that
+/// node's own snapshot) in its place; a failed hop leaves the node not reporting, with why.
+fn hop_missing_nodes(e: &QueueEntry, per_node: &mut [(String, Result<Feed, String>)]) {
+    let missing: Vec<(usize, String)> = per_node
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, f))| f.is_err())
+        .map(|(i, (n, _))| (i, n.clone()))
+        .collect();
+    let answers: Vec<(usize, Result<Snapshot, String>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = missing
+            .iter()
+            .map(|(i, node)| (*i, s.spawn(move || hop_snapshot(e, node))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|(i, h)| {
+                let answer = h
+                    .join()
+                    .unwrap_or_else(|_| Err("the hop's thread failed".into()));
+                (i, answer)
+            })
+            .collect()
+    });
+    for (i, answer) in answers {
+        per_node[i].1 = answer.map(Feed::fixed);
+    }
+}
+
+/// One node's snapshot through `srun --overlap` on that node: the inner run reads that
+/// node's file (or its cgroup) and sends the snapshot back as the library's JSON.
+fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
+    let exe = std::env::current_exe()
+        .map_err(|err| format!("no srun hop: cannot find my own executable: {err}"))?;
+    let mut cmd = std::process::Command::new("srun");
+    cmd.arg(format!("--jobid={}", e.job_id))
+        .args([
+            "--overlap",
+            "-N1",
+            "-n1",
+            "--quiet",
+            "--job-name=slurmwatch",
+        ])
+        .arg(format!("--nodelist={node}"))
+        .arg(&exe)
+        .arg(e.job_id.to_string())
+        .args(["--once", "--json", "--raw-snapshot", "--node", node]);
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if (k.starts_with("SLURM_") && k != "SLURM_CONF") || k == SOURCE_ENV {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env(HOP_ENV, "1");
+    let f = command::run_command(cmd, HOP_TIMEOUT, Some(Duration::from_secs(3)))
+        .map_err(|err| format!("no srun hop to {node}: {err}"))?;
+    serde_json::from_str(f.stdout.trim()).map_err(|_| {
+        let why = f
+            .stderr
+            .lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .unwrap_or("no answer");
+        format!("the srun hop to {node} failed: {why}")
+    })
+}
+
 /// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
 /// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
     let cfg = crate::site::plugin_config();
     let name = format!("{}.sqlite", e.job_id);
-    let mut nodes: Vec<String> = hostlist::expand(&e.nodes).unwrap_or_default();
-    if nodes.is_empty() {
-        nodes.extend(e.first_node());
-    }
+    let nodes = job_nodes(e, None);
     if nodes.is_empty() {
         // No node known (yet): the plain spool file is the only candidate.
         return vec![(String::new(), vec![cfg.spool_dir.join(&name)])];
@@ -673,7 +795,9 @@ fn output(
             feed.refresh().map_err(read_err)?;
             feed.settle(Duration::from_millis(500)).map_err(read_err)?;
             let s = take(&feed, &facts, &queue, hop, None);
-            let text = if matches!(mode, Mode::Json) {
+            let text = if args.raw_snapshot {
+                format!("{}\n", serde_json::to_string(&s).unwrap_or_default())
+            } else if matches!(mode, Mode::Json) {
                 format!("{}\n", json::to_line(&s))
             } else {
                 format!("{}\n{}\n", csv::header(&s), csv::row(&s))

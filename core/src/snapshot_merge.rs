@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::history::hostlist;
 use crate::model::MemoryGuard;
-use crate::snapshot::{CpuSnapshot, History, JobState, MemorySnapshot, Reading, Snapshot};
+use crate::snapshot::{
+    CpuSnapshot, History, JobState, MemorySnapshot, Reading, Snapshot, SnapshotSource,
+};
 
 /// One node of the job, as `nodes[]` in the live JSON.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -20,6 +22,8 @@ pub struct NodeSnapshot {
     /// Why there is no (recent) reading, when `reporting` is false.
     pub reason: Option<String>,
     pub reading_unix_ms: Option<i64>,
+    /// How this node's figures were read (its file, directly, a hop to it); `None` without.
+    pub source: Option<SnapshotSource>,
     pub cpu: CpuSnapshot,
     pub memory: MemorySnapshot,
     pub gpus: usize,
@@ -94,6 +98,7 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
                         Some(_) => "no reading in the last two intervals".to_string(),
                     }),
                     reading_unix_ms: s.reading_unix_ms,
+                    source: Some(s.source),
                     cpu: s.cpu.clone(),
                     memory: s.memory.clone(),
                     gpus: s.gpus.len(),
@@ -104,6 +109,7 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
                 reporting: false,
                 reason: Some(why.clone()),
                 reading_unix_ms: None,
+                source: None,
                 cpu: missing_cpu(why),
                 memory: missing_memory(why),
                 gpus: 0,

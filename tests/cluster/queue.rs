@@ -426,12 +426,3 @@ fn history_says_a_smaller_request_fits_now_and_the_command_works() {
     let line = j.wait(WAIT);
     assert_eq!(line.state, "COMPLETED", "{}", j.output());
 }
-
-/// `scancel`s a job when dropped (also when the test panics).
-struct CancelOnDrop(u32);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        let _ = run("scancel", &[&self.0.to_string()]);
-    }
-}

@@ -435,6 +435,16 @@ pub fn cluster_has_gpu_gres() -> bool {
     stdout(&run("sinfo", &["-h", "-N", "-o", "%G"])).contains("gpu")
 }
 
+/// `scancel`s a job when dropped, also when the test panics: a leftover running job would
+/// hold the node for the tests after it.
+pub struct CancelOnDrop(pub u32);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let _ = run("scancel", &[&self.0.to_string()]);
+    }
+}
+
 /// A command run in a detached tmux session (the dashboard in a real terminal), with its
 /// exit code written to `rc_file` when it ends.
 pub struct Tmux {

@@ -48,6 +48,11 @@ pub enum Feed {
         rows: Vec<SampleRow>,
         slot_seconds: u32,
     },
+    /// One node's snapshot, as its `srun --overlap` hop sent it (taken once).
+    Fixed {
+        snapshot: Box<Snapshot>,
+        shown: bool,
+    },
     /// sstat's summary of the running steps, asked again at most every
     /// [`SSTAT_MIN_GAP_SECONDS`].
     Sstat {
@@ -99,10 +104,17 @@ impl Feed {
         }
     }
 
+    pub fn fixed(snapshot: Snapshot) -> Feed {
+        Feed::Fixed {
+            snapshot: Box::new(snapshot),
+            shown: false,
+        }
+    }
+
     pub fn meta(&self) -> Option<&JobMeta> {
         match self {
             Feed::File { meta, .. } => Some(meta),
-            Feed::Direct { .. } | Feed::Sstat { .. } => None,
+            Feed::Direct { .. } | Feed::Sstat { .. } | Feed::Fixed { .. } => None,
         }
     }
 
@@ -138,6 +150,7 @@ impl Feed {
                 }
                 Ok(true)
             }
+            Feed::Fixed { shown, .. } => Ok(!std::mem::replace(shown, true)),
             Feed::Sstat {
                 job_id,
                 summary,
@@ -183,6 +196,7 @@ impl Feed {
                 .last()
                 .is_some_and(|r| r.usage.cpu_usage_usec.is_none() && rows.len() > 1),
             Feed::Sstat { .. } => false,
+            Feed::Fixed { snapshot, .. } => snapshot.state == JobState::Ended,
         }
     }
 
@@ -191,6 +205,7 @@ impl Feed {
             Feed::File { meta, .. } => Some(meta.interval_seconds),
             Feed::Direct { slot_seconds, .. } => Some(*slot_seconds),
             Feed::Sstat { .. } => Some(SSTAT_MIN_GAP_SECONDS),
+            Feed::Fixed { snapshot, .. } => snapshot.interval_seconds,
         }
     }
 
@@ -226,6 +241,7 @@ impl Feed {
             Feed::Sstat {
                 summary, t_unix_ms, ..
             } => snapshot::from_sstat(facts, summary, *t_unix_ms),
+            Feed::Fixed { snapshot, .. } => (**snapshot).clone(),
         }
     }
 }

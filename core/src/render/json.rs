@@ -210,6 +210,7 @@ fn node_value(n: &NodeSnapshot) -> Value {
     m.insert("node".into(), n.node.clone().into());
     m.insert("reporting".into(), n.reporting.into());
     m.insert("reason".into(), opt_str(n.reason.as_deref()));
+    m.insert("source".into(), opt_str(n.source.map(|s| s.as_str())));
     m.insert(
         "reading_unix_ms".into(),
         n.reading_unix_ms.map_or(Value::Null, Value::from),
