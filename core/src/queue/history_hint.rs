@@ -88,6 +88,68 @@ pub struct HistoryHint {
     pub sentence: String,
 }
 
+/// Every hint's smaller request at once, where that fits now somewhere no single hint does
+/// (a job that needs fewer GPUs *and* less memory to start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CombinedHint {
+    pub resources: Vec<Resource>,
+    pub fits_now_in: Vec<String>,
+    pub command: String,
+    pub sentence: String,
+}
+
+/// The combined hint over `hints` (each already worth saying on its own), if it opens a
+/// partition none of them opens alone.
+pub fn combined(inp: &Inputs, request: &Request, hints: &[HistoryHint]) -> Option<CombinedHint> {
+    if hints.len() < 2 {
+        return None;
+    }
+    let j = &inp.job;
+    let mut req = request.clone();
+    let mut keys = Vec::new();
+    let mut parts = Vec::new();
+    for h in hints {
+        let (_, smaller, key) = apply(j, &req, h.resource, h.suggested)?;
+        req = smaller;
+        keys.push(key);
+        parts.push(match h.resource {
+            Resource::Gpus => format!("{} → {} GPUs", h.requested, h.suggested),
+            Resource::Memory => format!("{} → {} memory", gib(h.requested), gib(h.suggested)),
+            Resource::Cpus => format!("{} → {} CPUs", h.requested, h.suggested),
+            Resource::Time => format!(
+                "{} → {} time limit",
+                limit_text(TimeLimit::Seconds(h.requested)),
+                limit_text(TimeLimit::Seconds(h.suggested))
+            ),
+        });
+    }
+    let fits_now_in = fits_now(inp, &req);
+    let opened = fits_now_in
+        .iter()
+        .any(|p| !hints.iter().any(|h| h.fits_now_in.contains(p)));
+    if !opened {
+        return None;
+    }
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let command = command_for(j, &fits_now_in, &keys);
+    let sentence = format!(
+        "Together ({}) it would fit now on {} {}.",
+        parts.join(", "),
+        if fits_now_in.len() == 1 {
+            "partition"
+        } else {
+            "partitions"
+        },
+        fits_now_in.join(", ")
+    );
+    Some(CombinedHint {
+        resources: hints.iter().map(|h| h.resource).collect(),
+        fits_now_in,
+        command,
+        sentence,
+    })
+}
+
 /// The hints for the job, and a note when there are none for a reason worth saying.
 pub fn hints(
     inp: &Inputs,
@@ -181,6 +243,57 @@ fn hint(inp: &Inputs, r: &Request, res: Resource, a: &sizing::Advice) -> Option<
     };
     // Never below what a run used, whatever rounding did.
     let suggested = f.need.max(used);
+    let (requested, smaller, key_value) = apply(j, r, res, suggested)?;
+    if suggested >= requested {
+        return None;
+    }
+    let fits_now_in = fits_now(inp, &smaller);
+    let command = command_for(j, &fits_now_in, &[key_value.as_str()]);
+    build_hint(
+        r,
+        res,
+        a,
+        f.used,
+        used,
+        requested,
+        suggested,
+        fits_now_in,
+        command,
+    )
+}
+
+/// The accessible partitions where `req` would fit now.
+fn fits_now(inp: &Inputs, req: &Request) -> Vec<String> {
+    inp.partitions
+        .iter()
+        .map(|p| verdict(p, inp, req, false))
+        .filter(|v| v.accessible && v.fits_now)
+        .map(|v| v.name)
+        .collect()
+}
+
+/// `scontrol update JobId=N K=V…`, plus `Partition=` when only another partition has room.
+fn command_for(j: &super::JobDetails, fits_now_in: &[String], key_values: &[&str]) -> String {
+    let mut command = format!(
+        "scontrol update JobId={} {}",
+        j.job_id,
+        key_values.join(" ")
+    );
+    let in_own = fits_now_in.iter().any(|p| j.partitions.contains(p));
+    if let (false, Some(p)) = (in_own, fits_now_in.first()) {
+        command.push_str(&format!(" Partition={p}"));
+    }
+    command
+}
+
+/// The request with `res` lowered to `suggested`: (what it asked, the smaller request, the
+/// `scontrol update` key). `None` where the resource does not apply to this job.
+fn apply(
+    j: &super::JobDetails,
+    r: &Request,
+    res: Resource,
+    suggested: u64,
+) -> Option<(u64, Request, String)> {
     let mut smaller = r.clone();
     let (requested, key_value) = match res {
         // Recordings are per node: only a one-node job compares like with like.
@@ -222,21 +335,21 @@ fn hint(inp: &Inputs, r: &Request, res: Resource, a: &sizing::Advice) -> Option<
         }
         Resource::Gpus => return None,
     };
-    if suggested >= requested {
-        return None;
-    }
-    let fits_now_in: Vec<String> = inp
-        .partitions
-        .iter()
-        .map(|p| verdict(p, inp, &smaller, false))
-        .filter(|v| v.accessible && v.fits_now)
-        .map(|v| v.name)
-        .collect();
-    let mut command = format!("scontrol update JobId={} {key_value}", j.job_id);
-    let in_own = fits_now_in.iter().any(|p| j.partitions.contains(p));
-    if let (false, Some(p)) = (in_own, fits_now_in.first()) {
-        command.push_str(&format!(" Partition={p}"));
-    }
+    Some((requested, smaller, key_value))
+}
+
+#[allow(clippy::too_many_arguments)] // the figures of one hint, each named where it is made
+fn build_hint(
+    r: &Request,
+    res: Resource,
+    a: &sizing::Advice,
+    used_exact: f64,
+    used: u64,
+    requested: u64,
+    suggested: u64,
+    fits_now_in: Vec<String>,
+    command: String,
+) -> Option<HistoryHint> {
     let show = |v: u64| match res {
         Resource::Gpus => v.to_string(),
         Resource::Memory => gib(v),
@@ -259,8 +372,8 @@ fn hint(inp: &Inputs, r: &Request, res: Resource, a: &sizing::Advice) -> Option<
     };
     let used_text = match res {
         Resource::Memory => gib(used),
-        Resource::Cpus => format!("{:.1} cores busy", f.used),
-        Resource::Time => duration(f.used),
+        Resource::Cpus => format!("{:.1} cores busy", used_exact),
+        Resource::Time => duration(used_exact),
         Resource::Gpus => used.to_string(),
     };
     let tail = match fits_now_in.as_slice() {
@@ -402,6 +515,42 @@ mod tests {
             "This job asks for 4 GPUs; your last 10 recorded runs of this workload used at most 1 — with 1 it would fit now on partition debug."
         );
         assert!(a.history_note.is_none());
+    }
+
+    /// With 64 GiB and 8 h asked, no single hint opens a partition; all of them together
+    /// (fewer GPUs, the memory and time the runs needed) open debug.
+    #[test]
+    fn lowering_every_figure_together_fits_where_none_does_alone() {
+        let i = inputs("Resources", gpu_runs(10, 1));
+        let a = analyse(&i);
+        assert!(a.history_hints.len() >= 2, "{:?}", a.history_hints);
+        assert!(a.history_hints.iter().all(|h| h.fits_now_in.is_empty()));
+        let c = a.history_combined.as_ref().expect("a combined hint");
+        assert_eq!(c.fits_now_in, vec!["debug".to_string()]);
+        assert!(
+            c.command
+                .starts_with("scontrol update JobId=50 Gres=gpu:1 MinMemoryNode="),
+            "{}",
+            c.command
+        );
+        assert!(c.command.contains(" TimeLimit="), "{}", c.command);
+        assert!(c.command.ends_with(" Partition=debug"), "{}", c.command);
+        assert!(
+            c.sentence
+                .starts_with("Together (4 → 1 GPUs, 64 GiB → 4.0 GiB memory, "),
+            "{}",
+            c.sentence
+        );
+        assert!(
+            c.sentence.ends_with("it would fit now on partition debug."),
+            "{}",
+            c.sentence
+        );
+        // Where one hint alone already fits, the combined one adds nothing.
+        let mut i = inputs("Resources", gpu_runs(10, 1));
+        i.job.memory_per_node_bytes = Some(8 * GIB);
+        i.job.time_limit = TimeLimit::Seconds(3600);
+        assert!(analyse(&i).history_combined.is_none());
     }
 
     #[test]

@@ -156,6 +156,8 @@ pub struct Analysis {
     pub history_hints: Vec<HistoryHint>,
     /// Why there is no hint, when that is worth saying (sacct failed, too few runs).
     pub history_note: Option<String>,
+    /// Every hint's figure lowered at once, when that opens a partition no single one does.
+    pub history_combined: Option<history_hint::CombinedHint>,
 }
 
 /// Which partitions the job may use, and why not.
@@ -518,6 +520,7 @@ pub fn analyse(inp: &Inputs) -> Analysis {
     });
     let (queue_position, queue_length, queue_reason) = queue_place(inp);
     let (history_hints, history_note) = history_hint::hints(inp, &r, ex.waiting);
+    let history_combined = history_hint::combined(inp, &r, &history_hints);
     let movers: Vec<&Verdict> = verdicts.iter().filter(|v| v.command.is_some()).collect();
     let move_would_help = advise && !movers.is_empty();
     let accessible: Vec<&Verdict> = verdicts.iter().filter(|v| v.accessible).collect();
@@ -581,6 +584,7 @@ pub fn analyse(inp: &Inputs) -> Analysis {
         verdicts,
         history_hints,
         history_note,
+        history_combined,
     }
 }
 

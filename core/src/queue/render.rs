@@ -133,6 +133,24 @@ pub fn to_value(a: &Analysis, commands: u32, seconds: f64) -> Value {
         a.history_hints.iter().map(hint).collect::<Vec<_>>().into(),
     );
     opt(&mut p, "history_note", a.history_note.clone(), None);
+    p.insert(
+        "history_combined".into(),
+        a.history_combined.as_ref().map_or(Value::Null, |c| {
+            let mut m = Map::new();
+            m.insert(
+                "resources".into(),
+                c.resources
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect::<Vec<_>>()
+                    .into(),
+            );
+            m.insert("fits_now_in".into(), c.fits_now_in.clone().into());
+            m.insert("command".into(), c.command.clone().into());
+            m.insert("sentence".into(), c.sentence.clone().into());
+            m.into()
+        }),
+    );
     m.insert("pending".into(), p.into());
     let mut q = Map::new();
     q.insert("slurm_commands".into(), commands.into());
@@ -200,6 +218,9 @@ pub fn lines(a: &Analysis) -> Vec<String> {
     }
     for h in &a.history_hints {
         out.push(format!("Past:  {} ({})", h.sentence, h.command));
+    }
+    if let Some(c) = &a.history_combined {
+        out.push(format!("Past:  {} ({})", c.sentence, c.command));
     }
     if let Some(n) = &a.history_note {
         out.push(format!("Past:  {n}"));
