@@ -26,6 +26,13 @@ pub fn effective_cores(prev: &SampleRow, cur: &SampleRow) -> Option<f64> {
     Some(d_usec as f64 / (dt_ms as f64 * 1000.0))
 }
 
+/// The sum of figures that must all be known: `None` when any is unreadable (or there are
+/// none), so a total over nodes is never a partial sum presented as the whole.
+pub fn sum_all<T: Copy + std::iter::Sum<T>>(v: impl IntoIterator<Item = Option<T>>) -> Option<T> {
+    let got: Option<Vec<T>> = v.into_iter().collect();
+    got.filter(|g| !g.is_empty()).map(|g| g.into_iter().sum())
+}
+
 /// The limit the guard measures against: the cgroup's, else the Slurm allocation.
 pub fn memory_limit_bytes(row: &SampleRow, allocated_bytes: Option<u64>) -> Option<u64> {
     row.usage

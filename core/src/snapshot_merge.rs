@@ -2,12 +2,12 @@
 //! the job-level figures over all of them. Totals add up (CPU seconds, cores in use, cores
 //! allocated, working set, limit); peaks stay per node (what `--mem` applies to); a node
 //! without a recent reading is counted as not reporting and left out of the sums, never
-//! averaged in as 0.
+//! averaged in as 0, and a sum any reporting node cannot give is unknown, not partial.
 
 use serde::{Deserialize, Serialize};
 
 use crate::history::hostlist;
-use crate::model::MemoryGuard;
+use crate::model::{sum_all as sum, MemoryGuard};
 use crate::snapshot::{
     CpuSnapshot, History, JobState, MemorySnapshot, Reading, Snapshot, SnapshotSource,
 };
@@ -61,12 +61,6 @@ fn guard_rank(g: Option<MemoryGuard>) -> u8 {
         Some(MemoryGuard::Amber) => 2,
         Some(MemoryGuard::Red) => 3,
     }
-}
-
-/// Sum over the values present; `None` when none is.
-fn sum<T: Copy + std::iter::Sum<T>>(v: impl Iterator<Item = Option<T>>) -> Option<T> {
-    let got: Vec<T> = v.flatten().collect();
-    (!got.is_empty()).then(|| got.into_iter().sum())
 }
 
 /// Merges the nodes' snapshots (`Err(reason)`: no reading from that node) into the job's.
@@ -152,11 +146,11 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         usage_seconds_total: all_or_missing(cpu_total, "the job total needs every node"),
         cores_allocated: Reading::from_option(
             sum(live.iter().map(|s| s.cpu.cores_allocated.value())),
-            || "not known".into(),
+            || "not known on every node".into(),
         ),
         effective_cores: Reading::from_option(
             sum(reporting.iter().map(|s| s.cpu.effective_cores.value())),
-            || "no node has a rate yet".into(),
+            || "a reporting node has no rate yet".into(),
         ),
         peak_effective_cores: Reading::missing(
             "peaks are per node in a multi-node job: see nodes[]",
@@ -165,12 +159,14 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
     let ws = sum(reporting.iter().map(|s| s.memory.working_set_bytes.value()));
     let limit = sum(reporting.iter().map(|s| s.memory.limit_bytes.value()));
     m.memory = MemorySnapshot {
-        working_set_bytes: Reading::from_option(ws, || "no node has a reading".into()),
+        working_set_bytes: Reading::from_option(ws, || {
+            "a reporting node has no reading of it".into()
+        }),
         cache_bytes: Reading::from_option(
             sum(reporting.iter().map(|s| s.memory.cache_bytes.value())),
-            || "unreadable on every node".into(),
+            || "unreadable on a reporting node".into(),
         ),
-        limit_bytes: Reading::from_option(limit, || "no limit known".into()),
+        limit_bytes: Reading::from_option(limit, || "a reporting node has no limit known".into()),
         percent_of_limit: Reading::from_option(
             ws.zip(limit.filter(|l| *l > 0))
                 .map(|(w, l)| w as f64 * 100.0 / l as f64),
@@ -210,8 +206,8 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
     Some(m)
 }
 
-/// Slot by slot (each history ends at its node's latest reading): the sum of the values
-/// present.
+/// Slot by slot (each history ends at its node's latest reading): the sum, or a gap where
+/// a node has none.
 fn sum_histories<'a>(hs: impl Iterator<Item = &'a History>) -> History {
     let hs: Vec<&History> = hs.collect();
     let Some(first) = hs.first() else {
@@ -331,6 +327,24 @@ mod tests {
         assert_eq!(m.memory.working_set_bytes.value(), Some(GIB));
         let why = m.cpu.usage_seconds_total.reason.clone().unwrap();
         assert!(why.contains("b2, b3 not reporting"), "{why}");
+    }
+
+    #[test]
+    fn a_reporting_node_without_a_working_set_makes_the_sum_unknown() {
+        let t = 1_800_000_000_000;
+        let mut b = node("e2", 1.0, GIB, t);
+        b.memory.working_set_bytes = Reading::missing("unreadable in the latest reading");
+        let per_node = vec![
+            ("e1".to_string(), Ok(node("e1", 1.0, GIB, t))),
+            ("e2".to_string(), Ok(b)),
+        ];
+        let m = merge(&per_node).unwrap();
+        assert_eq!(m.nodes_reporting, Some(2));
+        assert!(
+            m.memory.working_set_bytes.value().is_none(),
+            "not e1's alone"
+        );
+        assert_eq!(m.cpu.effective_cores.value(), Some(2.0));
     }
 
     #[test]

@@ -183,3 +183,16 @@ fn one_node_is_the_single_node_report() {
     assert!(chart::svg(&r).contains("id=\"series-working-set\""));
     assert!(!codes(&r).iter().any(|c| c.contains("node")));
 }
+
+/// A node whose CPU counter was unreadable makes the job's total unknown: never the other
+/// nodes' sum presented as the job's.
+#[test]
+fn an_unreadable_node_figure_makes_the_total_unknown_not_partial() {
+    let mut b = node("b2", 1.0, 100, 10, false);
+    b.summary.cpu_usage_seconds_total = None;
+    let recs = vec![node("b1", 1.0, 100, 10, true), b];
+    let r = report::build("77", &recs, None, None, None);
+    assert_eq!(r.cpu.usage_seconds_total, None);
+    assert_eq!(r.nodes[0].cpu_seconds, Some(10.0), "b1's own figure stays");
+    assert_eq!(r.nodes[1].cpu_seconds, None);
+}

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::analysis::units::bytes;
 use crate::analysis::{Finding, Summary};
-use crate::model::effective_cores;
+use crate::model::{effective_cores, sum_all};
 use crate::store::SampleRow;
 
 use super::Recording;
@@ -66,7 +66,7 @@ impl NodeLine {
             memory_limit_bytes: s.memory_limit_bytes.or(r.meta.memory_allocated_bytes),
             oom_kills: s.oom_kills,
             gpus: s.gpus.len(),
-            gpu_energy_joules: sum_f(s.gpus.iter().map(|g| g.energy_joules)),
+            gpu_energy_joules: sum_all(s.gpus.iter().map(|g| g.energy_joules)),
         }
     }
 
@@ -99,17 +99,8 @@ pub fn lines(recs: &[Recording], expected: &[String]) -> Vec<NodeLine> {
     out
 }
 
-fn sum_f(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    v.flatten()
-        .fold(None, |acc, x| Some(acc.unwrap_or(0.0) + x))
-}
-
-fn sum_u(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
-    v.flatten().fold(None, |acc, x| Some(acc.unwrap_or(0) + x))
-}
-
 /// One summary for the whole job from the nodes' own. Totals add up (CPU seconds, cores,
-/// kills, sampler overhead); the memory peak is the largest node's (with its time), because
+/// kills, sampler overhead; unknown when any node's is); the memory peak is the largest node's (with its time), because
 /// `--mem` is per node; the peak cores is the largest sum over a common time grid; cards
 /// keep their node.
 pub fn merge_summaries(recs: &[Recording]) -> Summary {
@@ -122,20 +113,20 @@ pub fn merge_summaries(recs: &[Recording]) -> Summary {
         job_rows: ss.iter().map(|s| s.job_rows).sum(),
         first_t_unix_ms: ss.iter().filter_map(|s| s.first_t_unix_ms).min(),
         last_t_unix_ms: ss.iter().filter_map(|s| s.last_t_unix_ms).max(),
-        cpu_usage_seconds_total: sum_f(ss.iter().map(|s| s.cpu_usage_seconds_total)),
-        cpu_user_seconds: sum_f(ss.iter().map(|s| s.cpu_user_seconds)),
-        cpu_system_seconds: sum_f(ss.iter().map(|s| s.cpu_system_seconds)),
+        cpu_usage_seconds_total: sum_all(ss.iter().map(|s| s.cpu_usage_seconds_total)),
+        cpu_user_seconds: sum_all(ss.iter().map(|s| s.cpu_user_seconds)),
+        cpu_system_seconds: sum_all(ss.iter().map(|s| s.cpu_system_seconds)),
         cores_allocated: recs
             .iter()
             .map(|r| r.summary.cores_allocated.or(r.meta.cores_allocated))
             .try_fold(0u32, |acc, c| c.map(|c| acc + c)),
         memory_limit_bytes: ss.iter().filter_map(|s| s.memory_limit_bytes).max(),
-        oom_kills: sum_u(ss.iter().map(|s| s.oom_kills)),
-        memory_major_faults: sum_u(ss.iter().map(|s| s.memory_major_faults)),
-        io_read_bytes: sum_u(ss.iter().map(|s| s.io_read_bytes)),
-        io_write_bytes: sum_u(ss.iter().map(|s| s.io_write_bytes)),
-        sampler_cpu_usec: sum_u(ss.iter().map(|s| s.sampler_cpu_usec)),
-        sampler_bytes_written: sum_u(ss.iter().map(|s| s.sampler_bytes_written)),
+        oom_kills: sum_all(ss.iter().map(|s| s.oom_kills)),
+        memory_major_faults: sum_all(ss.iter().map(|s| s.memory_major_faults)),
+        io_read_bytes: sum_all(ss.iter().map(|s| s.io_read_bytes)),
+        io_write_bytes: sum_all(ss.iter().map(|s| s.io_write_bytes)),
+        sampler_cpu_usec: sum_all(ss.iter().map(|s| s.sampler_cpu_usec)),
+        sampler_bytes_written: sum_all(ss.iter().map(|s| s.sampler_bytes_written)),
         ..Summary::default()
     };
     if let Some(best) = ss
