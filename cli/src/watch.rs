@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use slurmwatch_core::history::hostlist;
-use slurmwatch_core::options::{expand_template, spool_for_node, TemplateIds};
 use slurmwatch_core::render::{csv, json};
+use slurmwatch_core::report::locate;
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::scontrol;
 use slurmwatch_core::slurm::squeue::{self, QueryError, QueueEntry, TimeLimit};
@@ -610,26 +610,14 @@ fn hop_missing_nodes(e: &QueueEntry, per_node: &mut [(String, Result<Feed, Strin
 fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
     let exe = std::env::current_exe()
         .map_err(|err| format!("no srun hop: cannot find my own executable: {err}"))?;
-    let mut cmd = std::process::Command::new("srun");
-    cmd.arg(format!("--jobid={}", e.job_id))
-        .args([
-            "--overlap",
-            "-N1",
-            "-n1",
-            "--quiet",
-            "--job-name=slurmwatch",
-        ])
-        .arg(format!("--nodelist={node}"))
-        .arg(&exe)
-        .arg(e.job_id.to_string())
-        .args(["--once", "--json", "--raw-snapshot", "--node", node]);
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if (k.starts_with("SLURM_") && k != "SLURM_CONF") || k == SOURCE_ENV {
-            cmd.env_remove(k.as_ref());
-        }
-    }
-    cmd.env(HOP_ENV, "1");
+    let mut cmd = srun_hop_command(e, node, false);
+    cmd.arg(&exe).arg(e.job_id.to_string()).args([
+        "--once",
+        "--json",
+        "--raw-snapshot",
+        "--node",
+        node,
+    ]);
     let f = command::run_command(cmd, HOP_TIMEOUT, Some(Duration::from_secs(3)))
         .map_err(|err| format!("no srun hop to {node}: {err}"))?;
     serde_json::from_str(f.stdout.trim()).map_err(|_| {
@@ -653,29 +641,49 @@ fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
         // No node known (yet): the plain spool file is the only candidate.
         return vec![(String::new(), vec![cfg.spool_dir.join(&name)])];
     }
+    let job_id = e.job_id.to_string();
+    let w = locate::Wanted {
+        job_id: &job_id,
+        nodes: &nodes,
+        user: Some(&e.user),
+        uid: e.uid,
+    };
     nodes
-        .into_iter()
+        .iter()
         .map(|node| {
-            let mut out: Vec<PathBuf> = spool_for_node(&cfg.spool_dir, &node)
-                .map(|d| d.join(&name))
-                .into_iter()
-                .collect();
-            if let (Some(t), Some(uid), Ok(job_id)) =
-                (&cfg.archive_template, e.uid, u32::try_from(e.job_id))
-            {
-                let ids = TemplateIds {
-                    user: &e.user,
-                    uid,
-                    job_id,
-                    node: &node,
-                };
-                if let Some(dir) = expand_template(t, &ids) {
-                    out.push(dir.join(format!("{}.{node}.sqlite", e.job_id)));
-                }
-            }
-            (node, out)
+            let paths =
+                locate::node_files(&w, node, &cfg.spool_dir, cfg.archive_template.as_deref());
+            (node.clone(), paths)
         })
         .collect()
+}
+
+/// `srun --overlap` into job `e` on `node` (the program and its arguments follow). srun hands
+/// its environment to the step: the caller's own job's SLURM_* settings (from inside another
+/// allocation they would size this step) and the source choice are dropped, and the inner
+/// run is marked.
+fn srun_hop_command(e: &QueueEntry, node: &str, pty: bool) -> std::process::Command {
+    let mut cmd = std::process::Command::new("srun");
+    cmd.arg(format!("--jobid={}", e.job_id))
+        .args([
+            "--overlap",
+            "-N1",
+            "-n1",
+            "--quiet",
+            "--job-name=slurmwatch",
+        ])
+        .arg(format!("--nodelist={node}"));
+    if pty {
+        cmd.arg("--pty");
+    }
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if (k.starts_with("SLURM_") && k != "SLURM_CONF") || k == SOURCE_ENV {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    cmd.env(HOP_ENV, "1");
+    cmd
 }
 
 /// Runs this same command on the job's node inside the job (`srun --overlap`), where the
@@ -693,30 +701,8 @@ fn hop(e: &QueueEntry, node: &str, mode: &Mode) -> Result<i32, String> {
             e.display_id
         );
     }
-    let mut cmd = std::process::Command::new("srun");
-    cmd.arg(format!("--jobid={}", e.job_id))
-        .args([
-            "--overlap",
-            "-N1",
-            "-n1",
-            "--quiet",
-            "--job-name=slurmwatch",
-        ])
-        .arg(format!("--nodelist={node}"));
-    if matches!(mode, Mode::Screen) {
-        cmd.arg("--pty");
-    }
+    let mut cmd = srun_hop_command(e, node, matches!(mode, Mode::Screen));
     cmd.arg(&exe).args(std::env::args_os().skip(1));
-    // srun hands its environment to the step: drop the caller's own job's SLURM_* settings
-    // (from inside another allocation they would size this step) and the source choice,
-    // and mark the inner run.
-    for (k, _) in std::env::vars_os() {
-        let k = k.to_string_lossy();
-        if (k.starts_with("SLURM_") && k != "SLURM_CONF") || k == SOURCE_ENV {
-            cmd.env_remove(k.as_ref());
-        }
-    }
-    cmd.env(HOP_ENV, "1");
     if matches!(mode, Mode::Screen | Mode::Log(_)) {
         return match cmd.status() {
             Ok(s) => Ok(s.code().unwrap_or(1)),

@@ -69,6 +69,34 @@ pub fn candidates(
     out
 }
 
+/// One node's own files, most current first, whether or not they exist: the spool's
+/// `<id>.sqlite` (`%n` expanded) and the archive's `<id>.<node>.sqlite`.
+pub fn node_files(
+    w: &Wanted<'_>,
+    node: &str,
+    spool: &Path,
+    archive_template: Option<&str>,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = spool_for_node(spool, node)
+        .map(|d| d.join(format!("{}.sqlite", w.job_id)))
+        .into_iter()
+        .collect();
+    if let (Some(t), Some(user), Some(uid), Ok(job_id)) =
+        (archive_template, w.user, w.uid, w.job_id.parse::<u32>())
+    {
+        let ids = TemplateIds {
+            user,
+            uid,
+            job_id,
+            node,
+        };
+        if let Some(dir) = expand_template(t, &ids) {
+            out.push(dir.join(format!("{}.{node}.sqlite", w.job_id)));
+        }
+    }
+    out
+}
+
 /// `<id>.sqlite` and `<id>.<node>.sqlite` in `dir`: the named nodes first, then any other
 /// plain node name found by listing (a file of a node the caller did not know about).
 fn in_dir(dir: &Path, job_id: &str, nodes: &[String]) -> Vec<PathBuf> {
