@@ -10,6 +10,9 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    // slurmstepd may dlclose the plugin while a sampler or archive thread left behind past
+    // its deadline still runs: keep the code mapped for the life of the process.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,-z,nodelete");
     let include = env::var_os("SLURM_INCLUDE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/include"));

@@ -14,6 +14,14 @@ pub const DEFAULT_MIN_INTERVAL_SECONDS: u32 = 1;
 pub const DEFAULT_MAX_INTERVAL_SECONDS: u32 = 3600;
 /// Where per-job files live on the node unless plugstack says otherwise (root-owned).
 pub const DEFAULT_SPOOL_DIR: &str = "/var/spool/slurmwatch";
+/// A job's live file stops growing here (`max_file_mb=`): a 7-day job at 5 s is 5–9 MB.
+pub const DEFAULT_MAX_FILE_MB: u32 = 32;
+/// The largest `max_file_mb=` a site may set: readers refuse files above
+/// `store::schema::MAX_FILE_BYTES`, so a capped file must stay readable.
+pub const MAX_MAX_FILE_MB: u32 = 48;
+/// Spool files older than this are removed at job ends on the node (`retain_days=`; 0 keeps
+/// them for ever).
+pub const DEFAULT_RETAIN_DAYS: u32 = 30;
 
 /// A refused value: one sentence saying what is wrong, and a hint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +102,10 @@ pub struct PluginConfig {
     /// never the job's environment. `None`: the driver's `libnvidia-ml.so.1` via the
     /// loader's default search (ld.so.cache; slurmstepd's own environment).
     pub nvml_library: Option<PathBuf>,
+    /// The cap on one job's live file per node, MiB (`max_file_mb=`).
+    pub max_file_mb: u32,
+    /// How long spool files are kept, days (`retain_days=`; 0: for ever).
+    pub retain_days: u32,
 }
 
 impl std::default::Default for PluginConfig {
@@ -106,6 +118,8 @@ impl std::default::Default for PluginConfig {
             spool_dir: PathBuf::from(DEFAULT_SPOOL_DIR),
             archive_template: None,
             nvml_library: None,
+            max_file_mb: DEFAULT_MAX_FILE_MB,
+            retain_days: DEFAULT_RETAIN_DAYS,
         }
     }
 }
@@ -119,7 +133,23 @@ pub const PLUGSTACK_KEYS: &[&str] = &[
     "spool",
     "archive",
     "nvml",
+    "max_file_mb",
+    "retain_days",
 ];
+
+/// A whole number in `lo..=hi` for plugstack `key`.
+fn parse_bounded_arg(key: &str, value: &str, lo: u32, hi: u32) -> Result<u32, OptionError> {
+    let n = (!value.is_empty() && value.len() <= 6 && value.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| value.parse::<u32>().ok())
+        .flatten()
+        .filter(|n| (lo..=hi).contains(n));
+    n.ok_or_else(|| {
+        refuse(
+            format!("slurmwatch: plugstack argument {key}={value:?} is not a whole number from {lo} to {hi}."),
+            format!("Write it as e.g. {key}={hi}."),
+        )
+    })
+}
 
 fn parse_seconds_arg(key: &str, value: &str) -> Result<u32, OptionError> {
     if value.is_empty() || value.len() > 7 || !value.bytes().all(|b| b.is_ascii_digit()) {
@@ -196,6 +226,8 @@ impl PluginConfig {
                     validate_spool_template(value)?;
                 }
                 "nvml" => c.nvml_library = Some(parse_abs_path(key, value)?),
+                "max_file_mb" => c.max_file_mb = parse_bounded_arg(key, value, 1, MAX_MAX_FILE_MB)?,
+                "retain_days" => c.retain_days = parse_bounded_arg(key, value, 0, 36_500)?,
                 "archive" => {
                     parse_abs_path(key, value)?;
                     validate_template(value)?;
@@ -300,6 +332,26 @@ pub struct TemplateIds<'a> {
     pub uid: u32,
     pub job_id: u32,
     pub node: &'a str,
+}
+
+/// The archive directory as the site's fixed prefix (the leading components without a
+/// placeholder: the admin's, which may hold symlinks) and the expanded components below it,
+/// which `private_dir` walks without following links. `None` when an id is unsafe.
+pub fn archive_dir_parts(t: &str, ids: &TemplateIds<'_>) -> Option<(PathBuf, Vec<String>)> {
+    let mut prefix = PathBuf::from("/");
+    let mut below = Vec::new();
+    for c in t.split('/').filter(|c| !c.is_empty()) {
+        if below.is_empty() && !c.contains('%') {
+            prefix.push(c);
+        } else {
+            let name = expand_template(c, ids)?.to_str()?.to_string();
+            if !is_plain_name(&name) {
+                return None;
+            }
+            below.push(name);
+        }
+    }
+    Some((prefix, below))
 }
 
 /// Expands a validated template. A user or node name that could escape the directory
@@ -453,6 +505,53 @@ mod tests {
             Some(PathBuf::from("/var/spool/sw"))
         );
         assert!(PluginConfig::parse(&["spool=/var/spool/%u"]).is_err());
+    }
+
+    #[test]
+    fn archive_parts_split_the_fixed_prefix_from_the_ids() {
+        let ids = TemplateIds {
+            user: "alice",
+            uid: 1001,
+            job_id: 42,
+            node: "n1",
+        };
+        let (p, c) = archive_dir_parts("/shared/sw/%u/j%j", &ids).unwrap();
+        assert_eq!(
+            (p.as_path(), c),
+            (
+                Path::new("/shared/sw"),
+                vec!["alice".to_string(), "j42".into()]
+            )
+        );
+        let (p, c) = archive_dir_parts("/shared/sw", &ids).unwrap();
+        assert_eq!((p.as_path(), c.len()), (Path::new("/shared/sw"), 0));
+        let evil = TemplateIds { user: "..", ..ids };
+        assert_eq!(archive_dir_parts("/shared/%u", &evil), None);
+    }
+
+    #[test]
+    fn plugstack_caps_and_retention_are_bounded() {
+        let c = PluginConfig::parse(&["max_file_mb=8", "retain_days=0"]).unwrap();
+        assert_eq!((c.max_file_mb, c.retain_days), (8, 0));
+        let d = PluginConfig::default();
+        assert_eq!(
+            (d.max_file_mb, d.retain_days),
+            (DEFAULT_MAX_FILE_MB, DEFAULT_RETAIN_DAYS)
+        );
+        for bad in [
+            "max_file_mb=0",
+            "max_file_mb=49",
+            "max_file_mb=-1",
+            "retain_days=x",
+            "retain_days=",
+        ] {
+            let e = PluginConfig::parse(&[bad]).unwrap_err();
+            assert!(
+                e.message.contains("is not a whole number"),
+                "{bad}: {}",
+                e.message
+            );
+        }
     }
 
     #[test]

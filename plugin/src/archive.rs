@@ -1,9 +1,32 @@
-//! The archive copy: a consistent copy of the job's file in the site's archive location,
-//! written with the job user's credentials (see `as_user`), used by the sampler (each step's
-//! end, every few minutes) and by `job_epilog` (once the summary is in).
+//! The archive copy: a consistent copy of the job's file in the site's archive location, used
+//! by the sampler (each step's end, every few minutes) and by `job_epilog` (once the summary
+//! is in).
+//!
+//! Root makes the snapshot inside its own spool (`store::archive::snapshot`); a thread of its
+//! own then switches to the job user's filesystem identity (`as_user`) and writes it into the
+//! user's private directory relative to a checked descriptor (`private_dir`). The caller waits
+//! at most a deadline: a hung archive filesystem leaves that thread behind, never the callback
+//! or the epilog, and no second copy starts while one is still stuck.
 
 use slurmwatch_core::options::{self, PluginConfig};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Where the copy goes: the site's fixed prefix and the components below it.
+#[derive(Debug, Clone)]
+pub struct ArchiveDir {
+    pub prefix: PathBuf,
+    pub components: Vec<String>,
+}
+
+impl ArchiveDir {
+    pub fn display(&self) -> String {
+        let mut p = self.prefix.clone();
+        p.extend(&self.components);
+        p.display().to_string()
+    }
+}
 
 /// The archive directory for this job, or `None` when the site has none. An error when the
 /// template cannot be expanded safely (a user or node name that could escape it).
@@ -13,7 +36,7 @@ pub fn dir_for(
     uid: u32,
     job_id: u32,
     node: &str,
-) -> Result<Option<PathBuf>, String> {
+) -> Result<Option<ArchiveDir>, String> {
     let Some(t) = &config.archive_template else {
         return Ok(None);
     };
@@ -23,8 +46,8 @@ pub fn dir_for(
         job_id,
         node,
     };
-    options::expand_template(t, &ids)
-        .map(Some)
+    options::archive_dir_parts(t, &ids)
+        .map(|(prefix, components)| Some(ArchiveDir { prefix, components }))
         .ok_or_else(|| "the archive template cannot be expanded safely for this job".into())
 }
 
@@ -33,17 +56,60 @@ pub fn file_name(job_id: u32, node: &str) -> String {
     format!("{job_id}.{node}.sqlite")
 }
 
-/// Copies `file` to `<dir>/<name>` as the user (uid, gid).
-pub fn copy_as_user(file: &Path, dir: &Path, name: &str, uid: u32, gid: u32) -> Result<(), String> {
-    let outcome = crate::as_user::with_user_fs(uid, gid, || {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        slurmwatch_core::store::archive::copy_consistent(file, dir, name)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    });
-    match outcome {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) | Err(e) => Err(format!("archive copy failed: {e}")),
+/// One copy at a time per process: a copy stuck on a hung filesystem blocks later ones
+/// (they are skipped with a reason), not the sampler.
+static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
+
+/// Copies the job's `file` (in the root-only `spool`) to `<dir>/<name>` as the user (uid,
+/// gid), waiting at most `deadline`.
+pub fn copy_as_user(
+    file: &Path,
+    spool: &Path,
+    job_id: u32,
+    dir: &ArchiveDir,
+    name: &str,
+    (uid, gid): (u32, u32),
+    deadline: Duration,
+) -> Result<(), String> {
+    let mut snapshot = slurmwatch_core::store::archive::snapshot(file, spool, job_id)
+        .map_err(|e| format!("archive copy failed: {e}"))?;
+    if IN_FLIGHT.swap(true, Ordering::SeqCst) {
+        return Err(format!(
+            "archive copy to {} skipped: the previous one has not finished (hung filesystem?)",
+            dir.display()
+        ));
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (dir2, name2) = (dir.clone(), name.to_string());
+    let spawned = std::thread::Builder::new()
+        .name("slurmwatch-archive".into())
+        .stack_size(128 * 1024)
+        .spawn(move || {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::as_user::with_user_fs(uid, gid, || {
+                    let d = slurmwatch_core::private_dir::open_private_dir(
+                        &dir2.prefix,
+                        &dir2.components,
+                        uid,
+                    )?;
+                    slurmwatch_core::private_dir::install_file_at(&d, &name2, &mut snapshot)
+                })
+            }))
+            .unwrap_or_else(|_| Err("internal error (panic in the archive copy)".into()));
+            IN_FLIGHT.store(false, Ordering::SeqCst);
+            let _ = tx.send(outcome);
+        });
+    if let Err(e) = spawned {
+        IN_FLIGHT.store(false, Ordering::SeqCst);
+        return Err(format!("archive copy failed: cannot start its thread: {e}"));
+    }
+    match rx.recv_timeout(deadline) {
+        Ok(Ok(Ok(()))) => Ok(()),
+        Ok(Ok(Err(e))) | Ok(Err(e)) => Err(format!("archive copy failed: {e}")),
+        Err(_) => Err(format!(
+            "archive copy to {} did not finish within {} s (hung filesystem?); left it behind",
+            dir.display(),
+            deadline.as_secs()
+        )),
     }
 }

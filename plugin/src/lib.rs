@@ -232,9 +232,58 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
     })
 }
 
+/// How long `job_epilog` may take, whatever the files hold or the archive filesystem does:
+/// the work runs on a thread of its own and is left behind (the process exits after the
+/// callbacks) when it is not done by then. Slurm's own `PrologEpilogTimeout` is far longer.
+const EPILOG_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+/// Of that bound: the summary (statement deadlines inside), then the archive copy.
+const EPILOG_ARCHIVE_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
+/// The spool sweep for expired files, at most this long per job end.
+const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// This node's name as Slurm knows it: slurmd sets `SLURMD_NODENAME` in its own environment,
+/// which its prolog, epilog and slurmstepd inherit (the job's environment, which
+/// `spank_getenv` reads, is a separate list the job controls). Several slurmd may share one
+/// host, so the host name is only the fallback. Used as a validated file-name component.
+fn slurmd_node_name() -> String {
+    std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| options::is_plain_name(n))
+        .unwrap_or_else(node_name)
+}
+
+/// Runs once per job and node before the job's first step here (a separate root process in
+/// the job-script context, environment from slurmd): notes the job's GPU allocation from
+/// `SLURM_JOB_GPUS`, which slurmd builds from the job's credential, so the steps record only
+/// cards Slurm allocated (DESIGN.md §7). Writes one small file, `<spool>/<job>.alloc`.
+///
+/// # Safety
+/// Called by Slurm with a valid handle and plugstack argv.
+#[no_mangle]
+pub unsafe extern "C" fn slurm_spank_job_prolog(
+    sp: ffi::spank_t,
+    ac: c_int,
+    av: *mut *mut c_char,
+) -> c_int {
+    let sp = Spank(sp);
+    guard::guarded("job_prolog", || {
+        if spank::context() != Context::JobScript {
+            return Ok(());
+        }
+        let config = load_config(ac, av)?;
+        let job_id = sp.job_id().ok_or("no job id")?;
+        let spool = node_spool(&config, &slurmd_node_name())?;
+        let gpus = std::env::var("SLURM_JOB_GPUS").ok();
+        let alloc = slurmwatch_core::spool::Allocation::from_job_gpus(gpus.as_deref())
+            .ok_or_else(|| format!("SLURM_JOB_GPUS {gpus:?} is not a list of indices"))?;
+        slurmwatch_core::spool::write_allocation(&spool, job_id, &alloc)
+            .map_err(|e| format!("cannot note job {job_id}'s allocation: {e}"))
+    })
+}
+
 /// Runs once per job and node when the job ends (a separate root process in the job-script
-/// context): writes the summary into the job's file and refreshes the archive copy, so the
-/// archived file is complete.
+/// context): writes the summary into the job's file, refreshes the archive copy, removes the
+/// job's allocation note and expired spool files. Returns within `EPILOG_BOUND`.
 ///
 /// # Safety
 /// Called by Slurm with a valid handle and plugstack argv.
@@ -249,31 +298,86 @@ pub unsafe extern "C" fn slurm_spank_job_epilog(
         if spank::context() != Context::JobScript {
             return Ok(());
         }
-        use slurmwatch_core::analysis::summary::{summarise_job_file, EpilogOutcome};
         let config = load_config(ac, av)?;
         let job_id = sp.job_id().ok_or("no job id")?;
-        let started = std::time::Instant::now();
-        // slurmd sets SLURMD_NODENAME in the epilog's environment (the job cannot).
-        let node = std::env::var("SLURMD_NODENAME")
-            .ok()
-            .filter(|n| options::is_plain_name(n))
-            .unwrap_or_else(node_name);
-        let spool = options::spool_for_node(&config.spool_dir, &node).ok_or("bad spool")?;
-        match summarise_job_file(&spool, job_id).map_err(|e| e.to_string())? {
-            EpilogOutcome::NotRecorded => return Ok(()),
-            EpilogOutcome::Written => log::info(&format!(
-                "slurmwatch: job {job_id}: summary written in {} ms",
-                started.elapsed().as_millis()
+        let ids = (sp.uid().ok_or("no job uid")?, sp.gid().ok_or("no job gid")?);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("slurmwatch-epilog".into())
+            .spawn(move || {
+                let r = std::panic::catch_unwind(|| epilog_work(&config, job_id, ids))
+                    .unwrap_or_else(|_| Err("internal error (panic in the epilog)".into()));
+                let _ = tx.send(r);
+            })
+            .map_err(|e| format!("cannot start the epilog thread: {e}"))?;
+        match rx.recv_timeout(EPILOG_BOUND) {
+            Ok(Ok(Some(note))) => {
+                log::info(&note);
+                Ok(())
+            }
+            Ok(Ok(None)) => Ok(()),
+            Ok(Err(e)) => Err(format!("job {job_id}: {e}")),
+            Err(_) => Err(format!(
+                "job {job_id}: the epilog's work did not finish within {} s; left it behind",
+                EPILOG_BOUND.as_secs()
             )),
         }
-        let (uid, gid) = (sp.uid().ok_or("no job uid")?, sp.gid().ok_or("no job gid")?);
-        let user = user_name(uid);
-        if let Some(dir) = archive::dir_for(&config, &user, uid, job_id, &node)? {
-            let file = spool.join(format!("{job_id}.sqlite"));
-            archive::copy_as_user(&file, &dir, &archive::file_name(job_id, &node), uid, gid)?;
-        }
-        Ok(())
     })
+}
+
+/// The epilog's work, on its own thread. `Ok(Some(note))` is logged.
+fn epilog_work(
+    config: &PluginConfig,
+    job_id: u32,
+    (uid, gid): (u32, u32),
+) -> Result<Option<String>, String> {
+    use slurmwatch_core::analysis::summary::{summarise_job_file, EpilogOutcome};
+    use slurmwatch_core::spool;
+    let started = std::time::Instant::now();
+    let node = slurmd_node_name();
+    let spool_dir = options::spool_for_node(&config.spool_dir, &node).ok_or("bad spool")?;
+    let _ = std::fs::remove_file(spool_dir.join(spool::alloc_file_name(job_id)));
+    if config.retain_days > 0 {
+        let retain = std::time::Duration::from_secs(u64::from(config.retain_days) * 86_400);
+        let swept = spool::remove_expired(
+            &spool_dir,
+            std::time::SystemTime::now(),
+            retain,
+            SWEEP_BUDGET,
+        );
+        if !swept.removed.is_empty() {
+            log::info(&format!(
+                "slurmwatch: removed {} spool files older than {} days",
+                swept.removed.len(),
+                config.retain_days
+            ));
+        }
+    }
+    let outcome = summarise_job_file(&spool_dir, job_id).map_err(|e| e.to_string())?;
+    if outcome == EpilogOutcome::NotRecorded {
+        return Ok(None);
+    }
+    let mut note = format!(
+        "slurmwatch: job {job_id}: summary written in {} ms",
+        started.elapsed().as_millis()
+    );
+    if let Some(dir) = archive::dir_for(config, &user_name(uid), uid, job_id, &node)? {
+        let file = spool_dir.join(spool::job_file_name(job_id));
+        let name = archive::file_name(job_id, &node);
+        match archive::copy_as_user(
+            &file,
+            &spool_dir,
+            job_id,
+            &dir,
+            &name,
+            (uid, gid),
+            EPILOG_ARCHIVE_WAIT,
+        ) {
+            Ok(()) => {}
+            Err(e) => note.push_str(&format!("; {e}")),
+        }
+    }
+    Ok(Some(note))
 }
 
 /// # Safety
@@ -339,38 +443,43 @@ fn node_name() -> String {
     name.split('.').next().unwrap_or("unknown").to_string()
 }
 
-/// The step's GPUs: the cards its environment names (as Slurm set it for the step) and the
-/// site's NVML library. `None` when no card is named: NVML is then never loaded.
-fn plan_gpus(sp: Spank, config: &PluginConfig) -> Option<recorder::GpuPlan> {
-    use slurmwatch_core::collect::gpu::{wanted_cards, GpuEnv, DEFAULT_NVML_LIB};
+/// The step's GPUs: the cards Slurm allocated to the job on this node (noted by
+/// `job_prolog` from slurmd's environment), ordered and narrowed by the step's environment
+/// (`cuda:N` follows the job's `CUDA_VISIBLE_DEVICES`). `None` when no card is both named and
+/// allocated: NVML is then never loaded.
+fn plan_gpus(
+    sp: Spank,
+    config: &PluginConfig,
+    spool: &std::path::Path,
+    job_id: u32,
+) -> Option<recorder::GpuPlan> {
+    use slurmwatch_core::collect::gpu::{wanted_cards, CardRef, GpuEnv, DEFAULT_NVML_LIB};
     let env = GpuEnv::from_lookup(|name| sp.getenv(name));
     let wanted = wanted_cards(&env);
     if wanted.is_empty() {
         return None;
     }
-    Some(recorder::GpuPlan {
+    let allocated = match slurmwatch_core::spool::read_allocation(spool, job_id) {
+        Ok(a) => a.gpus,
+        Err(why) => {
+            log::info(&format!(
+                "slurmwatch: job {job_id}: no GPU section: the job's allocation is unknown ({why})"
+            ));
+            return None;
+        }
+    };
+    let any = wanted.iter().any(|w| match w.card {
+        CardRef::Index(i) => allocated.contains(&i),
+        CardRef::Uuid(_) => !allocated.is_empty(),
+    });
+    any.then(|| recorder::GpuPlan {
         lib_path: config
             .nvml_library
             .clone()
             .unwrap_or_else(|| DEFAULT_NVML_LIB.into()),
         wanted,
+        allocated,
     })
-}
-
-/// This node's name as Slurm knows it. Several slurmd may share one host (so not the host
-/// name), and slurmstepd's own environment does not carry it; the step's node list from the
-/// job's environment (the step's for `srun` steps, the job's otherwise) indexed by
-/// `S_JOB_NODEID` does. Used only as a validated file-name component.
-fn slurm_node_name(sp: Spank, step: &str) -> Option<String> {
-    let var = if step.parse::<u32>().is_ok() {
-        "SLURM_STEP_NODELIST"
-    } else {
-        "SLURM_JOB_NODELIST"
-    };
-    let list = sp.getenv(var)?;
-    let nodes = slurmwatch_core::history::hostlist::expand(&list).ok()?;
-    let name = nodes.get(sp.node_id()? as usize)?.clone();
-    options::is_plain_name(&name).then_some(name)
 }
 
 /// The spool for this node (`%n` expanded), created if missing. It lives under the site's
@@ -402,7 +511,7 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let uid = sp.uid().ok_or("no job uid")?;
     let gid = sp.gid().ok_or("no job gid")?;
     let user = user_name(uid);
-    let node = slurm_node_name(sp, &step).unwrap_or_else(node_name);
+    let node = slurmd_node_name();
     let archive_dir = archive::dir_for(config, &user, uid, job_id, &node)?;
     let spool = node_spool(config, &node)?;
     Ok(recorder::Plan {
@@ -415,13 +524,15 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         gid,
         user,
         node,
-        file: spool.join(format!("{job_id}.sqlite")),
+        file: spool.join(slurmwatch_core::spool::job_file_name(job_id)),
+        gpu: plan_gpus(sp, config, &spool, job_id),
+        spool,
+        max_file_bytes: u64::from(config.max_file_mb) << 20,
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: sp
             .job_alloc_mem_mib()
             .filter(|m| *m > 0)
             .map(|m| m * 1024 * 1024),
         local_tasks: sp.local_task_count(),
-        gpu: plan_gpus(sp, config),
     })
 }

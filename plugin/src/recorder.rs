@@ -31,6 +31,10 @@ const ARCHIVE_EVERY: Duration = Duration::from_secs(300);
 const STEP_ROW_EVERY: u32 = 6;
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
+/// The longest the sampler waits for one archive copy (it runs on a thread of its own).
+const ARCHIVE_WAIT: Duration = Duration::from_secs(5);
+/// Room above the cap for the events that say recording stopped (SQLite's hard ceiling).
+const CAP_SLACK_BYTES: u64 = 1 << 20;
 /// The longest a stored row waits for the GPU readings (NVML runs on its own thread; a
 /// late answer is recorded as TIMEOUT). Well inside FINAL_WAIT.
 const GPU_READ_WAIT: Duration = Duration::from_millis(500);
@@ -41,6 +45,8 @@ const GPU_READ_WAIT: Duration = Duration::from_millis(500);
 pub struct GpuPlan {
     pub lib_path: PathBuf,
     pub wanted: Vec<Wanted>,
+    /// Slurm's GRES indices for the job on this node: no other card is opened.
+    pub allocated: Vec<u32>,
 }
 
 /// What the callbacks know about the step when recording starts.
@@ -55,7 +61,11 @@ pub struct Plan {
     pub node: String,
     pub file: PathBuf,
     /// The archive directory (expanded from the site's template), written as the user.
-    pub archive_dir: Option<PathBuf>,
+    pub archive_dir: Option<crate::archive::ArchiveDir>,
+    /// The node's spool (root-only): where `file` is, and where archive snapshots are made.
+    pub spool: PathBuf,
+    /// Recording stops when the file reaches this size (plugstack `max_file_mb=`).
+    pub max_file_bytes: u64,
     pub cores_allocated: Option<u32>,
     pub memory_allocated_bytes: Option<u64>,
     pub local_tasks: Option<u32>,
@@ -218,7 +228,43 @@ impl Between {
 fn archive(plan: &Plan) -> Option<String> {
     let dir = plan.archive_dir.as_ref()?;
     let name = crate::archive::file_name(plan.job_id, &plan.node);
-    crate::archive::copy_as_user(&plan.file, dir, &name, plan.uid, plan.gid).err()
+    crate::archive::copy_as_user(
+        &plan.file,
+        &plan.spool,
+        plan.job_id,
+        dir,
+        &name,
+        (plan.uid, plan.gid),
+        ARCHIVE_WAIT,
+    )
+    .err()
+}
+
+/// Moves a file that is in the way (an earlier job's with the same id, or one an older
+/// slurmwatch handed to its user) aside inside the root-owned spool, its WAL with it.
+fn move_aside(file: &std::path::Path) -> Result<(), String> {
+    let aside = file.with_extension(format!("stale-{}.sqlite", now_unix_ms()));
+    std::fs::rename(file, &aside)
+        .map_err(|e| format!("not recording: cannot move an earlier job's file aside: {e}"))?;
+    // Its WAL travels with it (it may hold rows not yet checkpointed).
+    for suffix in ["-wal", "-shm"] {
+        let mut from = file.to_path_buf().into_os_string();
+        from.push(suffix);
+        let mut to = aside.clone().into_os_string();
+        to.push(suffix);
+        let _ = std::fs::rename(from, to);
+    }
+    Ok(())
+}
+
+/// A regular file at `path` that this process's user does not own or others can write:
+/// never opened, only moved aside (see `Writer::open_existing`).
+fn foreign_file(path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && (m.uid() != euid || m.mode() & 0o022 != 0))
 }
 
 /// How long a step waits for another step of the same job that is creating the file.
@@ -232,12 +278,18 @@ const CREATE_RACE_TRIES: u32 = 10;
 fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
     let mut tries = 0;
     loop {
-        let create_err = match Writer::create_owned(&plan.file, meta, plan.uid, plan.gid) {
+        let create_err = match Writer::create_readable_by(&plan.file, meta, plan.uid) {
             Ok(w) => return Ok(w),
             Err(e) => e,
         };
+        if foreign_file(&plan.file) {
+            move_aside(&plan.file)?;
+            tries += 1;
+            continue;
+        }
         match Writer::open_existing(&plan.file) {
-            Ok(w) => {
+            Ok(mut w) => {
+                w.grant_reader(plan.uid);
                 let uid = w.meta_value("uid").ok().flatten();
                 let incarnation = w.meta_value("incarnation").ok().flatten();
                 let same_user = uid == Some(plan.uid.to_string());
@@ -253,20 +305,7 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
                     return Ok(w);
                 }
                 drop(w);
-                let aside = plan
-                    .file
-                    .with_extension(format!("stale-{}.sqlite", now_unix_ms()));
-                std::fs::rename(&plan.file, &aside).map_err(|e| {
-                    format!("not recording: cannot move an earlier job's file aside: {e}")
-                })?;
-                // Its WAL travels with it (it may hold rows not yet checkpointed).
-                for suffix in ["-wal", "-shm"] {
-                    let mut from = plan.file.clone().into_os_string();
-                    from.push(suffix);
-                    let mut to = aside.clone().into_os_string();
-                    to.push(suffix);
-                    let _ = std::fs::rename(from, to);
-                }
+                move_aside(&plan.file)?;
             }
             // Another step of this job may be creating it right now: wait a little.
             Err(_) if tries < CREATE_RACE_TRIES => std::thread::sleep(CREATE_RACE_WAIT),
@@ -294,6 +333,7 @@ impl Gpus {
             worker: GpuWorker::start(GpuWorkerConfig {
                 lib_path: g.lib_path.clone(),
                 wanted: g.wanted.clone(),
+                allocated: Some(g.allocated.clone()),
                 proc_root: PathBuf::from(PROC_ROOT),
                 job_id: plan.job_id,
             }),
@@ -401,6 +441,15 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
         incarnation: job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id),
     };
     let mut writer = open_job_file(&plan, &meta)?;
+    let _ = writer.set_max_bytes(plan.max_file_bytes + CAP_SLACK_BYTES);
+    if let Some(Err(why)) = writer.reader_grant() {
+        let _ = writer.event(
+            started,
+            Some(&plan.step),
+            "problem",
+            &format!("the job's user cannot read the live file on this node ({why}); the archive copy and the report after the job still work"),
+        );
+    }
     writer
         .begin_step(&plan.step, started, plan.local_tasks)
         .map_err(|e| e.to_string())?;
@@ -461,12 +510,14 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
     let mut last_flush = Instant::now();
     let mut last_archive = Instant::now();
     let mut finished = false;
+    // Past the cap nothing more is stored; the step's end is still noted (within the slack).
+    let mut capped = false;
     loop {
         let wait = FAST_READ.min(next_store.saturating_duration_since(Instant::now()));
         match rx.recv_timeout(wait) {
             Ok(Msg::AddTask(pid)) => collector.add_task_pid(pid),
             Ok(Msg::Final(ack, exit_status)) => {
-                if !finished {
+                if !finished && !capped {
                     store(
                         &mut writer,
                         SampleKind::End,
@@ -475,21 +526,26 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
                         &mut step_between,
                         &mut gpus,
                     );
+                }
+                if !finished {
                     let _ = writer.end_step(&plan.step, now_unix_ms(), exit_status);
                     if let Err(e) = writer.flush() {
                         problem.get_or_insert(e.to_string());
                     }
-                    // The step's end: the archive gets the complete recording of this step.
+                    // The reading is stored: `task_exit` may go on while the archive gets
+                    // the complete recording of this step (bounded by ARCHIVE_WAIT).
+                    let _ = ack.send(());
                     if let Some(p) = archive(&plan) {
                         problem.get_or_insert(p);
                     }
                     finished = true;
+                } else {
+                    let _ = ack.send(());
                 }
-                let _ = ack.send(());
             }
             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
             Err(RecvTimeoutError::Timeout) => {
-                if finished {
+                if finished || capped {
                     continue;
                 }
                 let now = Instant::now();
@@ -529,6 +585,15 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
                         problem.get_or_insert(e.to_string());
                     }
                     last_flush = Instant::now();
+                    if writer.file_bytes() >= plan.max_file_bytes {
+                        capped = true;
+                        let why = format!(
+                            "recording stopped: the file reached the site's cap of {} MiB (max_file_mb); the job runs on",
+                            plan.max_file_bytes >> 20
+                        );
+                        let _ = writer.event(now_unix_ms(), Some(&plan.step), "problem", &why);
+                        problem.get_or_insert(why);
+                    }
                 }
             }
         }

@@ -74,11 +74,6 @@ impl Spank {
         self.item_u32(ffi::spank_item::S_JOB_GID)
     }
 
-    /// This node's index in the step's node list (the job's, for batch/extern steps).
-    pub fn node_id(&self) -> Option<u32> {
-        self.item_u32(ffi::spank_item::S_JOB_NODEID)
-    }
-
     pub fn local_task_count(&self) -> Option<u32> {
         self.item_u32(ffi::spank_item::S_JOB_LOCAL_TASK_COUNT)
     }

@@ -605,7 +605,7 @@ fn a_reused_job_id_never_writes_into_an_earlier_jobs_file() {
         started_unix_ms: 1_600_000_000_000,
         incarnation: Some("an-earlier-boot:1".into()),
     };
-    Writer::create_owned(&spool_file(id), &old, uid2, uid2)
+    Writer::create_readable_by(&spool_file(id), &old, uid2)
         .unwrap()
         .close()
         .unwrap();

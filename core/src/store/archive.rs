@@ -1,10 +1,12 @@
 //! Consistent copies of a job's file into a place the user owns (the archive).
 //!
-//! The caller runs this in a process that has dropped to the job user's uid and gids: a
-//! symlink or hardlink the user planted can then only redirect the user's own write. The copy
-//! goes to a temporary name created with `O_EXCL|O_NOFOLLOW`, is checked, then renamed.
+//! Two halves, so that nothing the user can write is ever opened by root or by name:
+//! [`snapshot`] (root, inside the root-only spool) writes a consistent, self-contained copy
+//! with `VACUUM INTO`, checks that it reads back, and returns it as an open, already unlinked
+//! file; the caller then streams that descriptor into the user's directory with the user's
+//! filesystem identity through `private_dir` (descriptor-relative create, write, rename).
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -13,57 +15,46 @@ use super::sql_err;
 use super::writer::vacuum_into;
 use crate::error::{Error, Result};
 
-/// Copies `src` (a consistent snapshot, even while a writer appends) to
-/// `<dest_dir>/<final_name>` through `<dest_dir>/.<final_name>.tmp.<pid>`; returns the final
-/// path. An existing `<final_name>` is replaced atomically.
-pub fn copy_consistent(src: &Path, dest_dir: &Path, final_name: &str) -> Result<PathBuf> {
-    if final_name.is_empty()
-        || final_name == "."
-        || final_name == ".."
-        || final_name.contains(['/', '\0'])
-    {
-        return Err(Error::Store(format!(
-            "bad archive file name {final_name:?}: one plain file name is needed"
-        )));
-    }
-    let reader = Reader::open(src)?;
-    let tmp = dest_dir.join(format!(".{final_name}.tmp.{}", std::process::id()));
-    let dest = dest_dir.join(final_name);
-    let create = || {
+/// A consistent copy of `src` (even while a writer appends), made in `scratch_dir` — a
+/// directory only root can write (the spool) — as `.<job>.archive-<pid>.sqlite`, verified,
+/// opened read-only and unlinked: the returned descriptor is the only way to it.
+pub fn snapshot(src: &Path, scratch_dir: &Path, job_id: u32) -> Result<File> {
+    let tmp = scratch_dir.join(format!(".{job_id}.archive-{}.sqlite", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    // Created first with O_EXCL|O_NOFOLLOW: SQLite then fills the inode we made.
+    drop(
         OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(&tmp)
-    };
-    let file = match create() {
-        // A leftover of an earlier run with our pid: ours to remove.
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::remove_file(&tmp).map_err(|e| sql_err(&tmp, e))?;
-            create()
-        }
-        r => r,
-    }
-    .map_err(|e| Error::Store(format!("cannot create {}: {e}", tmp.display())))?;
-    let done = (|| {
+            .map_err(|e| Error::Store(format!("cannot create {}: {e}", tmp.display())))?,
+    );
+    let made = (|| {
+        let reader = Reader::open(src)?;
         vacuum_into(reader.conn(), src, &tmp)?;
-        file.sync_all().map_err(|e| sql_err(&tmp, e))?;
+        drop(reader);
         Reader::open(&tmp)?; // the copy must read back before it replaces anything
-        std::fs::rename(&tmp, &dest).map_err(|e| {
-            Error::Store(format!(
-                "cannot rename {} to {}: {e}",
-                tmp.display(),
-                dest.display()
-            ))
-        })?;
-        if let Ok(d) = std::fs::File::open(dest_dir) {
-            let _ = d.sync_all();
-        }
-        Ok(dest.clone())
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| sql_err(&tmp, e))
     })();
-    if done.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    done
+    let _ = std::fs::remove_file(&tmp);
+    made
+}
+
+/// [`snapshot`] then install as `<dest_dir>/<final_name>` with this process's identity;
+/// `dest_dir` must be private to its owner (see `private_dir`). Returns the final path.
+pub fn copy_consistent(src: &Path, dest_dir: &Path, final_name: &str) -> Result<PathBuf> {
+    let scratch = src.parent().unwrap_or(Path::new("."));
+    let job_id = std::process::id();
+    let mut copy = snapshot(src, scratch, job_id)?;
+    // SAFETY: no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let dir = crate::private_dir::open_private_dir(dest_dir, &[], me).map_err(Error::Store)?;
+    crate::private_dir::install_file_at(&dir, final_name, &mut copy).map_err(Error::Store)?;
+    Ok(dest_dir.join(final_name))
 }

@@ -3,6 +3,7 @@
 //! One file per job per node, written by the plugin (through [`Writer`]) and read by the
 //! epilog and the CLI (through [`Reader`]). The format contract lives in [`schema`].
 
+pub mod access;
 pub mod archive;
 mod codec;
 pub mod gpu;

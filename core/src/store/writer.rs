@@ -43,6 +43,9 @@ pub struct Writer {
     gpu_buffer: Vec<(i64, i64, crate::sample::GpuSample)>,
     /// Per card (`gpus.id`): its delta chain (see `store/gpu.rs`), loaded on first use.
     gpu_chains: super::gpu::Chains,
+    /// The job's user, who may read the file, and whether the grant took.
+    reader: Option<(u32, std::result::Result<(), String>)>,
+    sidecars_granted: bool,
 }
 
 impl Writer {
@@ -52,14 +55,16 @@ impl Writer {
         Self::create_impl(path, meta, None)
     }
 
-    /// As [`create`](Self::create), then `fchown`s the open descriptor to the job's user
-    /// *before* SQLite creates its `-wal`/`-shm` files (SQLite, running as root, gives those
-    /// the database file's owner), so the user can read the file while the job runs.
-    pub fn create_owned(path: &Path, meta: &JobMeta, uid: u32, gid: u32) -> Result<Writer> {
-        Self::create_impl(path, meta, Some((uid, gid)))
+    /// As [`create`](Self::create), and lets `reader_uid` (the job's user) read the file and
+    /// its `-wal`/`-shm` — read only: the file stays the writer's (see `access`). A filesystem
+    /// without ACLs leaves the file owner-only; [`Writer::reader_grant`] says which.
+    pub fn create_readable_by(path: &Path, meta: &JobMeta, reader_uid: u32) -> Result<Writer> {
+        let mut w = Self::create_impl(path, meta, Some(reader_uid))?;
+        w.grant_sidecars();
+        Ok(w)
     }
 
-    fn create_impl(path: &Path, meta: &JobMeta, owner: Option<(u32, u32)>) -> Result<Writer> {
+    fn create_impl(path: &Path, meta: &JobMeta, reader: Option<u32>) -> Result<Writer> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -69,11 +74,10 @@ impl Writer {
             .open(path)
             .map_err(|e| Error::Store(format!("cannot create {}: {e}", path.display())))?;
         let made = (|| {
-            if let Some((uid, gid)) = owner {
-                std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).map_err(|e| {
-                    sql_err(path, format!("cannot hand the file to uid {uid}: {e}"))
-                })?;
-            }
+            let granted = match reader {
+                Some(uid) => super::access::grant_read(&file, uid).map_err(|e| e.to_string()),
+                None => Ok(()),
+            };
             let conn = open_rw(path, &file)?;
             let tx_sql = format!(
                 "BEGIN;\n{}\n{}COMMIT;",
@@ -83,16 +87,20 @@ impl Writer {
             conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
-            Ok(conn)
+            Ok((conn, granted))
         })();
         match made {
-            Ok(conn) => Ok(Writer::new(
-                conn,
-                file,
-                path,
-                meta.started_unix_ms,
-                schema::SCHEMA_VERSION,
-            )),
+            Ok((conn, granted)) => {
+                let mut w = Writer::new(
+                    conn,
+                    file,
+                    path,
+                    meta.started_unix_ms,
+                    schema::SCHEMA_VERSION,
+                );
+                w.reader = reader.map(|uid| (uid, granted));
+                Ok(w)
+            }
             Err(e) => {
                 // Our own, empty or half-made file: remove it so a retry can create it again.
                 drop(file);
@@ -111,12 +119,23 @@ impl Writer {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
             .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
         let md = file.metadata().map_err(|e| sql_err(path, e))?;
         if !md.is_file() {
             return Err(sql_err(path, "not a regular file"));
+        }
+        writable_only_by_us(path, &md)?;
+        for sidecar in ["-wal", "-shm", "-journal"] {
+            let p = sidecar_path(path, sidecar);
+            if let Ok(f) = open_no_block(&p) {
+                let md = f.metadata().map_err(|e| sql_err(&p, e))?;
+                if !md.is_file() {
+                    return Err(sql_err(&p, "not a regular file"));
+                }
+                writable_only_by_us(&p, &md)?;
+            }
         }
         check_header(path, md.len(), &file)?;
         let conn = open_rw(path, &file)?;
@@ -141,7 +160,73 @@ impl Writer {
             dropped: 0,
             gpu_buffer: Vec::new(),
             gpu_chains: Default::default(),
+            reader: None,
+            sidecars_granted: false,
         }
+    }
+
+    /// The job's user's read grant on an existing file (a later step's writer): the file's
+    /// `-wal`/`-shm` may be new. Records whether the file itself carries the grant.
+    pub fn grant_reader(&mut self, uid: u32) {
+        let granted = if uid == 0 || super::access::has_read_grant(&self.file, uid) {
+            Ok(())
+        } else {
+            super::access::grant_read(&self.file, uid).map_err(|e| e.to_string())
+        };
+        self.reader = Some((uid, granted));
+        self.sidecars_granted = false;
+        self.grant_sidecars();
+    }
+
+    /// Whether the job's user can read the live file: `Err` says why not (e.g. no ACL
+    /// support on the spool's filesystem), `None` when no reader was named.
+    pub fn reader_grant(&self) -> Option<&std::result::Result<(), String>> {
+        self.reader.as_ref().map(|(_, g)| g)
+    }
+
+    /// Grants the reader `-wal` and `-shm` once SQLite has created them. Only files that are
+    /// ours (same owner as the database, not writable by anyone else) are touched.
+    fn grant_sidecars(&mut self) {
+        let Some((uid, Ok(()))) = self.reader else {
+            return;
+        };
+        if self.sidecars_granted || uid == 0 {
+            return;
+        }
+        let mut all = true;
+        for sidecar in ["-wal", "-shm"] {
+            let p = sidecar_path(&self.path, sidecar);
+            let ok = open_no_block(&p).is_ok_and(|f| {
+                f.metadata()
+                    .is_ok_and(|md| md.is_file() && writable_only_by_us(&p, &md).is_ok())
+                    && (super::access::has_read_grant(&f, uid)
+                        || super::access::grant_read(&f, uid).is_ok())
+            });
+            all &= ok;
+        }
+        self.sidecars_granted = all;
+    }
+
+    /// Bytes the file takes on disk now: the database and its `-wal`.
+    pub fn file_bytes(&self) -> u64 {
+        let db = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+        let wal = std::fs::symlink_metadata(sidecar_path(&self.path, "-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0);
+        db + wal
+    }
+
+    /// A hard ceiling on the database's size (SQLite's `max_page_count`): past it every
+    /// write fails with "database or disk is full" instead of growing the spool.
+    pub fn set_max_bytes(&self, bytes: u64) -> Result<()> {
+        let page: i64 = self
+            .conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(|e| db_err(&self.path, e))?;
+        let pages = (bytes / page.max(512) as u64).max(1);
+        self.conn
+            .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+            .map_err(|e| db_err(&self.path, e))
     }
 
     pub fn path(&self) -> &Path {
@@ -236,6 +321,7 @@ impl Writer {
     /// Writes the buffered rows in one transaction. On error nothing is written and the rows
     /// stay buffered for the next try.
     pub fn flush(&mut self) -> Result<()> {
+        self.grant_sidecars();
         if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
             return Ok(());
         }
@@ -426,6 +512,40 @@ impl Drop for Writer {
     fn drop(&mut self) {
         let _ = self.flush();
     }
+}
+
+/// `<path><suffix>`: SQLite's `-wal`, `-shm` and `-journal` beside the database.
+pub(crate) fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// Opens for reading without following a symlink or blocking on a FIFO.
+fn open_no_block(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// A writer only opens files that no one else can write: owned by this process's user and
+/// without group/other write (with an ACL the group bits are its mask, so no named entry can
+/// grant write either). A file the job's user owns or can write is refused (DESIGN.md §7).
+fn writable_only_by_us(path: &Path, md: &std::fs::Metadata) -> Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if md.uid() != euid || md.mode() & 0o022 != 0 {
+        return Err(sql_err(
+            path,
+            format!(
+                "owned by uid {} with mode {:o}: another user can write it, so it is not opened",
+                md.uid(),
+                md.mode() & 0o7777
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn open_rw(path: &Path, file: &File) -> Result<Connection> {

@@ -609,6 +609,7 @@ fn worker_bounds_init_and_hung_reads() {
     let mut w = GpuWorker::start(GpuWorkerConfig {
         lib_path: fake_lib(),
         wanted: wanted_cards(&env_cvd("0")),
+        allocated: Some(vec![0]),
         proc_root: PathBuf::from("/proc"),
         job_id: 1,
     });
@@ -695,4 +696,31 @@ fn a_mig_slice_is_recorded_by_its_uuid() {
         &wanted_cards(&env_cvd("MIG-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")),
     );
     assert!(matches!(none, Err(NoGpus::NoMatch)), "{:?}", none.err());
+}
+
+/// The job's environment only narrows Slurm's allocation: a job that names every card of the
+/// node gets the allocated ones; a job without an allocation gets none, even by UUID.
+#[test]
+fn only_allocated_cards_are_opened_whatever_the_environment_names() {
+    let _scene = Scene::new(json!({ "devices": [card(0), card(1), card(2), card(3)] }));
+    let all = wanted_cards(&env_cvd("0,1,2,3"));
+    let c = GpuCollector::open_allocated(&fake_lib(), &all, Some(&[1, 2])).unwrap();
+    let idx: Vec<u32> = c.cards().iter().map(|k| k.nvml_index).collect();
+    assert_eq!(idx, [1, 2]);
+    assert!(matches!(
+        GpuCollector::open_allocated(&fake_lib(), &all, Some(&[])),
+        Err(NoGpus::NoneRequested)
+    ));
+    let uuid = c.cards()[0].uuid.clone();
+    drop(c);
+    let by_uuid = wanted_cards(&GpuEnv {
+        cuda_visible_devices: Some(uuid),
+        ..GpuEnv::default()
+    });
+    assert!(GpuCollector::open_allocated(&fake_lib(), &by_uuid, Some(&[])).is_err());
+    // Allocated card 3 only: the UUID of card 1 selects nothing.
+    assert!(matches!(
+        GpuCollector::open_allocated(&fake_lib(), &by_uuid, Some(&[3])),
+        Err(NoGpus::NoMatch)
+    ));
 }

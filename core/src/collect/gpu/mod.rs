@@ -169,6 +169,28 @@ impl GpuCollector {
     /// Loads NVML from `lib_path`, initialises it and finds the `wanted` cards. This may
     /// block (driver initialisation): call it off any SPANK callback (see [`worker`]).
     pub fn open(lib_path: &Path, wanted: &[Wanted]) -> Result<GpuCollector, NoGpus> {
+        Self::open_allocated(lib_path, wanted, None)
+    }
+
+    /// As [`open`](Self::open), keeping only cards whose NVML index (a MIG slice's card's)
+    /// is in `allocated` — Slurm's GRES indices for the job on this node, from a source the
+    /// job cannot change (the prolog's environment, see `spool::Allocation`). The job's
+    /// environment then only orders and narrows, it never widens (DESIGN.md §7).
+    pub fn open_allocated(
+        lib_path: &Path,
+        wanted: &[Wanted],
+        allocated: Option<&[u32]>,
+    ) -> Result<GpuCollector, NoGpus> {
+        let allowed = |index: u32| allocated.is_none_or(|a| a.contains(&index));
+        let wanted: Vec<Wanted> = wanted
+            .iter()
+            .filter(|w| match w.card {
+                CardRef::Index(i) => allowed(i),
+                CardRef::Uuid(_) => allocated.is_none_or(|a| !a.is_empty()),
+            })
+            .cloned()
+            .collect();
+        let wanted = &wanted[..];
         if wanted.is_empty() {
             return Err(NoGpus::NoneRequested);
         }
@@ -182,6 +204,9 @@ impl GpuCollector {
             .map_err(|e| NoGpus::Init(gpu_error(&e)))?;
         let mut cards: Vec<(Option<u32>, Card)> = Vec::new();
         for index in 0..count.min(256) {
+            if !allowed(index) {
+                continue;
+            }
             let Ok(dev) = nvml.device_by_index(index) else {
                 continue;
             };
@@ -234,7 +259,9 @@ impl GpuCollector {
                 continue;
             }
             if let Some(card) = open_mig(&nvml, u, w.cuda_index) {
-                cards.push((w.cuda_index, card));
+                if allowed(card.info.nvml_index) {
+                    cards.push((w.cuda_index, card));
+                }
             }
         }
         if cards.is_empty() {

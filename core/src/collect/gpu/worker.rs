@@ -17,6 +17,8 @@ use crate::sample::{GpuCard, GpuError, GpuLink, GpuSample};
 pub struct GpuWorkerConfig {
     pub lib_path: PathBuf,
     pub wanted: Vec<Wanted>,
+    /// Slurm's allocation on this node (`GpuCollector::open_allocated`); `None`: unchecked.
+    pub allocated: Option<Vec<u32>>,
     pub proc_root: PathBuf,
     pub job_id: u32,
 }
@@ -201,16 +203,17 @@ impl GpuWorker {
 }
 
 fn serve(cfg: GpuWorkerConfig, rx: Receiver<Req>, tx: Sender<Reply>) {
-    let mut collector = match GpuCollector::open(&cfg.lib_path, &cfg.wanted) {
-        Ok(c) => {
-            let _ = tx.send(Reply::Opened(Ok((c.cards(), c.topology()))));
-            c
-        }
-        Err(e) => {
-            let _ = tx.send(Reply::Opened(Err(e)));
-            return;
-        }
-    };
+    let mut collector =
+        match GpuCollector::open_allocated(&cfg.lib_path, &cfg.wanted, cfg.allocated.as_deref()) {
+            Ok(c) => {
+                let _ = tx.send(Reply::Opened(Ok((c.cards(), c.topology()))));
+                c
+            }
+            Err(e) => {
+                let _ = tx.send(Reply::Opened(Err(e)));
+                return;
+            }
+        };
     let mut memo = pids::JobPids::default();
     // The sender side is dropped when the sampler ends: then NVML shuts down here.
     while let Ok(Req::Read { seq, roots }) = rx.recv() {
