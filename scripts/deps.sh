@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   slurmctld slurmd slurm-client slurmdbd slurm-wlm-basic-plugins libslurm-dev
   munge mariadb-server libclang-dev clang sqlite3 tmux procps rpm
+  acl            # getfacl: the cluster tests check the live file's read grant
   gcc libc6-dev  # the linker and C runtime cargo's build scripts (bundled SQLite) need
   python3        # the cluster tests' jobs allocate memory with it
   python3-venv   # scripts/bench-vs-slurmpast.sh installs slurmpast into a venv

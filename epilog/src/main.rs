@@ -13,20 +13,35 @@
 //! The job id defaults to `SLURM_JOB_ID` (set in the epilog's environment by slurmd).
 
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use slurmwatch_core::analysis::summary;
 
 const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
+/// The epilog returns within this bound whatever the file holds (statement deadlines inside
+/// the summariser) or the filesystem does: the work runs on a thread, and the process exits
+/// 0 when the bound passes (exiting ends the thread).
+const BOUND: Duration = Duration::from_secs(10);
 
 fn main() {
-    // Whatever happens — a panic included — the exit status is 0.
-    let outcome = std::panic::catch_unwind(run);
+    // Whatever happens — a panic or a hang included — the exit status is 0.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let worker = std::thread::Builder::new().spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(run));
+    });
+    let outcome = match worker {
+        Ok(_) => rx.recv_timeout(BOUND).ok(),
+        Err(_) => Some(std::panic::catch_unwind(run)),
+    };
     match outcome {
-        Ok(Ok(Some(msg))) => eprintln!("slurmwatch-epilog: {msg}"),
-        Ok(Ok(None)) => {}
-        Ok(Err(e)) => eprintln!("slurmwatch-epilog: {e}"),
-        Err(_) => eprintln!("slurmwatch-epilog: internal error (panic); nothing written"),
+        Some(Ok(Ok(Some(msg)))) => eprintln!("slurmwatch-epilog: {msg}"),
+        Some(Ok(Ok(None))) => {}
+        Some(Ok(Err(e))) => eprintln!("slurmwatch-epilog: {e}"),
+        Some(Err(_)) => eprintln!("slurmwatch-epilog: internal error (panic); nothing written"),
+        None => eprintln!(
+            "slurmwatch-epilog: gave up after {} s (the file or its filesystem did not answer); nothing written",
+            BOUND.as_secs()
+        ),
     }
     std::process::exit(0);
 }

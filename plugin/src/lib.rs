@@ -118,6 +118,18 @@ fn inject_fault(sp: Spank, callback: &str) {
 #[cfg(not(feature = "fault-injection"))]
 fn inject_fault(_sp: Spank, _callback: &str) {}
 
+/// Test builds only: a job may lower (never raise) its file cap with
+/// SLURMWATCH_TEST_MAX_FILE_BYTES, so a test reaches the cap in seconds.
+#[cfg(feature = "fault-injection")]
+fn test_cap(sp: Spank) -> Option<u64> {
+    sp.getenv("SLURMWATCH_TEST_MAX_FILE_BYTES")?.parse().ok()
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn test_cap(_sp: Spank) -> Option<u64> {
+    None
+}
+
 /// # Safety
 /// Called by Slurm with a valid handle and plugstack argv.
 #[no_mangle]
@@ -527,7 +539,9 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         file: spool.join(slurmwatch_core::spool::job_file_name(job_id)),
         gpu: plan_gpus(sp, config, &spool, job_id),
         spool,
-        max_file_bytes: u64::from(config.max_file_mb) << 20,
+        max_file_bytes: test_cap(sp).map_or(u64::from(config.max_file_mb) << 20, |t| {
+            t.min(u64::from(config.max_file_mb) << 20)
+        }),
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: sp
             .job_alloc_mem_mib()

@@ -12,3 +12,4 @@ mod plugin;
 mod queue;
 mod recorder;
 mod report;
+mod security;

@@ -300,10 +300,11 @@ fn an_salloc_job_has_its_job_series() {
     );
 }
 
-/// The file belongs to the job's user, is owner-only, and another user cannot read it.
+/// The file stays root's (mode 0600 plus a read-only ACL entry for the job's user): the job's
+/// user can read it, nobody else can, and nobody but root can write it.
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
-fn the_file_is_the_users_and_private() {
+fn the_file_is_roots_readable_by_its_user_only() {
     use std::os::unix::fs::MetadataExt;
     let _p = shared_plugstack();
     let job = Submit::new("private", "sleep 1")
@@ -317,13 +318,22 @@ fn the_file_is_the_users_and_private() {
         .trim()
         .parse::<u32>()
         .unwrap();
-    assert_eq!(md.uid(), uid1, "file not owned by the job's user");
+    assert_eq!(md.uid(), 0, "the live file must stay root's");
+    // With an ACL the group bits show its mask: read, never write.
     assert_eq!(
         md.mode() & 0o777,
-        0o600,
+        0o640,
         "file mode {:o}",
         md.mode() & 0o777
     );
+    let acl = stdout(&run("getfacl", &["-cp", &f.display().to_string()]));
+    assert!(
+        acl.contains(&format!("user:{USER1}:r--"))
+            && acl.contains("group::---")
+            && acl.contains("other::---"),
+        "ACL: {acl}"
+    );
+    let _ = uid1;
     let f_s = f.display().to_string();
     let own = run(
         "runuser",
@@ -609,6 +619,8 @@ fn a_reused_job_id_never_writes_into_an_earlier_jobs_file() {
         .unwrap()
         .close()
         .unwrap();
+    // As an older slurmwatch left it: handed to its job's user. It is moved aside unopened.
+    std::os::unix::fs::chown(spool_file(id), Some(uid2), Some(uid2)).unwrap();
     let log_offset = log_offset_now();
     assert!(run("scontrol", &["release", &id.to_string()])
         .status
