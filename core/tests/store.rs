@@ -862,3 +862,42 @@ fn a_vacuumed_file_reads_the_same() {
         assert_eq!((g.0, &g.2), (w.t_unix_ms, &view_values(w)));
     }
 }
+
+/// A capped file stops growing: the flush that finds the cap reached drops its rows and
+/// notes one event; rows before it read back unchanged.
+#[test]
+fn a_capped_file_stops_growing_with_one_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let cap = w.file_bytes() + 64 * 1024;
+    w.set_cap(cap).unwrap();
+    let mut i = 0;
+    while !w.capped() {
+        for _ in 0..50 {
+            w.push(row(i, Series::Job, SampleKind::Periodic));
+            i += 1;
+        }
+        w.flush().unwrap();
+        assert!(i < 100_000, "never capped at {cap} B: {} B", w.file_bytes());
+    }
+    let at_cap = w.file_bytes();
+    for _ in 0..2000 {
+        w.push(row(i, Series::Job, SampleKind::Periodic));
+        i += 1;
+    }
+    w.flush().unwrap();
+    assert_eq!(w.file_bytes(), at_cap, "rows were stored past the cap");
+    w.close().unwrap();
+    let r = Reader::open(&path).unwrap();
+    let events: Vec<_> = r
+        .events()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.detail.starts_with("recording stopped"))
+        .collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let stored = r.samples(&Series::Job).unwrap();
+    assert!(!stored.is_empty() && (stored.len() as u64) < i);
+    assert_eq!(stored[0], row(0, Series::Job, SampleKind::Periodic));
+}

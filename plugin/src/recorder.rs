@@ -33,8 +33,6 @@ const STEP_ROW_EVERY: u32 = 6;
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 /// The longest the sampler waits for one archive copy (it runs on a thread of its own).
 const ARCHIVE_WAIT: Duration = Duration::from_secs(5);
-/// Room above the cap for the events that say recording stopped (SQLite's hard ceiling).
-const CAP_SLACK_BYTES: u64 = 1 << 20;
 /// The longest a stored row waits for the GPU readings (NVML runs on its own thread; a
 /// late answer is recorded as TIMEOUT). Well inside FINAL_WAIT.
 const GPU_READ_WAIT: Duration = Duration::from_millis(500);
@@ -441,7 +439,7 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
         incarnation: job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id),
     };
     let mut writer = open_job_file(&plan, &meta)?;
-    let _ = writer.set_max_bytes(plan.max_file_bytes + CAP_SLACK_BYTES);
+    let _ = writer.set_cap(plan.max_file_bytes);
     if let Some(Err(why)) = writer.reader_grant() {
         let _ = writer.event(
             started,
@@ -585,14 +583,12 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
                         problem.get_or_insert(e.to_string());
                     }
                     last_flush = Instant::now();
-                    if writer.file_bytes() >= plan.max_file_bytes {
+                    if writer.capped() {
                         capped = true;
-                        let why = format!(
-                            "recording stopped: the file reached the site's cap of {} MiB (max_file_mb); the job runs on",
-                            plan.max_file_bytes >> 20
-                        );
-                        let _ = writer.event(now_unix_ms(), Some(&plan.step), "problem", &why);
-                        problem.get_or_insert(why);
+                        problem.get_or_insert(format!(
+                            "recording stopped at the file's cap of {} KiB",
+                            plan.max_file_bytes >> 10
+                        ));
                     }
                 }
             }

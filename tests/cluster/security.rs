@@ -65,7 +65,7 @@ fn a_job_cannot_write_its_spool_files_and_its_step_survives_trying() {
 f={SPOOL}/$SLURM_JOB_ID.sqlite
 for x in "" -wal -shm; do
   truncate -s 0 "$f$x" 2>/dev/null && echo "TRUNCATED$x"
-  echo junk >> "$f$x" 2>/dev/null && echo "APPENDED$x"
+  {{ echo junk >> "$f$x"; }} 2>/dev/null && echo "APPENDED$x"
   rm -f "$f$x" 2>/dev/null; [ -e "$f$x" ] || echo "REMOVED$x"
 done
 sqlite3 "$f" "drop view samples" 2>/dev/null && echo REWROTE
@@ -398,8 +398,9 @@ fn expired_spool_files_are_removed() {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn the_file_stops_growing_at_its_cap() {
     let _p = shared_plugstack();
-    // Many short steps: each adds step rows, samples and events.
-    let script = "for i in $(seq 1 30); do srun -n1 true; done; echo steps done";
+    // Many short steps: each adds step rows, samples and events (~400 B; an empty file's
+    // 23 pages hold the first few dozen steps).
+    let script = "for i in $(seq 1 120); do srun -Q -n1 true; done; echo steps done";
     let free = Submit::new("cap-free", script)
         .arg("--slurmwatch=1")
         .submit();

@@ -22,6 +22,9 @@ pub const MAX_BUFFERED_ROWS: usize = 4096;
 /// must never stall a SPANK callback.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(1000);
 
+/// Room above a file's cap for the rows that close it (step ends, events).
+pub const CAP_SLACK_BYTES: u64 = 1 << 20;
+
 pub struct Writer {
     conn: Connection,
     file: File,
@@ -46,6 +49,9 @@ pub struct Writer {
     /// The job's user, who may read the file, and whether the grant took.
     reader: Option<(u32, std::result::Result<(), String>)>,
     sidecars_granted: bool,
+    /// See [`Writer::set_cap`].
+    cap_bytes: Option<u64>,
+    capped: bool,
 }
 
 impl Writer {
@@ -162,6 +168,8 @@ impl Writer {
             gpu_chains: Default::default(),
             reader: None,
             sidecars_granted: false,
+            cap_bytes: None,
+            capped: false,
         }
     }
 
@@ -216,17 +224,42 @@ impl Writer {
         db + wal
     }
 
-    /// A hard ceiling on the database's size (SQLite's `max_page_count`): past it every
-    /// write fails with "database or disk is full" instead of growing the spool.
-    pub fn set_max_bytes(&self, bytes: u64) -> Result<()> {
+    /// Caps the file (database and `-wal`) at `bytes`: the first flush that finds it there
+    /// drops its rows, notes one event saying recording stopped, and every later flush drops
+    /// its rows too (the job runs on). Step starts/ends and events still fit in
+    /// [`CAP_SLACK_BYTES`], SQLite's hard ceiling (`max_page_count`) above the cap.
+    pub fn set_cap(&mut self, bytes: u64) -> Result<()> {
         let page: i64 = self
             .conn
             .query_row("PRAGMA page_size", [], |r| r.get(0))
             .map_err(|e| db_err(&self.path, e))?;
-        let pages = (bytes / page.max(512) as u64).max(1);
+        let pages = ((bytes + CAP_SLACK_BYTES) / page.max(512) as u64).max(1);
         self.conn
             .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
-            .map_err(|e| db_err(&self.path, e))
+            .map_err(|e| db_err(&self.path, e))?;
+        self.cap_bytes = Some(bytes);
+        Ok(())
+    }
+
+    /// Whether the cap was reached: nothing more is stored.
+    pub fn capped(&self) -> bool {
+        self.capped
+    }
+
+    /// Checks the cap before a flush; true when the rows must be dropped.
+    fn over_cap(&mut self, t_unix_ms: i64) -> bool {
+        let Some(cap) = self.cap_bytes else {
+            return false;
+        };
+        if !self.capped && self.file_bytes() >= cap {
+            self.capped = true;
+            let why = format!(
+                "recording stopped: the file reached the site's cap of {} KiB (max_file_mb); the job runs on",
+                cap >> 10
+            );
+            let _ = insert_event(&self.conn, &self.path, t_unix_ms, None, "problem", &why);
+        }
+        self.capped
     }
 
     pub fn path(&self) -> &Path {
@@ -323,6 +356,13 @@ impl Writer {
     pub fn flush(&mut self) -> Result<()> {
         self.grant_sidecars();
         if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
+            return Ok(());
+        }
+        let t = self.buffer.first().map_or(self.base, |r| r.t_unix_ms);
+        if self.over_cap(t) {
+            self.buffer.clear();
+            self.gpu_buffer.clear();
+            self.dropped = 0;
             return Ok(());
         }
         let path = &self.path;
