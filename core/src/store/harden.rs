@@ -332,24 +332,22 @@ fn expected(version: i64) -> &'static Expected {
     }
 }
 
+/// The one sentence for a file whose schema is not ours.
+pub(crate) fn unexpected_schema(path: &Path, what: &str) -> Error {
+    Error::Store(format!(
+        "{} has an unexpected schema ({what}): not opened",
+        path.display()
+    ))
+}
+
 /// Refuses a file whose `sqlite_master` is not exactly what our writers create for its schema
 /// version, or whose version we do not read ([`check_version`]); returns the version. Run it
 /// before any query that reads a table or view.
 pub(crate) fn check_schema(conn: &Connection, path: &Path) -> Result<i64> {
-    let refuse = |what: String| {
-        Error::Store(format!(
-            "{} has an unexpected schema ({what}): not opened",
-            path.display()
-        ))
-    };
-    let found = entries(conn).map_err(|e| {
-        // Reading sqlite_master parses every entry: one beyond our limits, or not SQL.
-        if e.to_string().contains("malformed database schema") {
-            refuse(e.to_string())
-        } else {
-            db_err(path, e)
-        }
-    })?;
+    let refuse = |what: String| unexpected_schema(path, &what);
+    // Reading sqlite_master parses every entry: one beyond our limits, or not SQL, fails
+    // here (db_err words it as an unexpected schema).
+    let found = entries(conn).map_err(|e| db_err(path, e))?;
     let version = check_version(conn, path)?;
     let exp = expected(version);
     let all = || exp.required.iter().chain(exp.optional.iter().flatten());
@@ -358,8 +356,11 @@ pub(crate) fn check_schema(conn: &Connection, path: &Path) -> Result<i64> {
         if !seen.insert(e.name.as_str()) {
             return Err(refuse(format!("{} `{}` twice", e.kind, e.name)));
         }
+    }
+    // Our own objects redefined first (the likelier attack, and the clearer message), then
+    // anything that is not ours.
+    for e in &found {
         match all().find(|x| x.name == e.name) {
-            None => return Err(refuse(format!("{} `{}`, not slurmwatch's", e.kind, e.name))),
             Some(x) if x.kind != e.kind => {
                 return Err(refuse(format!(
                     "{} `{}` where slurmwatch has a {}",
@@ -372,8 +373,11 @@ pub(crate) fn check_schema(conn: &Connection, path: &Path) -> Result<i64> {
                     e.kind, e.name
                 )))
             }
-            Some(_) => {}
+            _ => {}
         }
+    }
+    if let Some(e) = found.iter().find(|e| !all().any(|x| x.name == e.name)) {
+        return Err(refuse(format!("{} `{}`, not slurmwatch's", e.kind, e.name)));
     }
     let missing = |x: &&Entry| !seen.contains(x.name.as_str());
     if let Some(x) = exp.required.iter().find(missing) {

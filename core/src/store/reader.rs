@@ -654,6 +654,18 @@ fn immutable_uri(path: &Path) -> String {
 
 /// Maps SQLite's errors on a job file to one clear sentence with the path.
 pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    // SQLite parses the whole schema on a connection's first query: an entry beyond our
+    // limits (see `harden`) or that is not SQL at all fails it, whichever query that is.
+    let text = e.to_string();
+    if let Some(rest) = text.strip_prefix("malformed database schema (") {
+        let what = match rest.split_once(") - ") {
+            Some((name, why)) => {
+                format!("`{name}` does not parse within slurmwatch's limits: {why}")
+            }
+            None => text.clone(),
+        };
+        return harden::unexpected_schema(path, &what);
+    }
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => sql_err(
             path,
