@@ -191,3 +191,28 @@ fn a_file_over_the_size_cap_is_refused_before_sqlite_sees_it() {
     drop(f);
     refused_by_all(&path, "over the 64 MiB a job's file may have");
 }
+
+/// The deadline itself: a statement running past it is interrupted with one sentence.
+#[test]
+fn a_statement_past_the_deadline_is_interrupted_with_a_clear_error() {
+    use slurmwatch_core::analysis::summary::summarise_job_file_until;
+    use slurmwatch_core::store::{Deadline, Series};
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path(), 40);
+    let past = Deadline::after(Duration::ZERO);
+    let e = Reader::open_until(&path, past).err().expect("interrupted");
+    assert!(
+        e.to_string().ends_with("took longer than 0 s: not read"),
+        "{e}"
+    );
+    // Every later call of a reader shares its deadline.
+    let r = Reader::open_until(&path, Deadline::after(Duration::from_millis(300))).unwrap();
+    assert!(r.samples(&Series::Job).is_ok());
+    std::thread::sleep(Duration::from_millis(400));
+    let e = r.samples(&Series::Job).unwrap_err().to_string();
+    assert!(e.ends_with("took longer than 0.3 s: not read"), "{e}");
+    let e = summarise_job_file_until(dir.path(), JOB_ID, past)
+        .unwrap_err()
+        .to_string();
+    assert!(e.ends_with("took longer than 0 s: not read"), "{e}");
+}

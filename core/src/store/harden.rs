@@ -133,6 +133,12 @@ impl Guard {
         if outer {
             self.arm();
         }
+        // A statement shorter than PROGRESS_OPS never meets the handler: a call that starts
+        // after the deadline must not run at all.
+        if outer && s.epoch.elapsed().as_nanos() >= u128::from(s.due_ns.load(Ordering::Relaxed)) {
+            s.depth.fetch_sub(1, Ordering::Relaxed);
+            return Err(self.timed_out(path));
+        }
         let r = f();
         s.depth.fetch_sub(1, Ordering::Relaxed);
         match r {
@@ -400,6 +406,35 @@ pub(crate) fn check_schema(conn: &Connection, path: &Path) -> Result<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The handler stops a statement that would run for hours, soon after the budget.
+    #[test]
+    fn a_long_statement_is_interrupted_at_the_per_call_budget() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE t(x);
+             WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r LIMIT 100000)
+             INSERT INTO t SELECT n FROM r;",
+        )
+        .unwrap();
+        let guard = Guard::new(Duration::from_millis(50), None, "read");
+        configure(&c, &guard).unwrap();
+        let t = Instant::now();
+        let e = guard
+            .call(Path::new("/x"), || {
+                c.query_row("SELECT count(*) FROM t a, t b", [], |r| r.get::<_, i64>(0))
+                    .map_err(|e| db_err(Path::new("/x"), e))
+            })
+            .unwrap_err();
+        assert_eq!(e.to_string(), "/x: took longer than 0.05 s: not read");
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        // The next call has its own budget.
+        let n = guard.call(Path::new("/x"), || {
+            c.query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+                .map_err(|e| db_err(Path::new("/x"), e))
+        });
+        assert_eq!(n.unwrap(), 100_000);
+    }
 
     #[test]
     fn normalising_keeps_newlines_that_end_comments() {
