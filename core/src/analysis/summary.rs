@@ -594,15 +594,29 @@ pub enum EpilogOutcome {
     Written,
 }
 
+/// How long [`summarise_job_file`] may take in all, whatever the file holds: every SQLite
+/// statement of its reader and its summary write runs under this one deadline (see
+/// `store::harden`), so the epilog ends within it plus the summary's own arithmetic.
+pub const EPILOG_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The epilog's whole job, shared by `slurmwatch-epilog` and the plugin's `job_epilog`:
-/// summarise `<spool>/<job_id>.sqlite` into its `summary` table. The path is built only from
-/// the numeric job id inside the root-owned spool; a symlink or anything but a regular file is
-/// refused (Reader and the summary writer open it with `O_NOFOLLOW` too).
+/// summarise `<spool>/<job_id>.sqlite` into its `summary` table, within [`EPILOG_BUDGET`].
+/// The path is built only from the numeric job id inside the root-owned spool; the file is
+/// opened hardened (`store::harden`): a symlink, FIFO, oversized file or a schema that is not
+/// slurmwatch's is refused with one sentence and nothing in it runs.
 pub fn summarise_job_file(
     spool: &std::path::Path,
     job_id: u32,
 ) -> crate::error::Result<EpilogOutcome> {
-    use std::os::unix::fs::OpenOptionsExt;
+    summarise_job_file_until(spool, job_id, crate::store::Deadline::after(EPILOG_BUDGET))
+}
+
+/// As [`summarise_job_file`], by `deadline`.
+pub fn summarise_job_file_until(
+    spool: &std::path::Path,
+    job_id: u32,
+    deadline: crate::store::Deadline,
+) -> crate::error::Result<EpilogOutcome> {
     let path = spool.join(format!("{job_id}.sqlite"));
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -614,22 +628,11 @@ pub fn summarise_job_file(
                 path.display()
             )))
         }
-        Ok(m) if !m.file_type().is_file() => {
-            return Err(crate::error::Error::Store(format!(
-                "{} is not a regular file: left alone",
-                path.display()
-            )))
-        }
         Ok(_) => {}
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
-        .open(&path)
-        .map_err(|e| crate::error::Error::Store(format!("cannot open {}: {e}", path.display())))?;
-    let reader = crate::store::Reader::open(&path)?;
+    let reader = crate::store::Reader::open_until(&path, deadline)?;
     let pairs = from_reader(&reader)?.to_pairs();
     drop(reader);
-    crate::store::summary::write(&path, &pairs)?;
+    crate::store::summary::write_until(&path, &pairs, deadline)?;
     Ok(EpilogOutcome::Written)
 }

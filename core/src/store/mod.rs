@@ -7,6 +7,7 @@ pub mod access;
 pub mod archive;
 mod codec;
 pub mod gpu;
+pub mod harden;
 mod reader;
 pub mod schema;
 pub mod summary;
@@ -17,8 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::sample::{Source, UsageReading};
 
 pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
+pub use harden::Deadline;
 pub use reader::Reader;
-pub use schema::SCHEMA_VERSION;
+pub use schema::{MAX_FILE_BYTES, SCHEMA_VERSION};
 pub use writer::Writer;
 
 /// Whose usage a row describes.

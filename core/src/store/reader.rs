@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::codec::{decode, Chain, State2, Sums2, Values};
+use super::harden::{self, Deadline, Guard, READ_CALL_BUDGET};
 use super::schema::{self, Enc, APPLICATION_ID, NVALUES, SCHEMA_VERSION, VALUE_COLUMNS};
 use super::{
     sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo,
@@ -20,6 +21,7 @@ pub struct Reader {
     started_unix_ms: i64,
     /// `PRAGMA user_version`: 1 or 2 (see `schema`).
     version: i64,
+    guard: Guard,
 }
 
 /// The decoding state of one series, per schema version.
@@ -29,40 +31,69 @@ enum Dec {
 }
 
 impl Reader {
-    /// Opens a job's file read-only (`SQLITE_OPEN_READ_ONLY`: the file is never modified).
-    /// A file that is not SQLite, is truncated, is not slurmwatch's or comes from a newer
-    /// slurmwatch gets one clear error.
+    /// Opens a job's file read-only (`SQLITE_OPEN_READ_ONLY`: the file is never modified),
+    /// hardened (see `harden`: a symlink, FIFO, oversized file or a schema that is not
+    /// slurmwatch's is refused before anything in it runs). A file that is not SQLite, is
+    /// truncated, is not slurmwatch's or comes from a newer slurmwatch gets one clear error.
+    /// Each call on the reader then has [`READ_CALL_BUDGET`] to finish.
     pub fn open(path: &Path) -> Result<Reader> {
-        let f = File::open(path)
-            .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
-        let len = f.metadata().map_err(|e| sql_err(path, e))?.len();
-        check_header(path, len, &f)?;
-        drop(f);
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = match Connection::open_with_flags(path, flags).and_then(|c| {
-            c.query_row("PRAGMA schema_version", [], |_| Ok(()))?;
-            Ok(c)
-        }) {
-            Ok(c) => c,
-            // A finished file left in WAL mode, in a directory we cannot write: SQLite cannot
-            // create the `-shm` it wants. With no `-wal` beside it nothing is uncommitted, so
-            // reading it as immutable is exact.
-            Err(e) if e.sqlite_error_code() == Some(ErrorCode::CannotOpen) && !wal_exists(path) => {
-                Connection::open_with_flags(immutable_uri(path), flags | OpenFlags::SQLITE_OPEN_URI)
+        Self::open_with(path, None)
+    }
+
+    /// As [`open`](Self::open), and the open and every later call end by `deadline` (e.g. the
+    /// epilog's bound for the whole summary).
+    pub fn open_until(path: &Path, deadline: Deadline) -> Result<Reader> {
+        Self::open_with(path, Some(deadline))
+    }
+
+    fn open_with(path: &Path, deadline: Option<Deadline>) -> Result<Reader> {
+        let guard = Guard::new(READ_CALL_BUDGET, deadline, "read");
+        guard.call(path, || {
+            let f = harden::open_file(path, false)?;
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+            let open = |p: &Path, flags: OpenFlags| -> rusqlite::Result<Connection> {
+                let c = Connection::open_with_flags(p, flags)?;
+                harden::configure(&c, &guard)?;
+                c.query_row("PRAGMA schema_version", [], |_| Ok(()))?;
+                Ok(c)
+            };
+            let conn = match open(path, flags) {
+                Ok(c) => c,
+                // A finished file left in WAL mode, in a directory we cannot write: SQLite
+                // cannot create the `-shm` it wants. With no `-wal` beside it nothing is
+                // uncommitted, so reading it as immutable is exact.
+                Err(e)
+                    if e.sqlite_error_code() == Some(ErrorCode::CannotOpen)
+                        && !wal_exists(path) =>
+                {
+                    open(
+                        Path::new(&immutable_uri(path)),
+                        flags | OpenFlags::SQLITE_OPEN_URI,
+                    )
                     .map_err(|e| db_err(path, e))?
-            }
-            Err(e) => return Err(db_err(path, e)),
-        };
-        conn.execute_batch(schema::READER_PRAGMAS)
-            .map_err(|e| db_err(path, e))?;
-        let version = check_version(&conn, path)?;
-        let started_unix_ms = read_started(&conn, path)?;
-        Ok(Reader {
-            conn,
-            path: path.to_path_buf(),
-            started_unix_ms,
-            version,
+                }
+                Err(e) => return Err(db_err(path, e)),
+            };
+            harden::same_inode(path, &f)?;
+            conn.execute_batch(schema::READER_PRAGMAS)
+                .map_err(|e| db_err(path, e))?;
+            let version = harden::check_schema(&conn, path)?;
+            let started_unix_ms = read_started(&conn, path)?;
+            Ok(Reader {
+                conn,
+                path: path.to_path_buf(),
+                started_unix_ms,
+                version,
+                guard: guard.clone(),
+            })
         })
+    }
+
+    /// Runs one public call under this reader's deadline.
+    pub(crate) fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.guard.call(&self.path, f)
     }
 
     pub fn path(&self) -> &Path {
@@ -74,44 +105,47 @@ impl Reader {
     }
 
     pub fn meta(&self) -> Result<JobMeta> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT key, value FROM meta")
-            .map_err(|e| db_err(&self.path, e))?;
-        let pairs: Vec<(String, String)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .and_then(|rows| rows.collect())
-            .map_err(|e| db_err(&self.path, e))?;
-        let get = |k: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| key == k)
-                .map(|(_, v)| v.as_str())
-        };
-        let need =
-            |k: &str| get(k).ok_or_else(|| sql_err(&self.path, format!("meta has no '{k}'")));
-        fn num<T: std::str::FromStr>(path: &Path, k: &str, v: &str) -> Result<T> {
-            v.parse()
-                .map_err(|_| sql_err(path, format!("meta '{k}' is not a number: {v:?}")))
-        }
-        let p = &self.path;
-        let opt_num = |k: &str| -> Result<Option<u64>> { get(k).map(|v| num(p, k, v)).transpose() };
-        Ok(JobMeta {
-            job_id: num(p, "job_id", need("job_id")?)?,
-            user: need("user")?.to_string(),
-            uid: num(p, "uid", need("uid")?)?,
-            node: need("node")?.to_string(),
-            cluster: get("cluster").map(str::to_string),
-            plugin_version: need("plugin_version")?.to_string(),
-            interval_seconds: num(p, "interval_seconds", need("interval_seconds")?)?,
-            source: Source::parse(need("source")?)
-                .ok_or_else(|| sql_err(p, "meta 'source' is not a known source"))?,
-            cores_allocated: get("cores_allocated")
-                .map(|v| num(p, "cores_allocated", v))
-                .transpose()?,
-            memory_allocated_bytes: opt_num("memory_allocated_bytes")?,
-            started_unix_ms: self.started_unix_ms,
-            incarnation: get("incarnation").map(str::to_string),
+        self.guarded(|| {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT key, value FROM meta")
+                .map_err(|e| db_err(&self.path, e))?;
+            let pairs: Vec<(String, String)> = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .and_then(|rows| rows.collect())
+                .map_err(|e| db_err(&self.path, e))?;
+            let get = |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(key, _)| key == k)
+                    .map(|(_, v)| v.as_str())
+            };
+            let need =
+                |k: &str| get(k).ok_or_else(|| sql_err(&self.path, format!("meta has no '{k}'")));
+            fn num<T: std::str::FromStr>(path: &Path, k: &str, v: &str) -> Result<T> {
+                v.parse()
+                    .map_err(|_| sql_err(path, format!("meta '{k}' is not a number: {v:?}")))
+            }
+            let p = &self.path;
+            let opt_num =
+                |k: &str| -> Result<Option<u64>> { get(k).map(|v| num(p, k, v)).transpose() };
+            Ok(JobMeta {
+                job_id: num(p, "job_id", need("job_id")?)?,
+                user: need("user")?.to_string(),
+                uid: num(p, "uid", need("uid")?)?,
+                node: need("node")?.to_string(),
+                cluster: get("cluster").map(str::to_string),
+                plugin_version: need("plugin_version")?.to_string(),
+                interval_seconds: num(p, "interval_seconds", need("interval_seconds")?)?,
+                source: Source::parse(need("source")?)
+                    .ok_or_else(|| sql_err(p, "meta 'source' is not a known source"))?,
+                cores_allocated: get("cores_allocated")
+                    .map(|v| num(p, "cores_allocated", v))
+                    .transpose()?,
+                memory_allocated_bytes: opt_num("memory_allocated_bytes")?,
+                started_unix_ms: self.started_unix_ms,
+                incarnation: get("incarnation").map(str::to_string),
+            })
         })
     }
 
@@ -128,180 +162,200 @@ impl Reader {
 
     /// The job's cards recorded on this node, in `cuda:N` order (empty: no GPU section).
     pub fn gpus(&self) -> Result<Vec<super::StoredGpu>> {
-        if !self.has_table("gpus")? {
-            return Ok(Vec::new());
-        }
-        super::gpu::load_gpus(&self.conn, &self.path)
+        self.guarded(|| {
+            if !self.has_table("gpus")? {
+                return Ok(Vec::new());
+            }
+            super::gpu::load_gpus(&self.conn, &self.path)
+        })
     }
 
     /// How each pair of the job's cards is wired (NVLink or the PCIe common ancestor).
     pub fn gpu_links(&self) -> Result<Vec<crate::sample::GpuLink>> {
-        if !self.has_table("gpu_links")? {
-            return Ok(Vec::new());
-        }
-        super::gpu::load_links(&self.conn, &self.path)
+        self.guarded(|| {
+            if !self.has_table("gpu_links")? {
+                return Ok(Vec::new());
+            }
+            super::gpu::load_links(&self.conn, &self.path)
+        })
     }
 
     /// Card `gpu_id`'s critical Xid events, oldest first: (time of the reading that saw it,
     /// code). At most `max`, the latest.
     pub fn gpu_xids(&self, gpu_id: i64, max: u32) -> Result<Vec<(i64, u64)>> {
-        if !self.has_table("gpu_xid")? {
-            return Ok(Vec::new());
-        }
-        let mut st = self
+        self.guarded(|| {
+            if !self.has_table("gpu_xid")? {
+                return Ok(Vec::new());
+            }
+            let mut st = self
             .conn
             .prepare_cached(
                 "SELECT t_unix_ms, xid FROM gpu_xid WHERE gpu = ?1 ORDER BY rowid DESC LIMIT ?2",
             )
             .map_err(|e| db_err(&self.path, e))?;
-        let mut v: Vec<(i64, u64)> = st
-            .query_map(rusqlite::params![gpu_id, max], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| db_err(&self.path, e))?;
-        v.reverse();
-        Ok(v)
+            let mut v: Vec<(i64, u64)> = st
+                .query_map(rusqlite::params![gpu_id, max], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+                })
+                .and_then(|rows| rows.collect())
+                .map_err(|e| db_err(&self.path, e))?;
+            v.reverse();
+            Ok(v)
+        })
     }
 
     /// Every reading of card `gpu_id` (`StoredGpu::id`), oldest first.
     pub fn gpu_samples(&self, gpu_id: i64) -> Result<Vec<super::GpuRow>> {
-        if !self.has_table("gpu_samples")? {
-            return Ok(Vec::new());
-        }
-        super::gpu::load_samples(&self.conn, &self.path, self.started_unix_ms, gpu_id, None)
+        self.guarded(|| {
+            if !self.has_table("gpu_samples")? {
+                return Ok(Vec::new());
+            }
+            super::gpu::load_samples(&self.conn, &self.path, self.started_unix_ms, gpu_id, None)
+        })
     }
 
     /// The last `n` readings of card `gpu_id`, oldest first (a live view's rates).
     pub fn gpu_last(&self, gpu_id: i64, n: u32) -> Result<Vec<super::GpuRow>> {
-        if !self.has_table("gpu_samples")? {
-            return Ok(Vec::new());
-        }
-        super::gpu::load_samples(
-            &self.conn,
-            &self.path,
-            self.started_unix_ms,
-            gpu_id,
-            Some(n),
-        )
+        self.guarded(|| {
+            if !self.has_table("gpu_samples")? {
+                return Ok(Vec::new());
+            }
+            super::gpu::load_samples(
+                &self.conn,
+                &self.path,
+                self.started_unix_ms,
+                gpu_id,
+                Some(n),
+            )
+        })
     }
 
     /// The steps seen on this node, in the order they were first recorded.
     pub fn steps(&self) -> Result<Vec<StepInfo>> {
-        Ok(load_steps(&self.conn, &self.path)?
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect())
+        self.guarded(|| {
+            Ok(load_steps(&self.conn, &self.path)?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect())
+        })
     }
 
     /// The series with data in this file: the job, then each step.
     pub fn series(&self) -> Result<Vec<Series>> {
-        let mut out = vec![Series::Job];
-        out.extend(self.steps()?.into_iter().map(|s| Series::Step(s.step)));
-        Ok(out)
+        self.guarded(|| {
+            let mut out = vec![Series::Job];
+            out.extend(self.steps()?.into_iter().map(|s| Series::Step(s.step)));
+            Ok(out)
+        })
     }
 
     pub fn events(&self) -> Result<Vec<Event>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT t_unix_ms, step, kind, detail FROM events ORDER BY rowid")
-            .map_err(|e| db_err(&self.path, e))?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(Event {
-                    t_unix_ms: r.get(0)?,
-                    step: r.get(1)?,
-                    kind: r.get(2)?,
-                    detail: r.get(3)?,
+        self.guarded(|| {
+            let mut stmt = self
+                .conn
+                .prepare("SELECT t_unix_ms, step, kind, detail FROM events ORDER BY rowid")
+                .map_err(|e| db_err(&self.path, e))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok(Event {
+                        t_unix_ms: r.get(0)?,
+                        step: r.get(1)?,
+                        kind: r.get(2)?,
+                        detail: r.get(3)?,
+                    })
                 })
-            })
-            .and_then(|rows| rows.collect())
-            .map_err(|e| db_err(&self.path, e));
-        rows
+                .and_then(|rows| rows.collect())
+                .map_err(|e| db_err(&self.path, e));
+            rows
+        })
     }
 
     /// Every row of a series, oldest first, decoded. For a step, the periodic rows that were
     /// not stored because the step was the job's only step at the time (see `schema`) are
     /// filled in from the job's rows, relabelled as the step. An unknown step yields no rows.
     pub fn samples(&self, series: &Series) -> Result<Vec<SampleRow>> {
-        let name = match series {
-            Series::Job => return self.decode_series(0, series),
-            Series::Step(name) => name,
-        };
-        let steps = load_steps(&self.conn, &self.path)?;
-        let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
-            return Ok(Vec::new());
-        };
-        let mut rows = self.decode_series(*id, series)?;
-        let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
-        let Some(start) = me.started_unix_ms else {
-            return Ok(rows);
-        };
-        let end = me.ended_unix_ms.unwrap_or(i64::MAX);
-        let stored: std::collections::HashSet<i64> = rows.iter().map(|r| r.t_unix_ms).collect();
-        let before = rows.len();
-        for job_row in self.decode_series(0, &Series::Job)? {
-            let t = job_row.t_unix_ms;
-            if job_row.kind == SampleKind::Periodic
-                && (start..=end).contains(&t)
-                && !stored.contains(&t)
-                && step_row_is_redundant(name, t, &infos)
-            {
-                rows.push(SampleRow {
-                    series: series.clone(),
-                    ..job_row
-                });
+        self.guarded(|| {
+            let name = match series {
+                Series::Job => return self.decode_series(0, series),
+                Series::Step(name) => name,
+            };
+            let steps = load_steps(&self.conn, &self.path)?;
+            let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
+                return Ok(Vec::new());
+            };
+            let mut rows = self.decode_series(*id, series)?;
+            let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
+            let Some(start) = me.started_unix_ms else {
+                return Ok(rows);
+            };
+            let end = me.ended_unix_ms.unwrap_or(i64::MAX);
+            let stored: std::collections::HashSet<i64> = rows.iter().map(|r| r.t_unix_ms).collect();
+            let before = rows.len();
+            for job_row in self.decode_series(0, &Series::Job)? {
+                let t = job_row.t_unix_ms;
+                if job_row.kind == SampleKind::Periodic
+                    && (start..=end).contains(&t)
+                    && !stored.contains(&t)
+                    && step_row_is_redundant(name, t, &infos)
+                {
+                    rows.push(SampleRow {
+                        series: series.clone(),
+                        ..job_row
+                    });
+                }
             }
-        }
-        if rows.len() != before {
-            rows.sort_by_key(|r| r.t_unix_ms); // stable: equal times keep stored order
-        }
-        Ok(rows)
+            if rows.len() != before {
+                rows.sort_by_key(|r| r.t_unix_ms); // stable: equal times keep stored order
+            }
+            Ok(rows)
+        })
     }
 
     /// The last two rows of a series (fewer if it has fewer), oldest first: what a live view
     /// needs for rates. Same result as the tail of [`samples`](Self::samples), without
     /// decoding the whole series in Rust.
     pub fn last_two(&self, series: &Series) -> Result<Vec<SampleRow>> {
-        let name = match series {
-            Series::Job => return self.tail(0, series, i64::MAX, 2),
-            Series::Step(name) => name,
-        };
-        let steps = load_steps(&self.conn, &self.path)?;
-        let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
-            return Ok(Vec::new());
-        };
-        let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
-        let start = me.started_unix_ms.unwrap_or(i64::MAX);
-        let end = me.ended_unix_ms.unwrap_or(i64::MAX);
-        let mut rows = self.tail(*id, series, i64::MAX, 2)?;
-        let job = self.tail(0, &Series::Job, end, 2)?;
-        let covered = |r: &SampleRow| rows.iter().any(|s| s.t_unix_ms == r.t_unix_ms);
-        let eligible = |r: &SampleRow| {
-            r.kind == SampleKind::Periodic
-                && r.t_unix_ms >= start
-                && step_row_is_redundant(name, r.t_unix_ms, &infos)
-        };
-        // Exact only if no older job row can be among the last two: fall back otherwise.
-        if job.len() == 2 && !job.iter().all(|r| covered(r) || eligible(r)) {
-            let mut all = self.samples(series)?;
-            let keep = all.len().saturating_sub(2);
-            all.drain(..keep);
-            return Ok(all);
-        }
-        let eligible: Vec<SampleRow> = job
-            .into_iter()
-            .filter(|r| eligible(r) && !covered(r))
-            .map(|r| SampleRow {
-                series: series.clone(),
-                ..r
-            })
-            .collect();
-        rows.extend(eligible);
-        rows.sort_by_key(|r| r.t_unix_ms);
-        let keep = rows.len().saturating_sub(2);
-        rows.drain(..keep);
-        Ok(rows)
+        self.guarded(|| {
+            let name = match series {
+                Series::Job => return self.tail(0, series, i64::MAX, 2),
+                Series::Step(name) => name,
+            };
+            let steps = load_steps(&self.conn, &self.path)?;
+            let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
+                return Ok(Vec::new());
+            };
+            let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
+            let start = me.started_unix_ms.unwrap_or(i64::MAX);
+            let end = me.ended_unix_ms.unwrap_or(i64::MAX);
+            let mut rows = self.tail(*id, series, i64::MAX, 2)?;
+            let job = self.tail(0, &Series::Job, end, 2)?;
+            let covered = |r: &SampleRow| rows.iter().any(|s| s.t_unix_ms == r.t_unix_ms);
+            let eligible = |r: &SampleRow| {
+                r.kind == SampleKind::Periodic
+                    && r.t_unix_ms >= start
+                    && step_row_is_redundant(name, r.t_unix_ms, &infos)
+            };
+            // Exact only if no older job row can be among the last two: fall back otherwise.
+            if job.len() == 2 && !job.iter().all(|r| covered(r) || eligible(r)) {
+                let mut all = self.samples(series)?;
+                let keep = all.len().saturating_sub(2);
+                all.drain(..keep);
+                return Ok(all);
+            }
+            let eligible: Vec<SampleRow> = job
+                .into_iter()
+                .filter(|r| eligible(r) && !covered(r))
+                .map(|r| SampleRow {
+                    series: series.clone(),
+                    ..r
+                })
+                .collect();
+            rows.extend(eligible);
+            rows.sort_by_key(|r| r.t_unix_ms);
+            let keep = rows.len().saturating_sub(2);
+            rows.drain(..keep);
+            Ok(rows)
+        })
     }
 
     /// The last `k` rows of series `id` with time ≤ `max_t_unix_ms`, decoded: the sums over
@@ -600,6 +654,18 @@ fn immutable_uri(path: &Path) -> String {
 
 /// Maps SQLite's errors on a job file to one clear sentence with the path.
 pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
+    // SQLite parses the whole schema on a connection's first query: an entry beyond our
+    // limits (see `harden`) or that is not SQL at all fails it, whichever query that is.
+    let text = e.to_string();
+    if let Some(rest) = text.strip_prefix("malformed database schema (") {
+        let what = match rest.split_once(") - ") {
+            Some((name, why)) => {
+                format!("`{name}` does not parse within slurmwatch's limits: {why}")
+            }
+            None => text.clone(),
+        };
+        return harden::unexpected_schema(path, &what);
+    }
     match e.sqlite_error_code() {
         Some(ErrorCode::NotADatabase) => sql_err(
             path,

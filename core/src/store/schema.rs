@@ -87,6 +87,11 @@
 /// writer reopening an older file keeps its version.
 pub const SCHEMA_VERSION: i64 = 2;
 
+/// Largest job file anyone opens (checked before SQLite sees it, see `harden`). A 7-day job
+/// at 5 s is 5–9 MB per node (measured above), so this is several weeks of the densest case;
+/// past it a file is refused rather than given minutes of CPU and gigabytes of rows.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 /// `PRAGMA application_id`: "SWat". Tells a slurmwatch file from any other SQLite file.
 pub const APPLICATION_ID: i64 = 0x5357_6174;
 

@@ -9,7 +9,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::codec::{encode, Chain, State2};
-use super::reader::{check_header, check_version, db_err, load_state2, load_steps, read_started};
+use super::harden::{self, Guard, WRITE_CALL_BUDGET};
+use super::reader::{db_err, load_state2, load_steps, read_started};
 use super::schema::{self, NVALUES, VALUE_COLUMNS};
 use super::{sql_err, step_row_is_redundant, JobMeta, SampleKind, SampleRow, Series, StepInfo};
 use crate::error::{Error, Result};
@@ -52,6 +53,8 @@ pub struct Writer {
     /// See [`Writer::set_cap`].
     cap_bytes: Option<u64>,
     capped: bool,
+    /// Each public call's deadline ([`WRITE_CALL_BUDGET`]).
+    guard: Guard,
 }
 
 impl Writer {
@@ -71,6 +74,16 @@ impl Writer {
     }
 
     fn create_impl(path: &Path, meta: &JobMeta, reader: Option<u32>) -> Result<Writer> {
+        let guard = Guard::new(WRITE_CALL_BUDGET, None, "written");
+        guard.call(path, || Self::create_guarded(path, meta, reader, &guard))
+    }
+
+    fn create_guarded(
+        path: &Path,
+        meta: &JobMeta,
+        reader: Option<u32>,
+        guard: &Guard,
+    ) -> Result<Writer> {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -84,7 +97,7 @@ impl Writer {
                 Some(uid) => super::access::grant_read(&file, uid).map_err(|e| e.to_string()),
                 None => Ok(()),
             };
-            let conn = open_rw(path, &file)?;
+            let conn = open_rw(path, &file, guard)?;
             let tx_sql = format!(
                 "BEGIN;\n{}\n{}COMMIT;",
                 schema::create_sql(),
@@ -103,6 +116,7 @@ impl Writer {
                     path,
                     meta.started_unix_ms,
                     schema::SCHEMA_VERSION,
+                    guard.clone(),
                 );
                 w.reader = reader.map(|uid| (uid, granted));
                 Ok(w)
@@ -122,37 +136,38 @@ impl Writer {
     /// Several writers may share one file (one per step's slurmstepd), but each series must
     /// have a single writer: the delta chain of a series continues from its stored rows.
     pub fn open_existing(path: &Path) -> Result<Writer> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| Error::Store(format!("cannot open {}: {e}", path.display())))?;
-        let md = file.metadata().map_err(|e| sql_err(path, e))?;
-        if !md.is_file() {
-            return Err(sql_err(path, "not a regular file"));
-        }
-        writable_only_by_us(path, &md)?;
-        for sidecar in ["-wal", "-shm", "-journal"] {
-            let p = sidecar_path(path, sidecar);
-            if let Ok(f) = open_no_block(&p) {
-                let md = f.metadata().map_err(|e| sql_err(&p, e))?;
-                if !md.is_file() {
-                    return Err(sql_err(&p, "not a regular file"));
+        let guard = Guard::new(WRITE_CALL_BUDGET, None, "written");
+        guard.call(path, || {
+            let file = harden::open_file(path, true)?;
+            let md = file.metadata().map_err(|e| sql_err(path, e))?;
+            writable_only_by_us(path, &md)?;
+            for sidecar in ["-wal", "-shm", "-journal"] {
+                let p = sidecar_path(path, sidecar);
+                if let Ok(f) = open_no_block(&p) {
+                    let md = f.metadata().map_err(|e| sql_err(&p, e))?;
+                    if !md.is_file() {
+                        return Err(sql_err(&p, "not a regular file: not opened"));
+                    }
+                    writable_only_by_us(&p, &md)?;
                 }
-                writable_only_by_us(&p, &md)?;
             }
-        }
-        check_header(path, md.len(), &file)?;
-        let conn = open_rw(path, &file)?;
-        let version = check_version(&conn, path)?;
-        conn.execute_batch(schema::WAL_PRAGMA)
-            .map_err(|e| db_err(path, e))?;
-        let base = read_started(&conn, path)?;
-        Ok(Writer::new(conn, file, path, base, version))
+            let conn = open_rw(path, &file, &guard)?;
+            let version = harden::check_schema(&conn, path)?;
+            conn.execute_batch(schema::WAL_PRAGMA)
+                .map_err(|e| db_err(path, e))?;
+            let base = read_started(&conn, path)?;
+            Ok(Writer::new(conn, file, path, base, version, guard.clone()))
+        })
     }
 
-    fn new(conn: Connection, file: File, path: &Path, base: i64, version: i64) -> Writer {
+    fn new(
+        conn: Connection,
+        file: File,
+        path: &Path,
+        base: i64,
+        version: i64,
+        guard: Guard,
+    ) -> Writer {
         Writer {
             conn,
             file,
@@ -170,7 +185,13 @@ impl Writer {
             sidecars_granted: false,
             cap_bytes: None,
             capped: false,
+            guard,
         }
+    }
+
+    /// Runs one public call under the writer's deadline.
+    fn guarded<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        self.guard.clone().call(&self.path, f)
     }
 
     /// The job's user's read grant on an existing file (a later step's writer): the file's
@@ -273,11 +294,13 @@ impl Writer {
 
     /// One value of the `meta` table (e.g. `uid`, `incarnation`), `None` if absent.
     pub fn meta_value(&self, key: &str) -> Result<Option<String>> {
-        use rusqlite::OptionalExtension;
-        self.conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
-            .map_err(|e| db_err(&self.path, e))
+        self.guarded(|| {
+            use rusqlite::OptionalExtension;
+            self.conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+                .map_err(|e| db_err(&self.path, e))
+        })
     }
 
     /// Whether a periodic row of `step` at `t_unix_ms` would be stored, judged by the steps
@@ -290,15 +313,17 @@ impl Writer {
     /// Whether `step` (already begun) writes this node's job series: see
     /// [`claims_job_series`](super::claims_job_series). Reads the steps table now.
     pub fn claims_job_series(&self, step: &str) -> Result<bool> {
-        Ok(super::claims_job_series(step, &self.steps()?))
+        self.guarded(|| Ok(super::claims_job_series(step, &self.steps()?)))
     }
 
     /// The steps table now.
     pub fn steps(&self) -> Result<Vec<StepInfo>> {
-        Ok(super::reader::load_steps(&self.conn, &self.path)?
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect())
+        self.guarded(|| {
+            Ok(super::reader::load_steps(&self.conn, &self.path)?
+                .into_iter()
+                .map(|(_, s)| s)
+                .collect())
+        })
     }
 
     /// Whether the batch or interactive step — the writer of the job series — is running
@@ -326,11 +351,13 @@ impl Writer {
         cards: &[crate::sample::GpuCard],
         links: &[crate::sample::GpuLink],
     ) -> Result<Vec<(i64, bool)>> {
-        let path = &self.path;
-        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
-        let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
-        tx.commit().map_err(|e| db_err(path, e))?;
-        Ok(ids)
+        self.guard.clone().call(&self.path.clone(), || {
+            let path = &self.path;
+            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
+            tx.commit().map_err(|e| db_err(path, e))?;
+            Ok(ids)
+        })
     }
 
     /// Buffers one card's reading (written with the next [`flush`](Self::flush)).
@@ -355,6 +382,7 @@ impl Writer {
     /// stay buffered for the next try.
     pub fn flush(&mut self) -> Result<()> {
         self.grant_sidecars();
+        self.guard.clone().call(&self.path.clone(), || {
         if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
             return Ok(());
         }
@@ -476,41 +504,46 @@ impl Writer {
         self.gpu_buffer.clear();
         self.dropped = 0;
         Ok(())
+            })
     }
 
     /// Records that a step started on this node (and an event).
     pub fn begin_step(&mut self, step: &str, t_unix_ms: i64, tasks: Option<u32>) -> Result<()> {
-        let path = &self.path;
-        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
-        tx.execute(
-            "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
+        self.guard.clone().call(&self.path.clone(), || {
+            let path = &self.path;
+            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            tx.execute(
+                "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
                started_unix_ms = COALESCE(MIN(steps.started_unix_ms, excluded.started_unix_ms),
                                           excluded.started_unix_ms),
                tasks = COALESCE(excluded.tasks, steps.tasks)",
-            params![step, t_unix_ms, tasks],
-        )
-        .map_err(|e| db_err(path, e))?;
-        let detail = tasks.map_or(String::new(), |n| format!("tasks={n}"));
-        insert_event(&tx, path, t_unix_ms, Some(step), "step_start", &detail)?;
-        tx.commit().map_err(|e| db_err(path, e))
+                params![step, t_unix_ms, tasks],
+            )
+            .map_err(|e| db_err(path, e))?;
+            let detail = tasks.map_or(String::new(), |n| format!("tasks={n}"));
+            insert_event(&tx, path, t_unix_ms, Some(step), "step_start", &detail)?;
+            tx.commit().map_err(|e| db_err(path, e))
+        })
     }
 
     /// Records that a step ended (and an event).
     pub fn end_step(&mut self, step: &str, t_unix_ms: i64, exit_status: Option<i32>) -> Result<()> {
-        let path = &self.path;
-        let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
-        tx.execute(
-            "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
+        self.guard.clone().call(&self.path.clone(), || {
+            let path = &self.path;
+            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            tx.execute(
+                "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
                ended_unix_ms = excluded.ended_unix_ms,
                exit_status = COALESCE(excluded.exit_status, steps.exit_status)",
-            params![step, t_unix_ms, exit_status],
-        )
-        .map_err(|e| db_err(path, e))?;
-        let detail = exit_status.map_or(String::new(), |s| format!("exit_status={s}"));
-        insert_event(&tx, path, t_unix_ms, Some(step), "step_end", &detail)?;
-        tx.commit().map_err(|e| db_err(path, e))
+                params![step, t_unix_ms, exit_status],
+            )
+            .map_err(|e| db_err(path, e))?;
+            let detail = exit_status.map_or(String::new(), |s| format!("exit_status={s}"));
+            insert_event(&tx, path, t_unix_ms, Some(step), "step_end", &detail)?;
+            tx.commit().map_err(|e| db_err(path, e))
+        })
     }
 
     /// Appends an event (OOM kill, sampler error, ...) immediately.
@@ -521,30 +554,34 @@ impl Writer {
         kind: &str,
         detail: &str,
     ) -> Result<()> {
-        insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail)
+        self.guarded(|| insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail))
     }
 
     /// Flushes, then writes a consistent, compacted copy of the file to `dest`, which must not
     /// exist or be empty (`VACUUM INTO`). The copy is in rollback-journal mode: a single,
     /// self-contained file.
     pub fn backup_to(&mut self, dest: &Path) -> Result<()> {
-        self.flush()?;
-        vacuum_into(&self.conn, &self.path, dest)
+        self.guard.clone().call(&self.path.clone(), || {
+            self.flush()?;
+            vacuum_into(&self.conn, &self.path, dest)
+        })
     }
 
     /// Flushes, checkpoints, and — when no other writer has the file open — switches it back
     /// to a single self-contained file (rollback journal), so it can be read from a directory
     /// the reader cannot write to.
     pub fn close(mut self) -> Result<()> {
-        self.flush()?;
-        let _ = self.conn.busy_timeout(Duration::ZERO);
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-        let _ = self
-            .conn
-            .query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()));
-        Ok(())
+        self.guard.clone().call(&self.path.clone(), || {
+            self.flush()?;
+            let _ = self.conn.busy_timeout(Duration::ZERO);
+            let _ = self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+            let _ = self
+                .conn
+                .query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()));
+            Ok(())
+        })
     }
 }
 
@@ -588,17 +625,14 @@ fn writable_only_by_us(path: &Path, md: &std::fs::Metadata) -> Result<()> {
     Ok(())
 }
 
-fn open_rw(path: &Path, file: &File) -> Result<Connection> {
+/// A hardened read-write connection on the inode `file` holds (see `harden`).
+fn open_rw(path: &Path, file: &File, guard: &Guard) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_NOFOLLOW;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| db_err(path, e))?;
-    // SQLite opened the path by name: make sure it is the inode we created or checked.
-    let ours = file.metadata().map_err(|e| sql_err(path, e))?;
-    let now = std::fs::symlink_metadata(path).map_err(|e| sql_err(path, e))?;
-    if (ours.dev(), ours.ino()) != (now.dev(), now.ino()) {
-        return Err(sql_err(path, "the file was replaced while being opened"));
-    }
+    harden::configure(&conn, guard).map_err(|e| db_err(path, e))?;
+    harden::same_inode(path, file)?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| db_err(path, e))?;
     conn.execute_batch(schema::WRITER_PRAGMAS)
@@ -610,7 +644,7 @@ pub(crate) fn vacuum_into(conn: &Connection, src: &Path, dest: &Path) -> Result<
     let d = dest
         .to_str()
         .ok_or_else(|| sql_err(dest, "path is not UTF-8"))?;
-    conn.execute("VACUUM INTO ?1", [d])
+    harden::with_attach(conn, || conn.execute("VACUUM INTO ?1", [d]))
         .map_err(|e| sql_err(src, format!("cannot copy to {}: {e}", dest.display())))?;
     // VACUUM INTO keeps the WAL flag in the header; a copy must stand alone.
     let out = Connection::open_with_flags(
