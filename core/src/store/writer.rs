@@ -1,5 +1,6 @@
 //! The plugin's side: create (or reopen) a job's file and append samples in batches.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
@@ -46,6 +47,8 @@ pub struct Writer {
     gpu_chains: super::gpu::Chains,
     /// Each public call's deadline ([`WRITE_CALL_BUDGET`]).
     guard: Guard,
+    /// `PRAGMA schema_version` when the schema was last found to be ours.
+    schema_cookie: Cell<i64>,
 }
 
 impl Writer {
@@ -96,16 +99,18 @@ impl Writer {
             conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
-            Ok(conn)
+            let cookie = schema_cookie(&conn, path)?;
+            Ok((conn, cookie))
         })();
         match made {
-            Ok(conn) => Ok(Writer::new(
+            Ok((conn, cookie)) => Ok(Writer::new(
                 conn,
                 file,
                 path,
                 meta.started_unix_ms,
                 schema::SCHEMA_VERSION,
                 guard.clone(),
+                cookie,
             )),
             Err(e) => {
                 // Our own, empty or half-made file: remove it so a retry can create it again.
@@ -130,7 +135,16 @@ impl Writer {
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
             let base = read_started(&conn, path)?;
-            Ok(Writer::new(conn, file, path, base, version, guard.clone()))
+            let cookie = schema_cookie(&conn, path)?;
+            Ok(Writer::new(
+                conn,
+                file,
+                path,
+                base,
+                version,
+                guard.clone(),
+                cookie,
+            ))
         })
     }
 
@@ -141,6 +155,7 @@ impl Writer {
         base: i64,
         version: i64,
         guard: Guard,
+        cookie: i64,
     ) -> Writer {
         Writer {
             conn,
@@ -156,6 +171,7 @@ impl Writer {
             gpu_buffer: Vec::new(),
             gpu_chains: Default::default(),
             guard,
+            schema_cookie: Cell::new(cookie),
         }
     }
 
@@ -235,6 +251,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
             tx.commit().map_err(|e| db_err(path, e))?;
             Ok(ids)
@@ -271,6 +288,7 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| db_err(path, e))?;
+        schema_unchanged(&tx, path, &self.schema_cookie)?;
         let base = self.base;
         let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
             load_steps(&tx, path)?.into_iter().unzip();
@@ -385,6 +403,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
@@ -405,6 +424,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
@@ -427,7 +447,10 @@ impl Writer {
         kind: &str,
         detail: &str,
     ) -> Result<()> {
-        self.guarded(|| insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail))
+        self.guarded(|| {
+            schema_unchanged(&self.conn, &self.path, &self.schema_cookie)?;
+            insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail)
+        })
     }
 
     /// Flushes, then writes a consistent, compacted copy of the file to `dest`, which must not
@@ -462,6 +485,23 @@ impl Drop for Writer {
     fn drop(&mut self) {
         let _ = self.flush();
     }
+}
+
+fn schema_cookie(conn: &Connection, path: &Path) -> Result<i64> {
+    conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+        .map_err(|e| db_err(path, e))
+}
+
+/// The schema as checked at open (or as we created it): if anyone changed it since (a user
+/// rewriting a file they can write, during the job), it is checked again before we write, so
+/// no trigger or view planted later ever runs in our statements.
+fn schema_unchanged(conn: &Connection, path: &Path, cookie: &Cell<i64>) -> Result<()> {
+    let now = schema_cookie(conn, path)?;
+    if now != cookie.get() {
+        harden::check_schema(conn, path)?;
+        cookie.set(now);
+    }
+    Ok(())
 }
 
 /// A hardened read-write connection on the inode `file` holds (see `harden`).
