@@ -248,3 +248,16 @@ fn a_trigger_planted_under_an_open_writer_never_runs() {
         .to_string();
     assert!(e.contains("has an unexpected schema"), "{e}");
 }
+
+/// Found by the mutation run (MUTATION_SEED=20261201, case 1575): a huge per-row Xid count
+/// overflowed the reader's sum of them (a panic). Now: read, or refused with a sentence.
+#[test]
+fn a_huge_xid_count_does_not_overflow_the_reader() {
+    let (_d, path) =
+        crafted("UPDATE gpu_samples SET xid_events = 9223372036854775807 WHERE rowid = 3;");
+    for r in every_opener(&path) {
+        if let Err(m) = r {
+            assert!(m.contains("integer overflow"), "{m}");
+        }
+    }
+}
