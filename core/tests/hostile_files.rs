@@ -216,3 +216,48 @@ fn a_statement_past_the_deadline_is_interrupted_with_a_clear_error() {
         .to_string();
     assert!(e.ends_with("took longer than 0 s: not read"), "{e}");
 }
+
+/// A trigger planted while the writer has the file open (a user rewriting a file they can
+/// write, during the job) never runs: the next write sees the schema changed and refuses.
+#[test]
+fn a_trigger_planted_under_an_open_writer_never_runs() {
+    use slurmwatch_core::store::{SampleKind, SampleRow, Series, Writer};
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path(), 12);
+    let mut w = Writer::open_existing(&path).unwrap();
+    let c = Connection::open(&path).unwrap();
+    c.execute_batch(
+        "CREATE TABLE fired (n); CREATE TRIGGER t AFTER INSERT ON samples_packed
+         BEGIN INSERT INTO fired VALUES (1); END;",
+    )
+    .unwrap();
+    w.push(SampleRow::empty(
+        support::T0 + 99_000,
+        Series::Job,
+        SampleKind::Periodic,
+    ));
+    let e = w.flush().unwrap_err().to_string();
+    assert!(e.contains("has an unexpected schema"), "{e}");
+    let fired: i64 = c
+        .query_row("SELECT count(*) FROM fired", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(fired, 0);
+    let e = w
+        .event(support::T0, None, "x", "y")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has an unexpected schema"), "{e}");
+}
+
+/// Found by the mutation run (MUTATION_SEED=20261201, case 1575): a huge per-row Xid count
+/// overflowed the reader's sum of them (a panic). Now: read, or refused with a sentence.
+#[test]
+fn a_huge_xid_count_does_not_overflow_the_reader() {
+    let (_d, path) =
+        crafted("UPDATE gpu_samples SET xid_events = 9223372036854775807 WHERE rowid = 3;");
+    for r in every_opener(&path) {
+        if let Err(m) = r {
+            assert!(m.contains("integer overflow"), "{m}");
+        }
+    }
+}

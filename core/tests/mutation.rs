@@ -38,6 +38,9 @@ impl Rng {
 
 const PAGE: usize = 4096;
 
+/// Where the last caught panic happened (set by the test's panic hook).
+static WHERE: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
 /// Byte-level damage to the file image.
 fn damage_bytes(rng: &mut Rng, b: &mut Vec<u8>) -> String {
     let pages = b.len() / PAGE;
@@ -213,7 +216,8 @@ fn run_case(seed: u64, case: u64, base: &[u8], dir: &Path) -> Result<(Duration, 
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
                 .unwrap_or_default();
-            Err(format!("case {case} ({what}): panicked: {msg}"))
+            let at = WHERE.lock().unwrap().take().unwrap_or_default();
+            Err(format!("case {case} ({what}): panicked at {at}: {msg}"))
         }
         Ok(_) if took > BOUND => Err(format!("case {case} ({what}): took {took:?}")),
         Ok(read) => Ok((took, read)),
@@ -236,9 +240,12 @@ fn corrupted_recordings_never_panic_or_hang() {
     let dir = tempfile::tempdir_in("/dev/shm")
         .or_else(|_| tempfile::tempdir())
         .unwrap();
-    // Panics are caught and reported below; keep their default report quiet.
+    // Panics are caught and reported below with where they happened; keep the default
+    // report quiet.
     let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    std::panic::set_hook(Box::new(|info| {
+        *WHERE.lock().unwrap() = info.location().map(|l| l.to_string());
+    }));
     let t = Instant::now();
     let mut failures = Vec::new();
     let (mut slowest, mut accepted) = (Duration::ZERO, 0);

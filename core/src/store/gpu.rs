@@ -652,7 +652,7 @@ pub(crate) fn load_samples(
         .iter()
         .filter_map(|(_, v, _)| v[NCOLS - 1])
         .map(|k| usize::try_from(k).unwrap_or(0))
-        .sum();
+        .fold(0, usize::saturating_add); // a damaged count must not overflow
     let mut xids: std::collections::VecDeque<u64> = if wanted == 0 {
         Default::default()
     } else {

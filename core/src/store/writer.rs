@@ -1,5 +1,6 @@
 //! The plugin's side: create (or reopen) a job's file and append samples in batches.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -55,6 +56,8 @@ pub struct Writer {
     capped: bool,
     /// Each public call's deadline ([`WRITE_CALL_BUDGET`]).
     guard: Guard,
+    /// `PRAGMA schema_version` when the schema was last found to be ours.
+    schema_cookie: Cell<i64>,
 }
 
 impl Writer {
@@ -106,10 +109,11 @@ impl Writer {
             conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
-            Ok((conn, granted))
+            let cookie = schema_cookie(&conn, path)?;
+            Ok((conn, granted, cookie))
         })();
         match made {
-            Ok((conn, granted)) => {
+            Ok((conn, granted, cookie)) => {
                 let mut w = Writer::new(
                     conn,
                     file,
@@ -117,6 +121,7 @@ impl Writer {
                     meta.started_unix_ms,
                     schema::SCHEMA_VERSION,
                     guard.clone(),
+                    cookie,
                 );
                 w.reader = reader.map(|uid| (uid, granted));
                 Ok(w)
@@ -156,7 +161,16 @@ impl Writer {
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
             let base = read_started(&conn, path)?;
-            Ok(Writer::new(conn, file, path, base, version, guard.clone()))
+            let cookie = schema_cookie(&conn, path)?;
+            Ok(Writer::new(
+                conn,
+                file,
+                path,
+                base,
+                version,
+                guard.clone(),
+                cookie,
+            ))
         })
     }
 
@@ -167,6 +181,7 @@ impl Writer {
         base: i64,
         version: i64,
         guard: Guard,
+        cookie: i64,
     ) -> Writer {
         Writer {
             conn,
@@ -186,6 +201,7 @@ impl Writer {
             cap_bytes: None,
             capped: false,
             guard,
+            schema_cookie: Cell::new(cookie),
         }
     }
 
@@ -354,6 +370,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
             tx.commit().map_err(|e| db_err(path, e))?;
             Ok(ids)
@@ -398,6 +415,7 @@ impl Writer {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| db_err(path, e))?;
+        schema_unchanged(&tx, path, &self.schema_cookie)?;
         let base = self.base;
         let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
             load_steps(&tx, path)?.into_iter().unzip();
@@ -512,6 +530,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
@@ -532,6 +551,7 @@ impl Writer {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
             let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
              ON CONFLICT(step) DO UPDATE SET
@@ -554,7 +574,10 @@ impl Writer {
         kind: &str,
         detail: &str,
     ) -> Result<()> {
-        self.guarded(|| insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail))
+        self.guarded(|| {
+            schema_unchanged(&self.conn, &self.path, &self.schema_cookie)?;
+            insert_event(&self.conn, &self.path, t_unix_ms, step, kind, detail)
+        })
     }
 
     /// Flushes, then writes a consistent, compacted copy of the file to `dest`, which must not
@@ -621,6 +644,23 @@ fn writable_only_by_us(path: &Path, md: &std::fs::Metadata) -> Result<()> {
                 md.mode() & 0o7777
             ),
         ));
+    }
+    Ok(())
+}
+
+fn schema_cookie(conn: &Connection, path: &Path) -> Result<i64> {
+    conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+        .map_err(|e| db_err(path, e))
+}
+
+/// The schema as checked at open (or as we created it): if anyone changed it since (a user
+/// rewriting a file they can write, during the job), it is checked again before we write, so
+/// no trigger or view planted later ever runs in our statements.
+fn schema_unchanged(conn: &Connection, path: &Path, cookie: &Cell<i64>) -> Result<()> {
+    let now = schema_cookie(conn, path)?;
+    if now != cookie.get() {
+        harden::check_schema(conn, path)?;
+        cookie.set(now);
     }
     Ok(())
 }
