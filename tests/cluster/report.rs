@@ -305,7 +305,11 @@ fn report_bad_input_is_one_sentence_and_exit_2() {
         .unwrap();
     let _ = std::fs::remove_file(&link);
     assert_eq!(e.status.code(), Some(0));
-    assert!(stderr(&e).contains("not a regular file"), "{}", stderr(&e));
+    assert!(
+        stderr(&e).contains("is a symbolic link: not opened"),
+        "{}",
+        stderr(&e)
+    );
     assert_eq!(before, sha(&good), "nothing written through the symlink");
     // No recording: sacct alone, said plainly.
     let plain = Submit::new("rep-plain", "true")

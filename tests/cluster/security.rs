@@ -213,6 +213,7 @@ fn crafted_files_are_refused_within_the_bound() {
             &slurmwatch_bin().display().to_string(),
             &[
                 "report",
+                &id.to_string(),
                 "--file",
                 &target.display().to_string(),
                 "--no-sacct",
