@@ -241,3 +241,58 @@ fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
     );
     assert!(f.to_string().contains("hardware_slowdown"), "{f:#}");
 }
+
+/// A job names every card of the 4-card node in its own environment: without `--gres=gpu`
+/// nothing is recorded (root opens no card the job was not allocated); with `--gres=gpu:2`
+/// exactly the two allocated cards are, whatever the job exports before `srun`.
+#[test]
+#[ignore = "needs the test cluster: scripts/test.sh"]
+fn cards_named_by_the_job_alone_are_not_read() {
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
+    ));
+    if !cluster_has_gpu_gres() {
+        panic!("this test needs the single-node cluster's GPU GRES (scripts/cluster.sh)");
+    }
+    install_fake_nvml();
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(|i| card(i, None)).collect::<Vec<_>>() }));
+    let spoof = "export CUDA_VISIBLE_DEVICES=0,1,2,3 SLURM_JOB_GPUS=0,1,2,3 SLURM_STEP_GPUS=0,1,2,3 GPU_DEVICE_ORDINAL=0,1,2,3\nsrun -Q sleep 3\necho done";
+    let none = Submit::new("gpu-spoof", spoof)
+        .arg("--slurmwatch=1")
+        .env("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+        .env("SLURM_JOB_GPUS", "0,1,2,3")
+        .user(USER1)
+        .submit();
+    let line = none.wait(WAIT);
+    assert_eq!(
+        (line.state.as_str(), none.output().as_str()),
+        ("COMPLETED", "done\n")
+    );
+    let r = Reader::open(&spool_file(none.id)).unwrap();
+    assert!(
+        r.gpus().unwrap().is_empty(),
+        "cards recorded without an allocation: {:?}",
+        r.gpus()
+    );
+    let two = Submit::new("gpu-spoof-2", spoof)
+        .arg("--slurmwatch=1")
+        .arg("--gres=gpu:2")
+        .user(USER1)
+        .submit();
+    assert_eq!(two.wait(WAIT).state, "COMPLETED", "{}", two.output());
+    let r = Reader::open(&spool_file(two.id)).unwrap();
+    let mut idx: Vec<u32> = r
+        .gpus()
+        .unwrap()
+        .iter()
+        .map(|g| g.card.nvml_index)
+        .collect();
+    idx.sort();
+    idx.dedup();
+    assert_eq!(
+        idx.len(),
+        2,
+        "not exactly the two allocated cards: {idx:?} {:?}",
+        r.events()
+    );
+}
