@@ -196,12 +196,48 @@ pub fn check_spool(spool: &Path) -> Check {
             &format!("chown root:root {0} && chmod 0755 {0}", spool.display()),
         );
     }
+    if let Some(why) = acl_unsupported(spool) {
+        return Check::new(
+            "spool",
+            Verdict::Note,
+            format!(
+                "spool {} is root-owned, mode {mode:04o}, but its filesystem refused a read grant ({why}): users cannot read their live files on this node (archive copies and reports still work)",
+                spool.display()
+            ),
+            "put the spool on a filesystem with POSIX ACLs (ext4, XFS; tmpfs with the acl option)",
+        );
+    }
     Check::new(
         "spool",
         Verdict::Ok,
-        format!("spool {} is root-owned, mode {mode:04o}", spool.display()),
+        format!(
+            "spool {} is root-owned, mode {mode:04o}; job files get their user's read grant",
+            spool.display()
+        ),
         "",
     )
+}
+
+/// As root: whether the spool's filesystem takes the read grant the plugin gives each job's
+/// user (`store::access`), tried on a probe file of our own. `None` when it does (or when not
+/// root: nothing is written then).
+fn acl_unsupported(spool: &Path) -> Option<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let probe = spool.join(format!(".doctor-acl-probe.{}", std::process::id()));
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&probe)
+        .ok()?;
+    let r = crate::store::access::grant_read(&f, 65534);
+    let _ = std::fs::remove_file(&probe);
+    r.err().map(|e| e.to_string())
 }
 
 /// The archive template's fixed part (before the first placeholder) exists: jobs create
