@@ -20,7 +20,8 @@ cargo build --release --locked -p slurmwatch-plugin --features fault-injection
 cargo build --release --locked -p fake-nvml
 
 echo "== fast tier"
-cargo test --locked --workspace
+# The mutation run over crafted recordings (core/tests/mutation.rs) runs 3000 cases here.
+MUTATION_CASES=3000 cargo test --locked --workspace
 
 # Afterwards: no cluster, or (KEEP_CLUSTER=1) the single-node one, as before the tests.
 stop() {
