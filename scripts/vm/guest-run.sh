@@ -112,10 +112,11 @@ wait_for munged /var/log/munge/munged.log 30 sh -c 'munge -n | unmunge'
 stage munged
 
 # MariaDB (bookworm's 10.11, see image.sh); root authenticates by the socket's uid. Both
-# socket paths: sid's client library looks in /run/mariadbd.
+# socket paths: sid's client library looks for /run/mariadbd/mysqld.sock.
 install -d -o mysql -g mysql /run/mysqld /run/mariadbd /var/log/mysql
 ldd /usr/sbin/mariadbd | grep "not found" || true
 ln -sf /run/mysqld/mysqld.sock /run/mariadbd/mariadbd.sock
+ln -sf /run/mysqld/mysqld.sock /run/mariadbd/mysqld.sock
 setsid /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --skip-networking \
   --socket=/run/mysqld/mysqld.sock --pid-file=/run/mysqld/mysqld.pid \
   --innodb-buffer-pool-size=128M --log-error=/var/log/mysql/mariadb.log </dev/null >$LOG/mariadbd-stderr.log 2>&1 &

@@ -133,7 +133,8 @@ def spool(job):
     return os.path.join(SPOOL, f"{job.id}.sqlite")
 
 
-def rows(job, series=0):
+def rows(job, series="job"):
+    """The `samples` view's rows of one series: 'job' or a step's name."""
     db = sqlite3.connect(f"file:{spool(job)}?mode=ro", uri=True)
     db.row_factory = sqlite3.Row
     cur = db.execute("SELECT * FROM samples WHERE series = ? ORDER BY t_unix_ms", (series,))
@@ -171,8 +172,15 @@ def cg_ws(d):
 
 
 def cg_cpu_s(d):
-    st = dict(l.split() for l in cg_read(d, "cpu.stat").splitlines())
-    return int(st["usage_usec"]) / 1e6
+    """The job's processes' CPU: the job cgroup's cpu.stat less slurmstepd's own
+    step_*/slurm cgroups (on v2 slurmstepd lives inside the job's cgroup; on v1, and in
+    sacct's TotalCPU, it is not part of the job)."""
+    def usage(f):
+        return int(dict(l.split() for l in open(f).read().splitlines())["usage_usec"])
+    total = usage(os.path.join(d, "cpu.stat"))
+    stepd = sum(usage(os.path.join(d, e, "slurm", "cpu.stat")) for e in os.listdir(d)
+                if e.startswith("step_") and os.path.exists(os.path.join(d, e, "slurm", "cpu.stat")))
+    return (total - stepd) / 1e6
 
 
 def slurmwatch_json(args, user=USER1):
@@ -452,7 +460,7 @@ def check_memory(job, state):
     batch = [s for s in steps if s["step"] == "batch"]
     check("memory: a batch step with exit status 0", batch and batch[0]["exit_status"] == 0 and batch[0]["ended"], batch)
     if batch:
-        brs = rows(job, batch[0]["id"])
+        brs = rows(job, "batch")
         check("memory: the batch step has its own rows", len(brs) >= 2, len(brs))
         lim = [r.get("memory_limit_bytes") for r in brs]
         check("memory: the step's memory limit is recorded (step_batch/user/memory.max)",
@@ -523,7 +531,7 @@ def check_oom(job, state):
     check("oom: the kill counted from memory.events", kills >= 1, kills)
     batch = [s for s in steps if s["step"] == "batch"]
     if batch:
-        brs = rows(job, batch[0]["id"])
+        brs = rows(job, "batch")
         check("oom: the batch step's rows count the kill", max(r.get("memory_oom_kills") or 0 for r in brs) >= 1,
               [r.get("memory_oom_kills") for r in brs][-3:])
         check("oom: the batch step's exit status is recorded as a failure", batch[0]["exit_status"] not in (None, 0), batch[0])
