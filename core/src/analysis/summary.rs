@@ -283,14 +283,21 @@ fn oom_event(job: &[SampleRow], i: usize, kills: u64) -> OomEvent {
     let at = &job[i];
     let ws = |j: usize| job[j].usage.memory_working_set_bytes;
     // The level the job ran at: the row before the kill, or, when the climb to the limit took
-    // several readings (slow page touching; seen under emulation on Slurm 24.11, where the
-    // row before the kill was already at 298 of 300 MiB), the row where that climb began.
-    let climbing = |j: usize| {
-        matches!((ws(j - 1), ws(j)), (Some(p), Some(c))
-            if (p as f64) < c as f64 * (1.0 - STEADY_TOLERANCE_PERCENT / 100.0))
+    // several readings, the row where that climb began. On cgroup v2 Slurm sets memory.high
+    // to the limit, so the kernel throttles a job just below it (seen on Slurm 24.11: 288 of
+    // 300 MiB for seconds before the kill): rows that close to the limit are the climb too.
+    let keep = 1.0 - STEADY_TOLERANCE_PERCENT / 100.0;
+    let climbing =
+        |j: usize| matches!((ws(j - 1), ws(j)), (Some(p), Some(c)) if (p as f64) < c as f64 * keep);
+    let near_limit = |j: usize| {
+        let limit = job[j]
+            .usage
+            .memory_limit_bytes
+            .or(at.usage.memory_limit_bytes);
+        matches!((ws(j), limit), (Some(w), Some(l)) if w as f64 >= l as f64 * keep)
     };
     let b = i.checked_sub(1).map(|mut j| {
-        while j > 0 && climbing(j) {
+        while j > 0 && (climbing(j) || near_limit(j)) {
             j -= 1;
         }
         j
@@ -560,13 +567,21 @@ mod tests {
     #[test]
     fn oom_after_a_slow_climb_dates_the_steady_level_before_it() {
         let mut rows: Vec<SampleRow> = (0..7).map(|t| row(t, t as f64, 100, 0)).collect();
-        for (t, ws) in [(7, 150), (8, 200), (9, 250), (10, 298)] {
+        // The climb, then throttled just below the 300 MiB limit (memory.high) until the kill.
+        for (t, ws) in [
+            (7, 150),
+            (8, 200),
+            (9, 250),
+            (10, 280),
+            (11, 288),
+            (12, 290),
+        ] {
             rows.push(row(t, t as f64, ws, 0));
         }
-        rows.push(row(11, 11.0, 20, 1));
+        rows.push(row(13, 13.0, 20, 1));
         let s = Summary::compute(&rows, &[], &[], &[], Vec::new());
         let e = &s.oom_events[0];
-        assert_eq!(e.t_unix_ms, 11_000);
+        assert_eq!(e.t_unix_ms, 13_000);
         assert_eq!(e.working_set_before_bytes, Some(100 * MIB));
         assert_eq!(e.steady_seconds, Some(6.0));
         assert_eq!(e.working_set_at_kill_bytes, Some(20 * MIB));
