@@ -38,6 +38,11 @@ pub struct V2Reader {
     /// the job's cgroup). A step whose directory is gone keeps its last figure: its usage
     /// stays in the parent's `cpu.stat`.
     stepd: Vec<(KeptFile, [u64; 3])>,
+    /// The CPU figures last given (usage, user, system µs): never less. slurmstepd's files
+    /// are read a moment apart from the job's, and while the job idles the sampler's own CPU
+    /// in between could make the difference dip (seen on Slurm 26.05: no rate between two
+    /// readings of an idle job).
+    cpu_floor: [u64; 3],
     buf: String,
 }
 
@@ -58,6 +63,7 @@ impl V2Reader {
             memory_pressure: KeptFile::new(dir.join("memory.pressure")),
             io_pressure: KeptFile::new(dir.join("io.pressure")),
             stepd: Vec::new(),
+            cpu_floor: [0; 3],
             dir,
             buf: String::new(),
         }
@@ -125,10 +131,19 @@ impl V2Reader {
             .memory_usage_bytes
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
-        r.cpu_usage_usec = self.cpu_stat.read(buf).and_then(|c| keyed(c, "usage_usec"));
+        // slurmstepd's first, then the job's: the difference errs up by the moment between.
         let stepd = self.stepd_cpu();
-        r.cpu_usage_usec = r.cpu_usage_usec.map(|u| u.saturating_sub(stepd[0]));
+        let buf = &mut self.buf;
+        r.cpu_usage_usec = self.cpu_stat.read(buf).and_then(|c| keyed(c, "usage_usec"));
+        r.cpu_usage_usec = self.net_cpu(0, r.cpu_usage_usec, stepd[0]);
         r
+    }
+
+    /// `total` less slurmstepd's `stepd`, never below the figure given before.
+    fn net_cpu(&mut self, i: usize, total: Option<u64>, stepd: u64) -> Option<u64> {
+        let v = total?.saturating_sub(stepd).max(self.cpu_floor[i]);
+        self.cpu_floor[i] = v;
+        Some(v)
     }
 
     pub fn read(&mut self) -> UsageReading {
@@ -161,17 +176,18 @@ impl V2Reader {
             r.memory_limit_hits = keyed(ev, "max");
         }
 
+        self.find_stepds();
+        let stepd = self.stepd_cpu();
+        let buf = &mut self.buf;
         if let Some(cpu) = self.cpu_stat.read(buf) {
             r.cpu_usage_usec = keyed(cpu, "usage_usec");
             r.cpu_user_usec = keyed(cpu, "user_usec");
             r.cpu_system_usec = keyed(cpu, "system_usec");
         }
-        self.find_stepds();
-        let stepd = self.stepd_cpu();
+        r.cpu_usage_usec = self.net_cpu(0, r.cpu_usage_usec, stepd[0]);
+        r.cpu_user_usec = self.net_cpu(1, r.cpu_user_usec, stepd[1]);
+        r.cpu_system_usec = self.net_cpu(2, r.cpu_system_usec, stepd[2]);
         let buf = &mut self.buf;
-        r.cpu_usage_usec = r.cpu_usage_usec.map(|u| u.saturating_sub(stepd[0]));
-        r.cpu_user_usec = r.cpu_user_usec.map(|u| u.saturating_sub(stepd[1]));
-        r.cpu_system_usec = r.cpu_system_usec.map(|u| u.saturating_sub(stepd[2]));
 
         // io.stat is absent when the io controller is not enabled for the subtree (None),
         // and empty before the first IO (a readable zero).

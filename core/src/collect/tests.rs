@@ -881,6 +881,14 @@ fn v2_cpu_leaves_out_slurmstepd_and_keeps_it_out_after_the_step_ends() {
     assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
     let step = read_v2(root.path(), &rel.join("step_0"));
     assert_eq!(step.cpu_usage_usec, Some(7_500_000));
+    // The job idles while slurmstepd (the sampler) works: its figure stays, never dips.
+    fs::write(
+        job.join("step_0/slurm/cpu.stat"),
+        cpu(1_600_000, 1_050_000, 550_000),
+    )
+    .unwrap();
+    assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
+    assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
     // step_0 ends: its directory goes, its usage stays in the job's cpu.stat.
     fs::remove_dir_all(job.join("step_0")).unwrap();
     assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
