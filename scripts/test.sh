@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs the fast tier (unit and fixture
-# tests), then the real-cluster tier in both job-tracking modes (cgroup, then /proc).
+# tests), then the real-cluster tier in both job-tracking modes (cgroup, then /proc), then the
+# VM tier: Slurm 24.11 and 26.05 on cgroup v2 in QEMU guests (scripts/vm/test.sh;
+# VM_RELEASES="" skips it, VM_RELEASES=26.05 runs one).
 # Safe to run twice. KEEP_CLUSTER=1 leaves the cluster running afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,3 +46,10 @@ cargo test --locked --test cluster -- --ignored multinode
 echo "== cluster tier (3 nodes on this machine)"
 NODES=3 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode_three
+echo "== vm tier (Slurm ${VM_RELEASES-24.11 26.05} on cgroup v2, in QEMU guests)"
+if [ -n "${VM_RELEASES-24.11 26.05}" ]; then
+  # The guests need the CPUs: the host's cluster is not used by this tier.
+  scripts/cluster.sh down
+  # shellcheck disable=SC2086 # a list of releases
+  scripts/vm/test.sh ${VM_RELEASES-24.11 26.05}
+fi

@@ -350,6 +350,7 @@ mod tests {
             job_rows: rows,
             summary,
             summary_stored: false,
+            step_figures: Default::default(),
         }
     }
 

@@ -445,11 +445,7 @@ fn resolve(query: &str) -> Result<QueueEntry, Outcome> {
             // squeue forgets a job MinJobAge after it ends; the accounting still knows it.
             match sacct_state(&id) {
                 Some(state) => Err(ended(&id, &state, 0)),
-                None => Err(Outcome::fail(
-                    1,
-                    format!("Slurm knows no job {id}."),
-                    "Check the id with squeue --me (running and pending) or sacct (finished).",
-                )),
+                None => Err(unknown_job(&id, recorded_here(&id))),
             }
         }
         Err(e) => Err(Outcome::fail(
@@ -458,6 +454,47 @@ fn resolve(query: &str) -> Result<QueueEntry, Outcome> {
             "Check that Slurm is up: squeue should answer.",
         )),
     }
+}
+
+/// squeue and sacct know no job `id`. On a cluster without accounting an ended job is
+/// forgotten MinJobAge after it ends, yet its file may still be in this node's spool: then
+/// the answer is that it has ended and `report` reads the file, not "no such job".
+fn unknown_job(id: &str, file: Option<PathBuf>) -> Outcome {
+    match file {
+        Some(f) => Outcome::fail(
+            1,
+            format!(
+                "job {id} is no longer in Slurm's queue and Slurm keeps no accounting here, but its recording is on this node ({}): it has ended, there is nothing live to show.",
+                f.display()
+            ),
+            format!("slurmwatch report {id} shows what it did."),
+        ),
+        None => Outcome::fail(
+            1,
+            format!("Slurm knows no job {id}."),
+            "Check the id with squeue --me (running and pending) or sacct (finished).",
+        ),
+    }
+}
+
+/// This node's spool file of job `id`, when it is there (a plain `<id>.sqlite`; a `%n`
+/// spool is looked up for this host's short name).
+fn recorded_here(id: &str) -> Option<PathBuf> {
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let cfg = crate::site::plugin_config();
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let node = host.trim().split('.').next().unwrap_or("").to_string();
+    let w = locate::Wanted {
+        job_id: id,
+        nodes: std::slice::from_ref(&node),
+        user: None,
+        uid: None,
+    };
+    locate::node_files(&w, &node, &cfg.spool_dir, None)
+        .into_iter()
+        .find(|p| p.is_file())
 }
 
 fn ended(id: &str, state: &str, _job_id: u64) -> Outcome {
@@ -795,5 +832,27 @@ fn output(
             live::log(&path, format, args, feed, facts, queue, hop)
         }
         Mode::Screen => live::screen(args, feed, facts, queue, hop),
+    }
+}
+
+#[cfg(test)]
+mod unknown_job_tests {
+    use super::unknown_job;
+    use std::path::PathBuf;
+
+    /// Seen on Slurm 24.11 without accounting: an ended job's file was still in the spool, yet
+    /// the answer was "Slurm knows no job N".
+    #[test]
+    fn an_ended_job_with_its_file_here_points_at_report() {
+        let o = unknown_job("7", Some(PathBuf::from("/var/spool/slurmwatch/7.sqlite")));
+        let (what, hint) = o.message.expect("a message");
+        assert!(
+            what.contains("has ended") && what.contains("/var/spool/slurmwatch/7.sqlite"),
+            "{what}"
+        );
+        assert_eq!(hint, "slurmwatch report 7 shows what it did.");
+        assert_eq!(o.code, 1);
+        let (what, _) = unknown_job("7", None).message.unwrap();
+        assert_eq!(what, "Slurm knows no job 7.");
     }
 }

@@ -55,6 +55,7 @@ fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> Recordin
         job_rows: rows,
         summary,
         summary_stored: false,
+        step_figures: Default::default(),
     }
 }
 

@@ -220,13 +220,39 @@ pub fn log(
             return Ok(0);
         }
         // Sleep in short steps so a signal ends the log promptly.
-        let until = Instant::now() + Duration::from_secs_f64(interval);
+        let until = Instant::now() + next_log_poll(now_ms(), s.reading_unix_ms, interval, fresh);
         while Instant::now() < until {
             if signals::caught().is_some() {
                 break;
             }
             std::thread::sleep(Duration::from_millis(100).min(until - Instant::now()));
         }
+    }
+}
+
+/// How long `--log` waits before it looks again. A whole interval after each look drops
+/// readings: the look itself takes time and the plugin commits a row a moment after it is
+/// taken, so the looks drift behind the rows and every other one is missed (seen on Slurm
+/// 24.11: a job recorded every second got a line every 2 s). So the next look is due one
+/// interval after the *reading* (plus a little for the commit), and when a look finds no new
+/// reading it looks again soon (a tenth of the interval, 100 ms to 1 s) instead of waiting a
+/// whole interval.
+pub(crate) fn next_log_poll(
+    now_unix_ms: i64,
+    reading_unix_ms: Option<i64>,
+    interval_s: f64,
+    fresh: bool,
+) -> Duration {
+    let interval_ms = (interval_s * 1000.0).max(1.0) as i64;
+    let retry_ms = (interval_ms / 10).clamp(100, 1000);
+    const COMMIT_SLACK_MS: i64 = 150;
+    match reading_unix_ms {
+        Some(t) if fresh => {
+            let due = t + interval_ms + COMMIT_SLACK_MS - now_unix_ms;
+            // A reading older than an interval (a late file): look again soon, never at once.
+            Duration::from_millis(due.clamp(50, interval_ms + COMMIT_SLACK_MS) as u64)
+        }
+        _ => Duration::from_millis(retry_ms.min(interval_ms) as u64),
     }
 }
 
@@ -241,7 +267,58 @@ fn next_node(selected: Option<usize>, nodes: usize) -> Option<usize> {
 
 #[cfg(test)]
 mod switcher_tests {
-    use super::next_node;
+    use super::{next_log_poll, next_node};
+    use std::time::Duration;
+
+    /// Rows every 1 s, each committed 300 ms after it was taken, and a look that itself takes
+    /// 250 ms: the schedule sees every row (the old one, a full interval after each look,
+    /// missed every other row).
+    #[test]
+    fn log_polls_keep_up_with_one_second_rows() {
+        let commit = 300;
+        let look = 250;
+        let mut now = 0i64;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut last = None;
+        while now < 20_000 {
+            now += look;
+            // The newest committed row at the end of the look.
+            let newest = (now - commit).div_euclid(1000) * 1000;
+            let reading = (newest >= 0).then_some(newest);
+            let fresh = reading.is_some() && reading != last;
+            if fresh {
+                seen.insert(newest);
+                last = reading;
+            }
+            now += next_log_poll(now, reading, 1.0, fresh).as_millis() as i64;
+        }
+        let want: Vec<i64> = (0..19).map(|k| k * 1000).collect();
+        let got: Vec<i64> = seen.into_iter().filter(|t| *t < 19_000).collect();
+        assert_eq!(got, want, "every row gets a line");
+    }
+
+    #[test]
+    fn log_poll_waits_an_interval_after_the_reading_and_retries_soon_without_one() {
+        // Reading at 10.0 s, now 10.4 s, interval 5 s: due at 15.15 s.
+        assert_eq!(
+            next_log_poll(10_400, Some(10_000), 5.0, true),
+            Duration::from_millis(4_750)
+        );
+        // No new reading: a tenth of the interval.
+        assert_eq!(
+            next_log_poll(10_400, Some(10_000), 5.0, false),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            next_log_poll(0, None, 1.0, false),
+            Duration::from_millis(100)
+        );
+        // A stale reading is never a busy loop.
+        assert_eq!(
+            next_log_poll(99_000, Some(10_000), 1.0, true),
+            Duration::from_millis(50)
+        );
+    }
 
     #[test]
     fn cycles_through_every_node_and_back_to_the_job() {

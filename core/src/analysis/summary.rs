@@ -10,7 +10,8 @@ use crate::store::{Event, GpuRow, SampleRow, StepInfo, EXTERN_STEP};
 
 /// Version of the summary's keys (the `summary_version` row).
 /// 2: per-card `xid_events`; CPU totals kept across a new job-series writer's counter.
-pub const SUMMARY_VERSION: u32 = 2;
+/// 3: `limit_hit_events[]` keep the hits in `limit_hits` and only kills in `kills`.
+pub const SUMMARY_VERSION: u32 = 3;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
 pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
@@ -20,8 +21,12 @@ pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
 pub struct OomEvent {
     /// Time of the first row that saw the kill counter rise (or of the `oom_kill` event).
     pub t_unix_ms: i64,
-    /// Kills counted at that row (usually 1).
+    /// Kills counted at that row (usually 1; 0 for a limit hit without a kill).
     pub kills: u64,
+    /// For `limit_hit_events`: the rise of the limit-hit counter at that row (`kills` holds
+    /// only the kills). Absent in OOM events and in summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_hits: Option<u64>,
     /// The working set in the row before the kill: the level the job ran at.
     pub working_set_before_bytes: Option<u64>,
     /// The largest working set between that row and the kill (close to the limit).
@@ -181,13 +186,16 @@ impl Summary {
             s.io_read_bytes = u.io_read_bytes.or(s.io_read_bytes);
             s.io_write_bytes = u.io_write_bytes.or(s.io_write_bytes);
             s.cores_allocated = r.cores_allocated.or(s.cores_allocated);
+            let mut kills_here = 0;
             if let Some(k) = u.memory_oom_kills {
                 // Counters only climb: a rise is a kill; the first reading sets the base.
                 if let Some(before) = last_kills {
                     if k > before {
-                        s.oom_events.push(oom_event(job, i, k - before));
+                        kills_here = k - before;
+                        s.oom_events.push(oom_event(job, i, kills_here));
                     }
                 } else if k > 0 {
+                    kills_here = k;
                     s.oom_events.push(oom_event(job, i, k));
                 }
                 last_kills = Some(last_kills.map_or(k, |b| b.max(k)));
@@ -195,8 +203,9 @@ impl Summary {
             }
             if let Some(h) = u.memory_limit_hits {
                 if last_hits.is_some_and(|b| h > b) && s.limit_hit_events.len() < MAX_LIMIT_EVENTS {
-                    s.limit_hit_events
-                        .push(oom_event(job, i, h - last_hits.unwrap_or(0)));
+                    let mut ev = oom_event(job, i, kills_here);
+                    ev.limit_hits = Some(h - last_hits.unwrap_or(0));
+                    s.limit_hit_events.push(ev);
                 }
                 last_hits = Some(last_hits.map_or(h, |b| b.max(h)));
             }
@@ -272,7 +281,28 @@ impl Climbing {
 
 fn oom_event(job: &[SampleRow], i: usize, kills: u64) -> OomEvent {
     let at = &job[i];
-    let before = i.checked_sub(1).map(|j| &job[j]);
+    let ws = |j: usize| job[j].usage.memory_working_set_bytes;
+    // The level the job ran at: the row before the kill, or, when the climb to the limit took
+    // several readings, the row where that climb began. On cgroup v2 Slurm sets memory.high
+    // to the limit, so the kernel throttles a job just below it (seen on Slurm 24.11: 288 of
+    // 300 MiB for seconds before the kill): rows that close to the limit are the climb too.
+    let keep = 1.0 - STEADY_TOLERANCE_PERCENT / 100.0;
+    let climbing =
+        |j: usize| matches!((ws(j - 1), ws(j)), (Some(p), Some(c)) if (p as f64) < c as f64 * keep);
+    let near_limit = |j: usize| {
+        let limit = job[j]
+            .usage
+            .memory_limit_bytes
+            .or(at.usage.memory_limit_bytes);
+        matches!((ws(j), limit), (Some(w), Some(l)) if w as f64 >= l as f64 * keep)
+    };
+    let b = i.checked_sub(1).map(|mut j| {
+        while j > 0 && (climbing(j) || near_limit(j)) {
+            j -= 1;
+        }
+        j
+    });
+    let before = b.map(|j| &job[j]);
     let ws_before = before.and_then(|b| b.usage.memory_working_set_bytes);
     let ws_at = match (
         at.memory_working_set_max_bytes,
@@ -281,9 +311,9 @@ fn oom_event(job: &[SampleRow], i: usize, kills: u64) -> OomEvent {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };
-    let steady_seconds = ws_before.and_then(|level| {
+    let steady_seconds = ws_before.zip(b).and_then(|(level, b)| {
         let tol = level as f64 * STEADY_TOLERANCE_PERCENT / 100.0;
-        let mut from = i - 1;
+        let mut from = b;
         while from > 0 {
             let w = job[from - 1].usage.memory_working_set_bytes?;
             if (w as f64 - level as f64).abs() > tol {
@@ -291,11 +321,12 @@ fn oom_event(job: &[SampleRow], i: usize, kills: u64) -> OomEvent {
             }
             from -= 1;
         }
-        Some((job[i - 1].t_unix_ms - job[from].t_unix_ms) as f64 / 1000.0)
+        Some((job[b].t_unix_ms - job[from].t_unix_ms) as f64 / 1000.0)
     });
     OomEvent {
         t_unix_ms: at.t_unix_ms,
         kills,
+        limit_hits: None,
         working_set_before_bytes: ws_before,
         working_set_at_kill_bytes: ws_at,
         steady_seconds,
@@ -531,6 +562,62 @@ mod tests {
 
     /// In /proc mode a later step that takes over a node's job series starts its counter from
     /// what its own tracker sees: the earlier writer's CPU is kept, not replaced.
+    /// A climb to the limit over several readings (as under emulation): the level before the
+    /// kill is where the climb began, not the last reading of it.
+    #[test]
+    fn oom_after_a_slow_climb_dates_the_steady_level_before_it() {
+        let mut rows: Vec<SampleRow> = (0..7).map(|t| row(t, t as f64, 100, 0)).collect();
+        // The climb, then throttled just below the 300 MiB limit (memory.high) until the kill.
+        for (t, ws) in [
+            (7, 150),
+            (8, 200),
+            (9, 250),
+            (10, 280),
+            (11, 288),
+            (12, 290),
+        ] {
+            rows.push(row(t, t as f64, ws, 0));
+        }
+        rows.push(row(13, 13.0, 20, 1));
+        let s = Summary::compute(&rows, &[], &[], &[], Vec::new());
+        let e = &s.oom_events[0];
+        assert_eq!(e.t_unix_ms, 13_000);
+        assert_eq!(e.working_set_before_bytes, Some(100 * MIB));
+        assert_eq!(e.steady_seconds, Some(6.0));
+        assert_eq!(e.working_set_at_kill_bytes, Some(20 * MIB));
+    }
+
+    /// Seen on Slurm 24.11 (cgroup v2): `limit_hit_events[].kills` held the limit-hit count.
+    /// Each limit-hit event now carries the hits in `limit_hits` and the kills of that row in
+    /// `kills` (0 when the kernel reclaimed its way out without killing).
+    #[test]
+    fn limit_hit_events_keep_hits_and_kills_apart() {
+        let mut rows: Vec<SampleRow> = (0..4).map(|t| row(t, t as f64, 100, 0)).collect();
+        for (i, hits) in [0u64, 0, 40, 90].into_iter().enumerate() {
+            rows[i].usage.memory_limit_hits = Some(hits);
+        }
+        let mut kill = row(4, 4.0, 20, 1);
+        kill.usage.memory_limit_hits = Some(95);
+        rows.push(kill);
+        let s = Summary::compute(&rows, &[], &[], &[], Vec::new());
+        let got: Vec<(i64, u64, Option<u64>)> = s
+            .limit_hit_events
+            .iter()
+            .map(|e| (e.t_unix_ms, e.kills, e.limit_hits))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(2000, 0, Some(40)), (3000, 0, Some(50)), (4000, 1, Some(5))]
+        );
+        assert_eq!(s.oom_events.len(), 1);
+        assert_eq!(
+            (s.oom_events[0].kills, s.oom_events[0].limit_hits),
+            (1, None)
+        );
+        let back = Summary::from_pairs(&s.to_pairs()).unwrap();
+        assert_eq!(back, s);
+    }
+
     #[test]
     fn cpu_total_survives_a_new_writer_counter() {
         let rows = vec![

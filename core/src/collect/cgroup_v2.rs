@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{keyed, lines_value, walk_tree, KeptFile, TreeValue};
+use super::parse::{keyed, lines_value, walk_tree_skipping, KeptFile, TreeValue};
 use crate::sample::{Pressure, UsageReading};
 
 /// Depth below the job directory where members live (`job/step_0/user/task_0` is 3).
@@ -23,6 +23,8 @@ pub struct V2Reader {
     current: KeptFile,
     peak: KeptFile,
     max: KeptFile,
+    /// `user/memory.max`: Slurm puts a step's limit there (`step_<s>/memory.max` is `max`).
+    user_max: KeptFile,
     stat: KeptFile,
     events: KeptFile,
     cpu_stat: KeptFile,
@@ -30,6 +32,17 @@ pub struct V2Reader {
     cpu_pressure: KeptFile,
     memory_pressure: KeptFile,
     io_pressure: KeptFile,
+    /// slurmstepd's own cgroups below this directory (`step_<s>/slurm`), with the last CPU
+    /// each gave: Slurm keeps slurmstepd (and so the sampler) inside the job's cgroup on v2,
+    /// but its CPU is not the job's work (sacct's TotalCPU leaves it out; on v1 it is outside
+    /// the job's cgroup). A step whose directory is gone keeps its last figure: its usage
+    /// stays in the parent's `cpu.stat`.
+    stepd: Vec<(KeptFile, [u64; 3])>,
+    /// The CPU figures last given (usage, user, system µs): never less. slurmstepd's files
+    /// are read a moment apart from the job's, and while the job idles the sampler's own CPU
+    /// in between could make the difference dip (seen on Slurm 26.05: no rate between two
+    /// readings of an idle job).
+    cpu_floor: [u64; 3],
     buf: String,
 }
 
@@ -41,6 +54,7 @@ impl V2Reader {
             current: KeptFile::new(dir.join("memory.current")),
             peak: KeptFile::new(dir.join("memory.peak")),
             max: KeptFile::new(dir.join("memory.max")),
+            user_max: KeptFile::new(dir.join("user/memory.max")),
             stat: KeptFile::new(dir.join("memory.stat")),
             events: KeptFile::new(dir.join("memory.events")),
             cpu_stat: KeptFile::new(dir.join("cpu.stat")),
@@ -48,6 +62,8 @@ impl V2Reader {
             cpu_pressure: KeptFile::new(dir.join("cpu.pressure")),
             memory_pressure: KeptFile::new(dir.join("memory.pressure")),
             io_pressure: KeptFile::new(dir.join("io.pressure")),
+            stepd: Vec::new(),
+            cpu_floor: [0; 3],
             dir,
             buf: String::new(),
         }
@@ -56,6 +72,48 @@ impl V2Reader {
     /// The directory this reader reads.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Looks for slurmstepd cgroups not seen yet: `slurm` in a step directory, `step_*/slurm`
+    /// in a job directory.
+    fn find_stepds(&mut self) {
+        let mut found: Vec<PathBuf> = Vec::new();
+        let is_step = |n: &std::ffi::OsStr| n.to_str().is_some_and(|n| n.starts_with("step_"));
+        if self.dir.file_name().is_some_and(is_step) {
+            found.push(self.dir.join("slurm/cpu.stat"));
+        } else if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten() {
+                if is_step(&e.file_name()) {
+                    found.push(e.path().join("slurm/cpu.stat"));
+                }
+            }
+        }
+        for p in found {
+            if p.exists() && !self.stepd.iter().any(|(f, _)| f.path() == p) {
+                self.stepd.push((KeptFile::new(p), [0; 3]));
+            }
+        }
+    }
+
+    /// slurmstepd's CPU (usage, user, system µs) below this directory, summed.
+    fn stepd_cpu(&mut self) -> [u64; 3] {
+        let mut sum = [0u64; 3];
+        for (f, last) in &mut self.stepd {
+            if let Some(t) = f.read(&mut self.buf) {
+                for (i, k) in ["usage_usec", "user_usec", "system_usec"]
+                    .iter()
+                    .enumerate()
+                {
+                    if let Some(v) = keyed(t, k) {
+                        last[i] = last[i].max(v);
+                    }
+                }
+            }
+            for i in 0..3 {
+                sum[i] = sum[i].saturating_add(last[i]);
+            }
+        }
+        sum
     }
 
     /// Only what the sampler needs between stored rows (the running maxima of working set
@@ -73,8 +131,19 @@ impl V2Reader {
             .memory_usage_bytes
             .zip(r.memory_cache_bytes)
             .map(|(u, c)| u.saturating_sub(c));
+        // slurmstepd's first, then the job's: the difference errs up by the moment between.
+        let stepd = self.stepd_cpu();
+        let buf = &mut self.buf;
         r.cpu_usage_usec = self.cpu_stat.read(buf).and_then(|c| keyed(c, "usage_usec"));
+        r.cpu_usage_usec = self.net_cpu(0, r.cpu_usage_usec, stepd[0]);
         r
+    }
+
+    /// `total` less slurmstepd's `stepd`, never below the figure given before.
+    fn net_cpu(&mut self, i: usize, total: Option<u64>, stepd: u64) -> Option<u64> {
+        let v = total?.saturating_sub(stepd).max(self.cpu_floor[i]);
+        self.cpu_floor[i] = v;
+        Some(v)
     }
 
     pub fn read(&mut self) -> UsageReading {
@@ -86,6 +155,10 @@ impl V2Reader {
         r.memory_lifetime_peak_bytes = self.peak.read_u64(buf);
         // The literal `max` (no limit) fails to parse and becomes None, as intended.
         r.memory_limit_bytes = self.max.read_u64(buf);
+        if r.memory_limit_bytes.is_none() {
+            // A step directory: its limit is on `user` (the job's is on the job directory).
+            r.memory_limit_bytes = self.user_max.read_u64(buf);
+        }
         if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "active_file")
                 .zip(keyed(stat, "inactive_file"))
@@ -103,11 +176,18 @@ impl V2Reader {
             r.memory_limit_hits = keyed(ev, "max");
         }
 
+        self.find_stepds();
+        let stepd = self.stepd_cpu();
+        let buf = &mut self.buf;
         if let Some(cpu) = self.cpu_stat.read(buf) {
             r.cpu_usage_usec = keyed(cpu, "usage_usec");
             r.cpu_user_usec = keyed(cpu, "user_usec");
             r.cpu_system_usec = keyed(cpu, "system_usec");
         }
+        r.cpu_usage_usec = self.net_cpu(0, r.cpu_usage_usec, stepd[0]);
+        r.cpu_user_usec = self.net_cpu(1, r.cpu_user_usec, stepd[1]);
+        r.cpu_system_usec = self.net_cpu(2, r.cpu_system_usec, stepd[2]);
+        let buf = &mut self.buf;
 
         // io.stat is absent when the io controller is not enabled for the subtree (None),
         // and empty before the first IO (a readable zero).
@@ -132,12 +212,14 @@ impl V2Reader {
         r.pressure = p;
 
         // v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps
-        // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree.
+        // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree, without
+        // `step_N/slurm`: that is slurmstepd itself (1 process, 10–16 threads), not the job.
         const PER_DIR: [(&std::ffi::CStr, TreeValue); 2] = [
             (c"cgroup.procs", lines_value),
             (c"cgroup.threads", lines_value),
         ];
-        [r.processes, r.threads] = walk_tree(buf, &self.dir, &PER_DIR, MEMBER_DEPTH);
+        [r.processes, r.threads] =
+            walk_tree_skipping(buf, &self.dir, &PER_DIR, MEMBER_DEPTH, Some(b"slurm"));
         r
     }
 }

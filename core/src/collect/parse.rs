@@ -49,6 +49,10 @@ impl KeptFile {
         KeptFile { path, open: None }
     }
 
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The file's text in `buf`, or `None` when it cannot be read now.
     pub(crate) fn read<'b>(&mut self, buf: &'b mut String) -> Option<&'b str> {
         if let Some((file, check_links)) = &self.open {
@@ -189,6 +193,18 @@ pub(crate) fn walk_tree<const N: usize>(
     files: &[(&CStr, TreeValue); N],
     max_depth: u32,
 ) -> [Option<u64>; N] {
+    walk_tree_skipping(buf, dir, files, max_depth, None)
+}
+
+/// [`walk_tree`], leaving out every subdirectory named `skip` (at any depth): on cgroup v2
+/// Slurm keeps slurmstepd itself in `step_<s>/slurm`, which is not the job's work.
+pub(crate) fn walk_tree_skipping<const N: usize>(
+    buf: &mut String,
+    dir: &Path,
+    files: &[(&CStr, TreeValue); N],
+    max_depth: u32,
+    skip: Option<&[u8]>,
+) -> [Option<u64>; N] {
     let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
         return [None; N];
     };
@@ -198,7 +214,7 @@ pub(crate) fn walk_tree<const N: usize>(
     };
     let mut acc = [Some(0u64); N];
     let mut path = dir.to_path_buf();
-    if !walk_into(buf, fd, &mut path, files, max_depth, &mut acc) {
+    if !walk_into(buf, fd, &mut path, files, max_depth, skip, &mut acc) {
         return [None; N];
     }
     acc
@@ -222,6 +238,7 @@ fn walk_into<const N: usize>(
     path: &mut PathBuf,
     files: &[(&CStr, TreeValue); N],
     max_depth: u32,
+    skip: Option<&[u8]>,
     acc: &mut [Option<u64>; N],
 ) -> bool {
     let mut any = false;
@@ -277,7 +294,7 @@ fn walk_into<const N: usize>(
             let Ok(name) = CStr::from_bytes_until_nul(&e[19..reclen.min(e.len())]) else {
                 continue;
             };
-            if matches!(name.to_bytes(), b"." | b"..") {
+            if matches!(name.to_bytes(), b"." | b"..") || skip == Some(name.to_bytes()) {
                 continue;
             }
             let is_dir = match d_type {
@@ -292,7 +309,7 @@ fn walk_into<const N: usize>(
             match open_at(dfd, name, libc::O_DIRECTORY) {
                 Ok(sub_fd) => {
                     let mut sub = [Some(0u64); N];
-                    if walk_into(buf, sub_fd, path, files, max_depth - 1, &mut sub) {
+                    if walk_into(buf, sub_fd, path, files, max_depth - 1, skip, &mut sub) {
                         for (a, b) in acc.iter_mut().zip(sub) {
                             *a = a.zip(b).map(|(x, y)| x.saturating_add(y));
                         }

@@ -160,9 +160,10 @@ fn v2_job_exact_values() {
         memory_major_faults: Some(17),
         io_read_bytes: Some(4096 + 1_048_576),
         io_write_bytes: Some(2_097_152),
-        // step_0/slurm 1 + task_0 2 + task_1 1 + step_extern/slurm 1 (v2 job dir is empty).
-        processes: Some(5),
-        threads: Some(10),
+        // task_0 2 + task_1 1 (v2 job dir is empty); step_0/slurm and step_extern/slurm hold
+        // slurmstepd itself (1 process and 4, resp. 2 threads), which is not the job's.
+        processes: Some(3),
+        threads: Some(4),
         pressure: Pressure {
             cpu_some_avg10: Some(1.5),
             memory_some_avg10: Some(2.25),
@@ -198,7 +199,8 @@ fn v2_step_max_limit_missing_peak_and_io() {
         (r.pressure.io_some_avg10, r.pressure.io_full_avg10),
         (None, None)
     );
-    assert_eq!((r.processes, r.threads), (Some(4), Some(8)));
+    // Without step_0/slurm (slurmstepd: 1 process, 4 threads).
+    assert_eq!((r.processes, r.threads), (Some(3), Some(4)));
 
     assert_eq!(
         read_v2(&fixtures().join("v2"), Path::new("/gone")),
@@ -679,4 +681,215 @@ fn proc_descendants_of_slurmstepds_exclude_the_stepds() {
     let r = t.read();
     assert_eq!(cpu_ticks(&r), 130);
     assert_eq!(r.processes, Some(2), "slurmstepds are not job processes");
+}
+
+/// Real trees captured from Slurm 24.11 (kernel 6.12) and 26.05 (kernel 7.2, the job directory
+/// named by its SLUID) jobs in the VM tier's guests (../shared/captures/cgroup-v2): the reader
+/// gives exactly what the kernel's files say, derived from the files themselves (memory.stat's
+/// keys come in a different order on each kernel), and no I/O figure (Slurm delegates no io
+/// controller to job cgroups).
+fn v2_real_job(release: &str) -> (PathBuf, PathBuf) {
+    let root = fixtures().join("v2_real").join(release);
+    let scope = Path::new("/system.slice/slurmvm_slurmstepd.scope");
+    let job = fs::read_dir(root.join(scope.strip_prefix("/").unwrap()))
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().is_dir())
+        .expect("a job directory")
+        .file_name();
+    (root, scope.join(job))
+}
+
+fn file_u64(dir: &Path, name: &str) -> Option<u64> {
+    fs::read_to_string(dir.join(name)).ok()?.trim().parse().ok()
+}
+
+fn file_key(dir: &Path, name: &str, key: &str) -> Option<u64> {
+    fs::read_to_string(dir.join(name))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn members(dir: &Path) -> (u64, u64) {
+    let mut procs = 0;
+    let mut threads = 0;
+    for e in walkdir(dir) {
+        let count = |f: &str| {
+            fs::read_to_string(e.join(f))
+                .map(|t| t.lines().filter(|l| !l.trim().is_empty()).count() as u64)
+                .unwrap_or(0)
+        };
+        if e.file_name().is_some_and(|n| n == "slurm") {
+            continue;
+        }
+        procs += count("cgroup.procs");
+        threads += count("cgroup.threads");
+    }
+    (procs, threads)
+}
+
+fn walkdir(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    for e in fs::read_dir(dir).unwrap().flatten() {
+        if e.path().is_dir() {
+            out.extend(walkdir(&e.path()));
+        }
+    }
+    out
+}
+
+fn check_v2_real(release: &str, expect_dir_prefix: &str) {
+    let (root, job) = v2_real_job(release);
+    let name = job.file_name().unwrap().to_string_lossy().to_string();
+    assert!(
+        name.starts_with(expect_dir_prefix),
+        "{release}: job directory {name}"
+    );
+    for rel in [job.clone(), job.join("step_batch")] {
+        let dir = under_mount(&root, &rel);
+        let r = read_v2(&root, &rel);
+        let what = format!("{release} {}", rel.display());
+        let current = file_u64(&dir, "memory.current").unwrap();
+        let cache = file_key(&dir, "memory.stat", "active_file").unwrap()
+            + file_key(&dir, "memory.stat", "inactive_file").unwrap();
+        assert_eq!(r.memory_usage_bytes, Some(current), "{what}");
+        assert_eq!(r.memory_cache_bytes, Some(cache), "{what}");
+        assert_eq!(r.memory_working_set_bytes, Some(current - cache), "{what}");
+        assert_eq!(
+            r.memory_lifetime_peak_bytes,
+            file_u64(&dir, "memory.peak"),
+            "{what}"
+        );
+        assert_eq!(
+            r.memory_major_faults,
+            file_key(&dir, "memory.stat", "pgmajfault"),
+            "{what}"
+        );
+        assert_eq!(
+            r.memory_oom_kills,
+            file_key(&dir, "memory.events", "oom_kill"),
+            "{what}"
+        );
+        assert_eq!(
+            r.memory_limit_hits,
+            file_key(&dir, "memory.events", "max"),
+            "{what}"
+        );
+        assert_eq!(
+            r.cpu_usage_usec,
+            file_key(&dir, "cpu.stat", "usage_usec"),
+            "{what}"
+        );
+        assert_eq!(
+            r.cpu_user_usec,
+            file_key(&dir, "cpu.stat", "user_usec"),
+            "{what}"
+        );
+        assert_eq!(
+            r.cpu_system_usec,
+            file_key(&dir, "cpu.stat", "system_usec"),
+            "{what}"
+        );
+        // The job holds ~400 MB: a real working set, not a parse of the wrong key.
+        assert!(
+            current - cache > 300 * MIB,
+            "{what}: working set {}",
+            current - cache
+        );
+        // No io.stat in job cgroups (only io.pressure): I/O is unknown, never zero.
+        assert!(!dir.join("io.stat").exists());
+        assert_eq!((r.io_read_bytes, r.io_write_bytes), (None, None), "{what}");
+        assert!(
+            r.pressure.io_some_avg10.is_some(),
+            "{what}: io.pressure is there"
+        );
+        assert!(r.pressure.cpu_some_avg10.is_some() && r.pressure.memory_full_avg10.is_some());
+        let (procs, threads) = members(&dir);
+        assert_eq!(
+            (r.processes, r.threads),
+            (Some(procs), Some(threads)),
+            "{what}"
+        );
+        assert!(procs >= 1, "{what}");
+    }
+    // The job's limit is on the job directory; the step's on step_batch/user, while
+    // step_batch/memory.max itself is `max`.
+    let jd = under_mount(&root, &job);
+    let limit = file_u64(&jd, "memory.max").expect("a job limit");
+    assert_eq!(read_v2(&root, &job).memory_limit_bytes, Some(limit));
+    let sd = jd.join("step_batch");
+    assert_eq!(
+        fs::read_to_string(sd.join("memory.max")).unwrap().trim(),
+        "max"
+    );
+    assert_eq!(
+        read_v2(&root, &job.join("step_batch")).memory_limit_bytes,
+        file_u64(&sd.join("user"), "memory.max"),
+        "{release}: the step's limit from step_batch/user"
+    );
+    assert_eq!(file_u64(&sd.join("user"), "memory.max"), Some(limit));
+}
+
+#[test]
+fn v2_real_slurm_24_11_job_and_step() {
+    check_v2_real("slurm-24.11", "job_");
+}
+
+#[test]
+fn v2_real_slurm_26_05_sluid_job_and_step() {
+    check_v2_real("slurm-26.05", "s");
+}
+
+/// On v2 Slurm keeps slurmstepd (and the sampler inside it) in `step_<s>/slurm`, within the
+/// job's cgroup: its CPU is left out of the job's and the step's figures, as sacct's TotalCPU
+/// and the v1 layout do (seen on Slurm 24.11 under emulation: 2.2 CPU-s of 19.8 were
+/// slurmstepd's). A step gone from the tree keeps its last figure out of the job's total.
+#[test]
+fn v2_cpu_leaves_out_slurmstepd_and_keeps_it_out_after_the_step_ends() {
+    let root = tempfile::tempdir().unwrap();
+    let job = root.path().join("scope/job_9");
+    let cpu = |usage: u64, user: u64, system: u64| {
+        format!("usage_usec {usage}\nuser_usec {user}\nsystem_usec {system}\nnr_periods 0\n")
+    };
+    fs::create_dir_all(job.join("step_0/slurm")).unwrap();
+    fs::create_dir_all(job.join("step_0/user/task_0")).unwrap();
+    fs::create_dir_all(job.join("step_extern/slurm")).unwrap();
+    fs::write(job.join("cpu.stat"), cpu(10_000_000, 8_000_000, 2_000_000)).unwrap();
+    fs::write(
+        job.join("step_0/cpu.stat"),
+        cpu(9_000_000, 7_500_000, 1_500_000),
+    )
+    .unwrap();
+    fs::write(
+        job.join("step_0/slurm/cpu.stat"),
+        cpu(1_500_000, 1_000_000, 500_000),
+    )
+    .unwrap();
+    fs::write(
+        job.join("step_extern/slurm/cpu.stat"),
+        cpu(500_000, 400_000, 100_000),
+    )
+    .unwrap();
+    let rel = Path::new("/scope/job_9");
+    let mut r = V2Reader::new(root.path(), rel);
+    let got = r.read();
+    assert_eq!(
+        (got.cpu_usage_usec, got.cpu_user_usec, got.cpu_system_usec),
+        (Some(8_000_000), Some(6_600_000), Some(1_400_000))
+    );
+    assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
+    let step = read_v2(root.path(), &rel.join("step_0"));
+    assert_eq!(step.cpu_usage_usec, Some(7_500_000));
+    // The job idles while slurmstepd (the sampler) works: its figure stays, never dips.
+    fs::write(
+        job.join("step_0/slurm/cpu.stat"),
+        cpu(1_600_000, 1_050_000, 550_000),
+    )
+    .unwrap();
+    assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
+    assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
+    // step_0 ends: its directory goes, its usage stays in the job's cpu.stat.
+    fs::remove_dir_all(job.join("step_0")).unwrap();
+    assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
 }

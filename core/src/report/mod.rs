@@ -36,6 +36,40 @@ pub struct Recording {
     pub summary: Summary,
     /// True when the summary came from the file (the epilog ran), false when computed now.
     pub summary_stored: bool,
+    /// Each recorded step's own figures from its series, for the step lines when sacct is
+    /// not asked (`--no-sacct`) or has none.
+    pub step_figures: std::collections::BTreeMap<String, StepFigures>,
+}
+
+/// A recorded step's CPU total and working-set peak, from the step's own series.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepFigures {
+    pub cpu_seconds: Option<f64>,
+    pub peak_working_set_bytes: Option<u64>,
+}
+
+impl StepFigures {
+    pub fn from_rows(rows: &[SampleRow]) -> StepFigures {
+        StepFigures {
+            cpu_seconds: rows
+                .iter()
+                .filter_map(|r| r.usage.cpu_usage_usec)
+                .max()
+                .map(|u| u as f64 / 1e6),
+            peak_working_set_bytes: rows
+                .iter()
+                .filter_map(|r| {
+                    match (
+                        r.memory_working_set_max_bytes,
+                        r.usage.memory_working_set_bytes,
+                    ) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    }
+                })
+                .max(),
+        }
+    }
 }
 
 impl Recording {
@@ -58,6 +92,11 @@ impl Recording {
                 false,
             ),
         };
+        let mut step_figures = std::collections::BTreeMap::new();
+        for st in &steps {
+            let rows = reader.samples(&Series::Step(st.step.clone()))?;
+            step_figures.insert(st.step.clone(), StepFigures::from_rows(&rows));
+        }
         Ok(Recording {
             path: path.to_path_buf(),
             meta,
@@ -66,6 +105,7 @@ impl Recording {
             job_rows,
             summary,
             summary_stored,
+            step_figures,
         })
     }
 }
@@ -134,6 +174,8 @@ pub struct StepLine {
     pub elapsed_seconds: Option<u64>,
     pub total_cpu_seconds: Option<f64>,
     pub max_rss_bytes: Option<u64>,
+    /// The step's working-set peak from its recorded series (sacct has no such figure).
+    pub peak_working_set_bytes: Option<u64>,
     pub tasks: Option<u32>,
     /// The step appears in the recording.
     pub recorded: bool,
@@ -550,6 +592,7 @@ fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<Step
                     elapsed_seconds: s.elapsed_seconds,
                     total_cpu_seconds: s.total_cpu_seconds,
                     max_rss_bytes: s.max_rss_bytes,
+                    peak_working_set_bytes: None,
                     tasks: s.fields.get("NTasks").and_then(|n| n.parse().ok()),
                     recorded: false,
                 })
@@ -558,10 +601,13 @@ fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<Step
         .unwrap_or_default();
     if let Some(r) = rec {
         for s in &r.steps {
+            let fig = r.step_figures.get(&s.step).copied().unwrap_or_default();
             match out.iter_mut().find(|l| l.step == s.step) {
                 Some(l) => {
                     l.recorded = true;
                     l.tasks = l.tasks.or(s.tasks);
+                    l.total_cpu_seconds = l.total_cpu_seconds.or(fig.cpu_seconds);
+                    l.peak_working_set_bytes = fig.peak_working_set_bytes;
                 }
                 None => {
                     // Wait status → exit code / signal, as sacct would show them.
@@ -581,8 +627,10 @@ fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<Step
                             (Some(a), Some(b)) if b >= a => Some(((b - a) / 1000) as u64),
                             _ => None,
                         },
-                        total_cpu_seconds: None,
+                        // From the step's own series (sacct not asked or without the step).
+                        total_cpu_seconds: fig.cpu_seconds,
                         max_rss_bytes: None,
+                        peak_working_set_bytes: fig.peak_working_set_bytes,
                         tasks: s.tasks,
                         recorded: true,
                     })

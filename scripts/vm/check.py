@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Host side of the VM tier: reads each guest's results.json and fails when a check failed,
+is missing, or the guest never finished. Prints what each check measured.
+
+    scripts/vm/check.py RESULTS.json RELEASE
+"""
+import json
+import sys
+
+# Every check the guest must report (a renamed or skipped check fails the tier).
+REQUIRED = [
+    "sbatch --help lists --slurmwatch",
+    "a bad --slurmwatch value is refused",
+    "srun --slurmwatch=1 is accepted",
+    "pending: held job's reason JobHeldUser",
+    "pending: short's obstacle is time_limit",
+    "pending: restricted not accessible to swuser2",
+    "live: source plugin_file",
+    "live: CPU within 2 % of the job cgroup's cpu.stat",
+    "live: working set within 5 % of the job cgroup's",
+    "memory: source cgroup_v2",
+    "memory: peak working set within 5 % of baseline + 600 MiB",
+    "memory: lifetime peak includes the 1 GiB of cache",
+    "memory: a batch step with exit status 0",
+    "report: joined with sacct (the sacct job record is there)",
+    "oom: the kill counted from memory.events",
+    "oom: an oom_killed finding",
+    "oom: --mem advice above the 300 MiB that killed it",
+]
+
+path, release = sys.argv[1], sys.argv[2]
+try:
+    r = json.load(open(path))
+except (OSError, ValueError) as e:
+    print(f"vm {release}: no results ({e})")
+    sys.exit(1)
+checks = r.get("checks", [])
+names = {c["name"] for c in checks}
+if release == "26.05":
+    REQUIRED.append("26.05: the job's cgroup directory is its SLUID and the plugin read it")
+bad = [c for c in checks if not c["ok"]]
+missing = [n for n in REQUIRED if n not in names]
+if not str(r.get("slurm", "")).startswith(release + "."):
+    bad.append({"name": f"guest runs Slurm {release}", "detail": r.get("slurm")})
+print(f"vm {release}: Slurm {r.get('slurm')}, {len(checks) - len(bad)}/{len(checks)} checks passed")
+for c in checks:
+    print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail'][:300]}")
+for n in missing:
+    print(f"  MISSING {n}")
+if not r.get("done"):
+    print("  the guest's tests did not run to the end")
+sys.exit(1 if bad or missing or not r.get("done") else 0)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the plugin against one Slurm release's headers: that suite's libslurm-dev, fetched
+# with `apt-get download` under a private apt configuration and unpacked with dpkg-deb -x
+# (the host's own Slurm and apt state are untouched), read by plugin/build.rs through
+# SLURM_INCLUDE_DIR. slurmstepd refuses a plugin built for another major.minor.
+#
+#   scripts/vm/plugin.sh 24.11|26.05    → target/slurm-<release>/libslurmwatch.so
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/vm/common.sh
+release=$(release_of "${1:?usage: $0 24.11|26.05}")
+suite=$(suite_of "$release")
+target=${CARGO_TARGET_DIR:-target}
+hdr=$VM_CACHE/headers-$suite
+
+conf=$(apt_private "$suite")
+version=$(APT_CONFIG=$conf apt-cache show --no-all-versions libslurm-dev | sed -n 's/^Version: //p' | head -1)
+[ -n "$version" ] || vdie "no libslurm-dev in $suite"
+if [ "$(cat "$hdr/version" 2>/dev/null)" != "$version" ]; then
+  vlog "fetching libslurm-dev $version ($suite)"
+  rm -rf "$hdr" && mkdir -p "$hdr/deb"
+  chmod 0755 "$hdr" "$hdr/deb"; chown _apt "$hdr/deb" 2>/dev/null || true
+  (cd "$hdr/deb" && APT_CONFIG=$conf apt-get download -qq "libslurm-dev=$version")
+  dpkg-deb -x "$hdr"/deb/libslurm-dev_*.deb "$hdr/root"
+  echo "$version" > "$hdr/version"
+fi
+hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\)/\1/p' "$hdr/root/usr/include/slurm/slurm_version.h")
+[ -n "$hex" ] || vdie "no SLURM_VERSION_NUMBER in $hdr"
+got=$((16#${hex:0:2})).$(printf %02d $((16#${hex:2:2}))).$((16#${hex:4:2}))
+case "$got" in "$release".*) ;; *) vdie "headers say Slurm '$got', expected $release.x" ;; esac
+
+# One build directory for every release (dependencies compile once); build.rs reruns when
+# SLURM_INCLUDE_DIR changes, so only the plugin crate is rebuilt per release.
+export CARGO_TARGET_DIR=$target/vm-build
+SLURM_INCLUDE_DIR=$hdr/root/usr/include cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+mkdir -p "$target/slurm-$release"
+cp -f "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$target/slurm-$release/libslurmwatch.so.new"
+mv -f "$target/slurm-$release/libslurmwatch.so.new" "$target/slurm-$release/libslurmwatch.so"
+echo "$got" > "$target/slurm-$release/slurm-version"
+vlog "plugin for Slurm $got: $target/slurm-$release/libslurmwatch.so"

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The VM tier of the test command: for each Slurm release, build (cached) its guest image and
+# the plugin against its headers, boot it, run scripts/vm/guest-tests.py on the real daemons
+# inside, and check the results on the host.
+#
+#   scripts/vm/test.sh [24.11] [26.05]      (default: both)
+# Results and logs: $VM_CACHE/run-<release>/ (share/out/results.json, console logs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/vm/common.sh
+releases=("$@")
+((${#releases[@]})) || releases=(24.11 26.05)
+target=${CARGO_TARGET_DIR:-target}
+t_all=$SECONDS
+
+scripts/vm/deps.sh
+# The CLI runs in the guests as built here (Debian 12's glibc is older than trixie's and sid's).
+CARGO_TARGET_DIR=$target/vm-build cargo build --release --locked -p slurmwatch-cli ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+cli=$target/vm-build/release/slurmwatch
+
+fail=0
+for rel in "${releases[@]}"; do
+  rel=$(release_of "$rel")
+  suite=$(suite_of "$rel")
+  t0=$SECONDS
+  echo "== vm tier: Slurm $rel ($suite, cgroup v2)"
+  scripts/vm/image.sh "$rel"
+  t_img=$((SECONDS - t0))
+  scripts/vm/plugin.sh "$rel"
+  run=$VM_CACHE/run-$rel
+  rm -rf "$run"
+  mkdir -p "$run/share"
+  cp scripts/vm/guest-run.sh "$run/share/run.sh"
+  cp scripts/vm/guest-tests.py "$run/share/tests.py"
+  cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$run/share/"
+  t1=$SECONDS
+  if scripts/vm/boot.sh "$suite" "$run/share" "${VM_TIMEOUT:-1500}"; then :; else
+    echo "vm $rel: the guest did not finish; last console lines:"
+    tail -n 30 "$run"/share/console-*.log 2>/dev/null | tail -n 40 || true
+    tail -n 30 "$run/share/out/run.log" 2>/dev/null || true
+  fi
+  t_vm=$((SECONDS - t1))
+  if python3 scripts/vm/check.py "$run/share/out/results.json" "$rel"; then :; else fail=1; fi
+  stages=$(tr '\n' ' ' < "$run/share/out/stages.txt" 2>/dev/null || true)
+  echo "vm $rel: image ${t_img} s, guest ${t_vm} s (guest uptime at: $stages), total $((SECONDS - t0)) s"
+done
+echo "== vm tier: $((SECONDS - t_all)) s"
+exit $fail
