@@ -27,8 +27,10 @@ pub const PLUGSTACK_ARGS: &[(&str, &str, &str, &str)] = &[
     ("min_interval", "SECONDS", "1", "smallest interval a user may ask for"),
     ("max_interval", "SECONDS", "3600", "largest interval a user may ask for"),
     ("spool", "DIR", "/var/spool/slurmwatch", "node-local, root-owned directory for the live per-job files; never a network filesystem"),
-    ("archive", "TEMPLATE", "(none)", "directory for a consistent copy at each step's end and every 5 minutes, written with the job user's credentials; placeholders %u user, %U uid, %j job id, %n node, %% percent"),
+    ("archive", "TEMPLATE", "(none)", "directory for a consistent copy at each step's end and every 5 minutes, written with the job user's credentials; placeholders %u user, %U uid, %j job id, %n node, %% percent; every directory below the fixed prefix must be the job user's (or root's) and not group/other-writable, else the copy is refused"),
     ("nvml", "PATH", "libnvidia-ml.so.1", "the NVML library to load for GPU readings (site-chosen; never taken from the job's environment)"),
+    ("max_file_mb", "N", "32", "a job's live file (database + WAL) stops growing at N MiB per node (1..48); one event says so, the job runs on"),
+    ("retain_days", "N", "30", "spool files older than N days are removed at job ends on the node (0: never)"),
 ];
 
 fn plugin_page() -> Command {
