@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds target/debian/slurmwatch_<version>_<arch>.deb: the plugin in Slurm's plugin
+# Builds target/debian/slurmwatch_<version>+slurm<mm>_<arch>.deb for the host's Slurm, or with
+# a release argument (24.11, 26.05) target/debian-<release>/… with the plugin built against that
+# release's headers (scripts/vm/plugin.sh): the plugin in Slurm's plugin
 # directory, the slurmwatch and slurmwatch-epilog binaries, man pages, bash completion, and a
 # commented plugstack.conf.d/slurmwatch.conf that is NOT active until the admin enables it.
 # The package depends on the Slurm major.minor it was built against (the plugin's
@@ -7,18 +9,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
-cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+release=${1:-}
+if [ -n "$release" ]; then
+  . scripts/vm/common.sh
+  release=$(release_of "$release")
+  scripts/vm/plugin.sh "$release"
+  cargo build --release --locked -p slurmwatch-cli -p slurmwatch-epilog
+  plugin_so=$CARGO_TARGET_DIR/slurm-$release/libslurmwatch.so
+  version_h=$VM_CACHE/headers-$(suite_of "$release")/root/usr/include/slurm/slurm_version.h
+  outdir=target/debian-$release
+else
+  cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+  plugin_so=$CARGO_TARGET_DIR/release/libslurmwatch.so
+  version_h=/usr/include/slurm/slurm_version.h
+  outdir=target/debian
+fi
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
-slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' /usr/include/slurm/slurm_version.h)
+slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' "$version_h")
+# The package version says which Slurm the plugin is for (plugin_version must match it).
+pkg_version="$version+slurm$slurm_mm"
 next_mm=$(awk -v v="$slurm_mm" 'BEGIN {split(v, a, "."); printf "%d.%02d", a[1], a[2]+1}')
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"
 
-install -D -m 0755 "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$stage/usr/lib/$multiarch/slurm-wlm/slurmwatch.so"
+install -D -m 0755 "$plugin_so" "$stage/usr/lib/$multiarch/slurm-wlm/slurmwatch.so"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch" "$stage/usr/bin/slurmwatch"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch-epilog" "$stage/usr/sbin/slurmwatch-epilog"
 "$CARGO_TARGET_DIR/release/slurmwatch" generate man "$stage/man"
@@ -43,7 +61,7 @@ install -d "$stage/DEBIAN"
 echo "/etc/slurm/plugstack.conf.d/slurmwatch.conf" > "$stage/DEBIAN/conffiles"
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: slurmwatch
-Version: $version
+Version: $pkg_version
 Architecture: $arch
 Maintainer: slurmwatch developers <slurmwatch@localhost>
 Depends: libc6, slurmd (>= $slurm_mm), slurmd (<< $next_mm)
@@ -54,7 +72,8 @@ Description: per-job CPU, memory and GPU recording for Slurm (built for Slurm $s
  per-job SQLite file; the slurmwatch command shows it live and after the job.
  This build's plugin matches Slurm $slurm_mm only; rebuild for other releases.
 CONTROL
-mkdir -p target/debian
-out="target/debian/slurmwatch_${version}_${arch}.deb"
+mkdir -p "$outdir"
+rm -f "$outdir"/slurmwatch_*.deb
+out="$outdir/slurmwatch_${pkg_version}_${arch}.deb"
 dpkg-deb --root-owner-group --build "$stage" "$out" >/dev/null
 echo "$out"
