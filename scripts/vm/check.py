@@ -5,6 +5,7 @@ is missing, or the guest never finished. Prints what each check measured.
     scripts/vm/check.py RESULTS.json RELEASE
 """
 import json
+import os
 import sys
 
 # Every check the guest must report (a renamed or skipped check fails the tier).
@@ -42,6 +43,15 @@ bad = [c for c in checks if not c["ok"]]
 missing = [n for n in REQUIRED if n not in names]
 if not str(r.get("slurm", "")).startswith(release + "."):
     bad.append({"name": f"guest runs Slurm {release}", "detail": r.get("slurm")})
+# The guest ran the release's own package (scripts/package-deb.sh RELEASE), not a bare .so.
+try:
+    pkg = open(os.path.join(os.path.dirname(path), "package.txt")).read().strip()
+except OSError:
+    pkg = ""
+pkg_check = {"name": f"the slurmwatch package for Slurm {release} is installed", "ok": pkg.endswith("+slurm" + release), "detail": pkg or "not installed"}
+checks.append(pkg_check)
+if not pkg_check["ok"]:
+    bad.append(pkg_check)
 print(f"vm {release}: Slurm {r.get('slurm')}, {len(checks) - len(bad)}/{len(checks)} checks passed")
 for c in checks:
     print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail'][:300]}")

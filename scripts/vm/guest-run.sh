@@ -37,8 +37,16 @@ wait_for() { # NAME LOG TIMEOUT_S COMMAND...
   done
 }
 
-install -d -m 0755 /usr/local/lib/slurmwatch /usr/local/bin
-install -m 0755 $S/libslurmwatch.so /usr/local/lib/slurmwatch/slurmwatch.so
+# This release's own package (scripts/package-deb.sh RELEASE): the plugin in Slurm's plugin
+# directory, slurmwatch, slurmwatch-epilog; its Depends pins the Slurm major.minor.
+if ! dpkg -i $S/slurmwatch_*.deb > $OUT/package-install.log 2>&1; then
+  echo "FATAL dpkg -i slurmwatch" > "$OUT/fatal.txt"
+  cat $OUT/package-install.log
+  exit 1
+fi
+dpkg-query -W -f='${Version}\n' slurmwatch > $OUT/package.txt
+PLUGIN=/usr/lib/$(uname -m)-linux-gnu/slurm-wlm/slurmwatch.so
+install -d -m 0755 /usr/local/bin
 install -m 0755 $S/slurmwatch /usr/local/bin/slurmwatch
 
 cpus=$(nproc)
@@ -102,7 +110,7 @@ StorageLoc=slurm_acct_db
 StorageUser=root
 CONF
 chmod 600 /etc/slurm/slurmdbd.conf
-echo "optional /usr/local/lib/slurmwatch/slurmwatch.so spool=/var/spool/slurmwatch" > /etc/slurm/plugstack.conf
+echo "optional $PLUGIN spool=/var/spool/slurmwatch" > /etc/slurm/plugstack.conf
 
 # munge
 install -d -o munge -g munge -m 0755 /run/munge

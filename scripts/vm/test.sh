@@ -27,12 +27,14 @@ for rel in "${releases[@]}"; do
   scripts/vm/image.sh "$rel"
   t_img=$((SECONDS - t0))
   scripts/vm/plugin.sh "$rel"
+  # The guest installs the release's .deb (plugin built from that release's headers).
+  scripts/package-deb.sh "$rel" >&2
   run=$VM_CACHE/run-$rel
   rm -rf "$run"
   mkdir -p "$run/share"
   cp scripts/vm/guest-run.sh "$run/share/run.sh"
   cp scripts/vm/guest-tests.py "$run/share/tests.py"
-  cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$run/share/"
+  cp "$target/slurm-$rel/libslurmwatch.so" "$cli" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
   t1=$SECONDS
   if scripts/vm/boot.sh "$suite" "$run/share" "${VM_TIMEOUT:-1500}"; then :; else
     echo "vm $rel: the guest did not finish; last console lines:"
