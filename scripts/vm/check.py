@@ -11,6 +11,8 @@ import sys
 # Every check the guest must report (a renamed or skipped check fails the tier).
 REQUIRED = [
     "sbatch --help lists --slurmwatch",
+    "doctor: the installed plugin matches the running Slurm",
+    "doctor: a plugin built for another Slurm is named as refused",
     "a bad --slurmwatch value is refused",
     "srun --slurmwatch=1 is accepted",
     "pending: held job's reason JobHeldUser",

@@ -243,6 +243,24 @@ def t_option_registered():
           [l for l in log.splitlines() if "ncompatible" in l][:2])
 
 
+def t_doctor():
+    """doctor on this release: the packaged plugin matches the running Slurm; the host's
+    22.05 build (in the share as slurmwatch-22.05.so) is named as one slurmstepd would refuse."""
+    def plugin_check(args):
+        o = run(["slurmwatch", "doctor", "--json"] + args)
+        v = json.loads(o.stdout)
+        return next((c for c in v["checks"] if c["name"] == "plugin_version"), None)
+    c = plugin_check([])
+    check("doctor: the installed plugin matches the running Slurm",
+          c is not None and c["verdict"] == "ok" and MAJOR_MINOR in c["finding"], c)
+    conf = "/var/tmp/plugstack-other.conf"
+    with open(conf, "w") as f:
+        f.write("optional /share/slurmwatch-22.05.so spool=/var/spool/slurmwatch\n")
+    c = plugin_check(["--plugstack", conf])
+    check("doctor: a plugin built for another Slurm is named as refused",
+          c is not None and c["verdict"] == "fail" and "22.05" in c["finding"] and "will refuse" in c["finding"], c)
+
+
 def answer_until(user, job, what, ok, timeout=90):
     end = time.time() + timeout
     v = None
@@ -562,7 +580,7 @@ def check_oom(job, state):
 
 def main():
     t0 = time.time()
-    for fn in (t_option_registered, t_pending, t_live_once_json, t_recorded_jobs):
+    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs):
         test(fn)
     measure("seconds_total", round(time.time() - t0, 1))
     results["done"] = True

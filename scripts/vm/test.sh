@@ -17,6 +17,10 @@ scripts/vm/deps.sh
 # The CLI runs in the guests as built here (Debian 12's glibc is older than trixie's and sid's).
 CARGO_TARGET_DIR=$target/vm-build cargo build --release --locked -p slurmwatch-cli ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 cli=$target/vm-build/release/slurmwatch
+# The plugin built for the host's Slurm (22.05): each guest's doctor must name it as refused.
+CARGO_TARGET_DIR=$target/vm-build cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+mkdir -p "$target/slurm-host"
+cp -f "$target/vm-build/release/libslurmwatch.so" "$target/slurm-host/libslurmwatch.so"
 
 fail=0
 for rel in "${releases[@]}"; do
@@ -35,6 +39,7 @@ for rel in "${releases[@]}"; do
   cp scripts/vm/guest-run.sh "$run/share/run.sh"
   cp scripts/vm/guest-tests.py "$run/share/tests.py"
   cp "$target/slurm-$rel/libslurmwatch.so" "$cli" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
+  cp "$target/slurm-host/libslurmwatch.so" "$run/share/slurmwatch-22.05.so"
   t1=$SECONDS
   if scripts/vm/boot.sh "$suite" "$run/share" "${VM_TIMEOUT:-1500}"; then :; else
     echo "vm $rel: the guest did not finish; last console lines:"
