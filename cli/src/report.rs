@@ -304,8 +304,9 @@ fn write_file(p: &Path, content: &str) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use slurmwatch_core::analysis::Summary;
+    use slurmwatch_core::model::{SampleKind, SampleRow, Series};
     use slurmwatch_core::sample::Source;
-    use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, StepInfo};
+    use slurmwatch_core::store::{JobMeta, StepInfo};
 
     fn recording() -> Recording {
         const MIB: u64 = 1 << 20;

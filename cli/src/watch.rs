@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use slurmwatch_core::history::hostlist;
+use slurmwatch_core::model::Series;
 use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::report::locate;
 use slurmwatch_core::slurm::command::{self, CommandError};
@@ -27,7 +28,6 @@ use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{
     JobFacts, JobState, Reading, Snapshot, SnapshotSource, TimeBudget,
 };
-use slurmwatch_core::store::Series;
 
 use feed::Feed;
 use nodes::Feeds;

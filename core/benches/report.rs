@@ -6,9 +6,10 @@
 use std::time::Instant;
 
 use slurmwatch_core::analysis::summary;
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::report::{self, chart, text, Recording};
 use slurmwatch_core::sample::{Source, UsageReading};
-use slurmwatch_core::store::{self, JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{self, JobMeta, Reader, Writer};
 
 const T0: i64 = 1_700_000_000_000;
 const ROWS: i64 = 7 * 24 * 3600 / 5;

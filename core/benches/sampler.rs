@@ -4,8 +4,9 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use slurmwatch_core::collect::{V1Reader, V2Reader};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::Source;
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Writer};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 

@@ -7,8 +7,9 @@
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{Pressure, Source, UsageReading};
-use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Reader, Writer};
 
 const T0: i64 = 1_700_000_000_000;
 const ROWS_7_DAYS: u64 = 7 * 24 * 3600 / 5; // 120,960

@@ -3,8 +3,9 @@
 //! 12 rows. `cargo run --release -p slurmwatch-core --example sampler_cost`.
 
 use slurmwatch_core::collect::{V1Reader, V2Reader};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::Source;
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Writer};
 use std::path::Path;
 
 fn cpu_usec() -> u64 {

@@ -8,8 +8,9 @@
 use std::time::Instant;
 
 use slurmwatch_core::analysis::summary::summarise_job_file;
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{Pressure, Source, UsageReading};
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Writer};
 
 const T0: i64 = 1_700_000_000_000;
 const ROWS_7_DAYS: u64 = 7 * 24 * 3600 / 5;

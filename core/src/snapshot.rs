@@ -8,9 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::collect::gpu::derive::{self, CardState};
 use crate::model::{self, MemoryGuard, Peaks};
+use crate::model::{SampleKind, SampleRow};
 use crate::sample::{GpuReading, Source};
 use crate::slurm::sstat::{self, StepStat};
-use crate::store::{GpuRow, JobMeta, Reader, SampleKind, SampleRow, StoredGpu};
+use crate::store::{GpuRow, JobMeta, Reader, StoredGpu};
 
 /// Version of the snapshot's JSON and CSV layout (`schema` key). Bump on any rename or
 /// change of meaning; adding a key is compatible.
@@ -395,10 +396,27 @@ pub struct Snapshot {
     pub sstat: Option<SstatFigures>,
     /// Every node of the job with its own figures (`snapshot_merge`); empty until merged.
     #[serde(default)]
-    pub nodes: Vec<crate::snapshot_merge::NodeSnapshot>,
+    pub nodes: Vec<NodeSnapshot>,
     /// How many of `nodes` had a recent reading.
     #[serde(default)]
     pub nodes_reporting: Option<u32>,
+}
+
+/// One node of the job, as `nodes[]` in the live JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSnapshot {
+    /// Slurm's node name.
+    pub node: String,
+    /// A reading within two intervals of the newest reading of any node.
+    pub reporting: bool,
+    /// Why there is no (recent) reading, when `reporting` is false.
+    pub reason: Option<String>,
+    pub reading_unix_ms: Option<i64>,
+    /// How this node's figures were read (its file, directly, a hop to it); `None` without.
+    pub source: Option<SnapshotSource>,
+    pub cpu: CpuSnapshot,
+    pub memory: MemorySnapshot,
+    pub gpus: usize,
 }
 
 /// What `sstat` gives for the job's *running* steps: totals and averages over each step's
@@ -640,7 +658,7 @@ pub fn history(rows: &[SampleRow], slot_seconds: u32, slots: usize) -> History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Series;
+    use crate::model::Series;
 
     fn row(t: i64, cpu_s: Option<f64>, ws: Option<u64>) -> SampleRow {
         let mut r = SampleRow::empty(t, Series::Job, SampleKind::Periodic);

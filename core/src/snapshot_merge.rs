@@ -4,30 +4,11 @@
 //! without a recent reading is counted as not reporting and left out of the sums, never
 //! averaged in as 0, and a sum any reporting node cannot give is unknown, not partial.
 
-use serde::{Deserialize, Serialize};
-
 use crate::history::hostlist;
 use crate::model::{sum_all as sum, MemoryGuard};
 use crate::snapshot::{
-    CpuSnapshot, History, JobState, MemorySnapshot, Reading, Snapshot, SnapshotSource,
+    CpuSnapshot, History, JobState, MemorySnapshot, NodeSnapshot, Reading, Snapshot,
 };
-
-/// One node of the job, as `nodes[]` in the live JSON.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct NodeSnapshot {
-    /// Slurm's node name.
-    pub node: String,
-    /// A reading within two intervals of the newest reading of any node.
-    pub reporting: bool,
-    /// Why there is no (recent) reading, when `reporting` is false.
-    pub reason: Option<String>,
-    pub reading_unix_ms: Option<i64>,
-    /// How this node's figures were read (its file, directly, a hop to it); `None` without.
-    pub source: Option<SnapshotSource>,
-    pub cpu: CpuSnapshot,
-    pub memory: MemorySnapshot,
-    pub gpus: usize,
-}
 
 /// A node is reporting when its latest reading is at most this many intervals older than
 /// the newest reading of any node.
@@ -240,8 +221,8 @@ fn sum_histories<'a>(hs: impl Iterator<Item = &'a History>) -> History {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{SampleKind, SampleRow, Series};
     use crate::snapshot::{from_rows, JobFacts, SnapshotSource};
-    use crate::store::{SampleKind, SampleRow, Series};
 
     const GIB: u64 = 1 << 30;
 

@@ -5,11 +5,12 @@
 //! while the job holds 40 GB on it.
 
 use slurmwatch_core::analysis::summary;
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::render::json;
 use slurmwatch_core::report::{self, Recording};
 use slurmwatch_core::sample::{GpuCard, GpuError, GpuProcesses, GpuSample, Source};
 use slurmwatch_core::snapshot::{self, GpuState, JobFacts, SnapshotSource};
-use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Reader, Writer};
 
 const GIB: u64 = 1 << 30;
 const T0: i64 = 1_700_000_000_000;

@@ -5,8 +5,9 @@
 use std::path::Path;
 
 use slurmwatch_core::history::{attach_recordings, Outcome, Run};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::Source;
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Writer};
 
 const T0: i64 = 1_800_000_000_000;
 const MIB: u64 = 1 << 20;

@@ -196,7 +196,8 @@ fn a_file_over_the_size_cap_is_refused_before_sqlite_sees_it() {
 #[test]
 fn a_statement_past_the_deadline_is_interrupted_with_a_clear_error() {
     use slurmwatch_core::analysis::summary::summarise_job_file_until;
-    use slurmwatch_core::store::{Deadline, Series};
+    use slurmwatch_core::model::Series;
+    use slurmwatch_core::store::Deadline;
     let dir = tempfile::tempdir().unwrap();
     let path = recording(dir.path(), 40);
     let past = Deadline::after(Duration::ZERO);
@@ -221,7 +222,8 @@ fn a_statement_past_the_deadline_is_interrupted_with_a_clear_error() {
 /// write, during the job) never runs: the next write sees the schema changed and refuses.
 #[test]
 fn a_trigger_planted_under_an_open_writer_never_runs() {
-    use slurmwatch_core::store::{SampleKind, SampleRow, Series, Writer};
+    use slurmwatch_core::model::{SampleKind, SampleRow, Series};
+    use slurmwatch_core::store::Writer;
     let dir = tempfile::tempdir().unwrap();
     let path = recording(dir.path(), 12);
     let mut w = Writer::open_existing(&path).unwrap();

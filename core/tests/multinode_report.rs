@@ -5,9 +5,10 @@
 use std::path::PathBuf;
 
 use slurmwatch_core::analysis::Summary;
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::report::{self, chart, nodes, Recording};
 use slurmwatch_core::sample::Source;
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, StepInfo};
+use slurmwatch_core::store::{JobMeta, StepInfo};
 
 const T0: i64 = 1_800_000_000_000;
 const MIB: u64 = 1 << 20;

@@ -3,8 +3,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{Pressure, Source, UsageReading};
-use slurmwatch_core::store::{archive, JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{archive, JobMeta, Reader, Writer};
 
 const T0: i64 = 1_700_000_000_000;
 

@@ -24,6 +24,13 @@ mod state;
 use slurmwatch_core::options::{self, PluginConfig};
 use spank::{Context, Spank};
 use std::ffi::{c_char, c_int, CStr};
+use std::sync::Mutex;
+
+// This step's recording, owned by the callbacks (state.rs's locking rules apply).
+/// Set in `init_post_opt` when this step is recorded; consumed by the first `task_post_fork`.
+static PLAN: Mutex<Option<recorder::Plan>> = Mutex::new(None);
+/// The running sampler of this step.
+static RECORDER: Mutex<Option<recorder::Recorder>> = Mutex::new(None);
 
 /// Slurm reads these three symbols to accept the plugin; `plugin_version` must equal the
 /// running Slurm's major.minor, so it comes from the headers this build was made against.
@@ -180,7 +187,7 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
             plan.step,
             plan.file.display()
         ));
-        *state::lock(&state::PLAN) = Some(plan);
+        *state::lock(&PLAN) = Some(plan);
         Ok(())
     })
 }
@@ -199,8 +206,8 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
             return Ok(());
         }
         inject_fault(sp, "task_post_fork");
-        let mut running = state::lock(&state::RECORDER);
-        if running.is_none() && state::lock(&state::PLAN).is_none() {
+        let mut running = state::lock(&RECORDER);
+        if running.is_none() && state::lock(&PLAN).is_none() {
             return Ok(()); // this step is not recorded
         }
         let Some(pid) = sp.task_pid() else {
@@ -209,7 +216,7 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
         match running.as_ref() {
             Some(r) => r.add_task(pid),
             None => {
-                if let Some(plan) = state::lock(&state::PLAN).take() {
+                if let Some(plan) = state::lock(&PLAN).take() {
                     *running = Some(recorder::Recorder::start(plan, pid)?);
                 }
             }
@@ -232,7 +239,7 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
             return Ok(());
         }
         inject_fault(sp, "task_exit");
-        let mut running = state::lock(&state::RECORDER);
+        let mut running = state::lock(&RECORDER);
         if let Some(r) = running.as_mut() {
             r.tasks_exited += 1;
             // The last local task: take the final reading while the step cgroup still exists.
@@ -406,7 +413,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
             return Ok(());
         }
         inject_fault(sp, "exit");
-        let recorder = state::lock(&state::RECORDER).take();
+        let recorder = state::lock(&RECORDER).take();
         if let Some(r) = recorder {
             let job = sp.job_id().unwrap_or(0);
             let step = sp.step_id().map(spank::step_name).unwrap_or_default();

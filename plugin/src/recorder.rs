@@ -13,8 +13,9 @@
 use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
 use slurmwatch_core::collect::gpu::Wanted;
 use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::UsageReading;
-use slurmwatch_core::store::{JobMeta, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Writer};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;

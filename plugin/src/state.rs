@@ -15,11 +15,6 @@ static REQUESTED_INTERVAL: AtomicU32 = AtomicU32::new(0);
 
 static CONFIG: Mutex<Option<PluginConfig>> = Mutex::new(None);
 
-/// Set in `init_post_opt` when this step is recorded; consumed by the first `task_post_fork`.
-pub static PLAN: Mutex<Option<crate::recorder::Plan>> = Mutex::new(None);
-/// The running sampler of this step.
-pub static RECORDER: Mutex<Option<crate::recorder::Recorder>> = Mutex::new(None);
-
 thread_local! {
     static SAMPLER_THREAD: Cell<bool> = const { Cell::new(false) };
 }

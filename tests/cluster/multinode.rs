@@ -2,7 +2,8 @@
 //! scripts/test.sh): every node of a job records its own file, named by Slurm's node name
 //! (all nodes share one host name here), and archives it to the same job location.
 
-use slurmwatch_core::store::{Reader, SampleKind, Series};
+use slurmwatch_core::model::{SampleKind, Series};
+use slurmwatch_core::store::Reader;
 use slurmwatch_tests::*;
 use std::path::Path;
 use std::time::Duration;

@@ -69,7 +69,7 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
             (line.state.as_str(), line.exit_code.as_str()),
             ("COMPLETED", "0:0")
         );
-        let rows = recorded(job.id, &slurmwatch_core::store::Series::Job);
+        let rows = recorded(job.id, &slurmwatch_core::model::Series::Job);
         assert!(
             rows.len() >= 2,
             "nothing recorded through the installed plugin"

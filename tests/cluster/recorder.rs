@@ -1,7 +1,7 @@
 //! The recorder on the real cluster: what the plugin writes into the job's file, checked
 //! against ground truth (sacct, the job's own allocation, the cgroup files).
 
-use slurmwatch_core::store::{SampleKind, Series};
+use slurmwatch_core::model::{SampleKind, Series};
 use slurmwatch_tests::*;
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(300);
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn last_cpu_seconds(rows: &[slurmwatch_core::store::SampleRow]) -> f64 {
+fn last_cpu_seconds(rows: &[slurmwatch_core::model::SampleRow]) -> f64 {
     rows.iter()
         .filter_map(|r| r.usage.cpu_usage_usec)
         .max()

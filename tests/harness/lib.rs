@@ -293,8 +293,8 @@ pub fn spool_file(job: u32) -> PathBuf {
 /// The job's recorded series, read through the library's reader.
 pub fn recorded(
     job: u32,
-    series: &slurmwatch_core::store::Series,
-) -> Vec<slurmwatch_core::store::SampleRow> {
+    series: &slurmwatch_core::model::Series,
+) -> Vec<slurmwatch_core::model::SampleRow> {
     let reader = slurmwatch_core::store::Reader::open(&spool_file(job))
         .unwrap_or_else(|e| panic!("job {job}: no readable file: {e}"));
     reader

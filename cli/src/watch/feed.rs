@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
-use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series};
+use slurmwatch_core::store::{JobMeta, Reader};
 
 /// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
 const DIRECT_ROWS_MAX: usize = 86_400;

@@ -5,8 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::collect::gpu::derive::{self, CardState, ThrottleState};
 use crate::model::effective_cores;
+use crate::model::SampleRow;
 use crate::sample::GpuCard;
-use crate::store::{Event, GpuRow, SampleRow, StepInfo, EXTERN_STEP};
+use crate::store::{Event, GpuRow, StepInfo, EXTERN_STEP};
 
 /// Version of the summary's keys (the `summary_version` row).
 /// 2: per-card `xid_events`; CPU totals kept across a new job-series writer's counter.
@@ -368,7 +369,7 @@ fn sampler_totals(
 
 /// Reads a job's file and computes its summary (what the epilog does, minus the write).
 pub fn from_reader(reader: &crate::store::Reader) -> crate::error::Result<Summary> {
-    let job = reader.samples(&crate::store::Series::Job)?;
+    let job = reader.samples(&crate::model::Series::Job)?;
     let steps = reader.steps()?;
     let events = reader.events()?;
     from_parts(reader, &job, &steps, &events)
@@ -389,7 +390,7 @@ pub fn from_parts(
             continue;
         }
         if let Some(r) = reader
-            .last_two(&crate::store::Series::Step(s.step.clone()))?
+            .last_two(&crate::model::Series::Step(s.step.clone()))?
             .pop()
         {
             ends.push((s.step.clone(), r));
@@ -526,7 +527,7 @@ fn job_series_writer(steps: &[StepInfo]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SampleKind, Series};
+    use crate::model::{SampleKind, Series};
 
     const MIB: u64 = 1 << 20;
 

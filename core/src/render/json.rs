@@ -5,10 +5,10 @@
 use serde_json::{Map, Value};
 
 use crate::slurm::sstat::StepStat;
+use crate::snapshot::NodeSnapshot;
 use crate::snapshot::{
     guard_word, CpuSnapshot, GpuSnapshot, MemorySnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA,
 };
-use crate::snapshot_merge::NodeSnapshot;
 
 trait ToJson {
     fn to_json(&self) -> Option<Value>;

@@ -17,8 +17,9 @@ use serde_json::Value;
 
 use crate::analysis::{self, Facts, Finding, GpuSummary, OomEvent, SbatchLine, Summary};
 use crate::model::effective_cores;
+use crate::model::{SampleRow, Series};
 use crate::slurm::sacct;
-use crate::store::{self, Event, JobMeta, Reader, SampleRow, Series, StepInfo};
+use crate::store::{self, Event, JobMeta, Reader, StepInfo};
 
 /// Version of the report's JSON.
 pub const SCHEMA: u32 = 1;

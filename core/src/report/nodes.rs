@@ -8,8 +8,8 @@ use serde_json::json;
 
 use crate::analysis::units::bytes;
 use crate::analysis::{Finding, Summary};
+use crate::model::SampleRow;
 use crate::model::{effective_cores, sum_all};
-use crate::store::SampleRow;
 
 use super::Recording;
 

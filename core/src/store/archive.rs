@@ -10,8 +10,8 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::fault::sql_err;
 use super::reader::Reader;
-use super::sql_err;
 use super::writer::vacuum_into;
 use crate::error::{Error, Result};
 

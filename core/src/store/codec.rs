@@ -2,7 +2,7 @@
 //! and schema 2 ([`State2`]) (see `schema`).
 
 use super::schema::{Enc, Scale, ENC, NVALUES, VALUE_COLUMNS};
-use super::{SampleKind, SampleRow, Series};
+use crate::model::{SampleKind, SampleRow, Series};
 use crate::sample::{Pressure, UsageReading};
 
 pub(crate) type Values = [Option<i64>; NVALUES];

@@ -25,7 +25,7 @@ use rusqlite::{params, Connection, Row};
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::reader::db_err;
+use super::fault::db_err;
 use crate::error::Result;
 use crate::sample::{
     GpuCard, GpuError, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,

@@ -19,6 +19,7 @@
 //! this format's own contract, which no general crate knows.
 
 use std::fs::File;
+use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -29,9 +30,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::limits::Limit;
 use rusqlite::Connection;
 
-use super::reader::{check_header, check_version, db_err};
-use super::schema::MAX_FILE_BYTES;
-use super::sql_err;
+use super::fault::{db_err, sql_err, unexpected_schema};
+use super::schema::{APPLICATION_ID, MAX_FILE_BYTES, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 
 /// Each public call of a [`Reader`](super::Reader) (a whole series decoded, say) must finish
@@ -321,7 +321,7 @@ const GPU_TABLES: &[&str] = &[
 fn expected(version: i64) -> &'static Expected {
     static V1: OnceLock<Expected> = OnceLock::new();
     static V2: OnceLock<Expected> = OnceLock::new();
-    let summary = || catalogue(super::summary::CREATE);
+    let summary = || catalogue(super::schema::SUMMARY_CREATE);
     if version == 1 {
         // The schema-1 writer's DDL as committed in tests/fixtures/store/v1.sqlite. Files
         // from before GPU recording have no GPU tables; a schema-1 file never gains them.
@@ -340,14 +340,6 @@ fn expected(version: i64) -> &'static Expected {
             optional: vec![summary()],
         })
     }
-}
-
-/// The one sentence for a file whose schema is not ours.
-pub(crate) fn unexpected_schema(path: &Path, what: &str) -> Error {
-    Error::Store(format!(
-        "{} has an unexpected schema ({what}): not opened",
-        path.display()
-    ))
 }
 
 /// Refuses a file whose `sqlite_master` is not exactly what our writers create for its schema
@@ -399,6 +391,69 @@ pub(crate) fn check_schema(conn: &Connection, path: &Path) -> Result<i64> {
             let x = group.iter().find(missing).expect("one is missing");
             return Err(refuse(format!("no {} `{}`", x.kind, x.name)));
         }
+    }
+    Ok(version)
+}
+
+/// Cheap checks before SQLite sees the file: the magic string, and a length that matches the
+/// page count in the header (a file cut short by a copy or a full disk).
+pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
+    if len == 0 {
+        return Err(sql_err(
+            path,
+            "empty file (not a slurmwatch file, or creation was interrupted)",
+        ));
+    }
+    let mut h = [0u8; 100];
+    if len < 100 || f.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {
+        return Err(sql_err(
+            path,
+            "not an SQLite database (truncated, or another kind of file)",
+        ));
+    }
+    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
+        1 => 65536,
+        n => u64::from(n),
+    };
+    let pages = u64::from(u32::from_be_bytes([h[28], h[29], h[30], h[31]]));
+    // The page count is valid only when "version-valid-for" matches the change counter.
+    let counted = h[24..28] == h[92..96] && pages > 0;
+    if page_size < 512 || (counted && len < pages * page_size) || len / page_size * page_size != len
+    {
+        return Err(sql_err(
+            path,
+            format!(
+                "the file is truncated ({len} bytes; its header describes {} bytes) — it was cut off while being written or copied",
+                pages * page_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses files that are not slurmwatch's or come from a newer slurmwatch; returns the
+/// file's schema version (1..=SCHEMA_VERSION).
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
+    let (version, app): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| db_err(path, e))?;
+    if version > SCHEMA_VERSION {
+        return Err(sql_err(
+            path,
+            format!(
+                "written by a newer slurmwatch (schema {version}); this one reads up to {SCHEMA_VERSION} — upgrade slurmwatch"
+            ),
+        ));
+    }
+    if app != APPLICATION_ID || version < 1 {
+        return Err(sql_err(
+            path,
+            "an SQLite database, but not a slurmwatch file",
+        ));
     }
     Ok(version)
 }

@@ -6,6 +6,7 @@
 pub mod access;
 pub mod archive;
 mod codec;
+mod fault;
 pub mod gpu;
 pub mod harden;
 mod reader;
@@ -15,7 +16,8 @@ mod writer;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sample::{Source, UsageReading};
+use crate::model::SampleKind;
+use crate::sample::Source;
 
 pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
 pub use harden::Deadline;
@@ -23,84 +25,22 @@ pub use reader::Reader;
 pub use schema::{MAX_FILE_BYTES, SCHEMA_VERSION};
 pub use writer::Writer;
 
-/// Whose usage a row describes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Series {
-    /// The job's cgroup as a whole on this node.
-    Job,
-    /// One step: `"batch"`, `"extern"`, `"0"`, `"1"`, ...
-    Step(String),
-}
-
-impl Series {
-    pub fn step(name: impl Into<String>) -> Series {
-        Series::Step(name.into())
+/// A row's [`SampleKind`] as the file stores it (`samples.kind`).
+pub(crate) fn kind_code(kind: SampleKind) -> i64 {
+    match kind {
+        SampleKind::Periodic => 0,
+        SampleKind::Start => 1,
+        SampleKind::End => 2,
     }
 }
 
-/// Where a row sits in its series.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SampleKind {
-    /// The first reading of the series (step or job start).
-    Start,
-    Periodic,
-    /// The last reading (taken in `task_exit`, before Slurm removes the cgroup).
-    End,
-}
-
-impl SampleKind {
-    pub(crate) fn code(self) -> i64 {
-        match self {
-            SampleKind::Periodic => 0,
-            SampleKind::Start => 1,
-            SampleKind::End => 2,
-        }
-    }
-
-    pub(crate) fn from_code(c: i64) -> Option<SampleKind> {
-        match c {
-            0 => Some(SampleKind::Periodic),
-            1 => Some(SampleKind::Start),
-            2 => Some(SampleKind::End),
-            _ => None,
-        }
-    }
-}
-
-/// One stored reading. Every value is an `Option`: `None` is "unreadable" (SQL NULL), never 0.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SampleRow {
-    pub t_unix_ms: i64,
-    pub series: Series,
-    pub kind: SampleKind,
-    pub usage: UsageReading,
-    pub cores_allocated: Option<u32>,
-    /// Largest working set seen by the fast reads since the previous *stored* row (this row's
-    /// own reading included), so a peak between two stored rows is never lost.
-    pub memory_working_set_max_bytes: Option<u64>,
-    /// Largest effective cores seen by the fast reads since the previous stored row.
-    pub effective_cores_max: Option<f64>,
-    /// The sampler's own cumulative CPU time and bytes written to this file: its overhead.
-    pub sampler_cpu_usec: Option<u64>,
-    pub sampler_bytes_written: Option<u64>,
-}
-
-impl SampleRow {
-    /// A row with every value unreadable.
-    pub fn empty(t_unix_ms: i64, series: Series, kind: SampleKind) -> SampleRow {
-        SampleRow {
-            t_unix_ms,
-            series,
-            kind,
-            usage: UsageReading::default(),
-            cores_allocated: None,
-            memory_working_set_max_bytes: None,
-            effective_cores_max: None,
-            sampler_cpu_usec: None,
-            sampler_bytes_written: None,
-        }
+/// The [`SampleKind`] of a stored code; `None` for a code this version does not write.
+pub(crate) fn kind_from_code(c: i64) -> Option<SampleKind> {
+    match c {
+        0 => Some(SampleKind::Periodic),
+        1 => Some(SampleKind::Start),
+        2 => Some(SampleKind::End),
+        _ => None,
     }
 }
 
@@ -221,8 +161,4 @@ pub fn continues_the_job(step: &str, steps: &[StepInfo], now_unix_ms: i64) -> bo
         }
     }
     last_end.is_some_and(|e| (0..=CONTINUATION_WINDOW_MS).contains(&(now_unix_ms - e)))
-}
-
-fn sql_err(path: &std::path::Path, e: impl std::fmt::Display) -> crate::error::Error {
-    crate::error::Error::Store(format!("{}: {e}", path.display()))
 }

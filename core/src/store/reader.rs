@@ -1,18 +1,16 @@
 //! The epilog's and the CLI's side: open a job's file read-only and decode it.
 
-use std::fs::File;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use super::codec::{decode, Chain, State2, Sums2, Values};
+use super::fault::{db_err, sql_err};
 use super::harden::{self, Deadline, Guard, READ_CALL_BUDGET};
-use super::schema::{self, Enc, APPLICATION_ID, NVALUES, SCHEMA_VERSION, VALUE_COLUMNS};
-use super::{
-    sql_err, step_row_is_redundant, Event, JobMeta, SampleKind, SampleRow, Series, StepInfo,
-};
-use crate::error::{Error, Result};
+use super::schema::{self, Enc, NVALUES, VALUE_COLUMNS};
+use super::{step_row_is_redundant, Event, JobMeta, StepInfo};
+use crate::error::Result;
+use crate::model::{SampleKind, SampleRow, Series};
 use crate::sample::Source;
 
 pub struct Reader {
@@ -447,7 +445,7 @@ impl Reader {
             };
             // An unknown kind cannot come from a known schema version; skip the row, keep
             // the chain.
-            if let Some(kind) = SampleKind::from_code(kind) {
+            if let Some(kind) = super::kind_from_code(kind) {
                 out.push(decode(
                     self.started_unix_ms + t_ms,
                     series.clone(),
@@ -650,96 +648,6 @@ fn immutable_uri(path: &Path) -> String {
     }
     s.push_str("?immutable=1");
     s
-}
-
-/// Maps SQLite's errors on a job file to one clear sentence with the path.
-pub(crate) fn db_err(path: &Path, e: rusqlite::Error) -> Error {
-    // SQLite parses the whole schema on a connection's first query: an entry beyond our
-    // limits (see `harden`) or that is not SQL at all fails it, whichever query that is.
-    let text = e.to_string();
-    if let Some(rest) = text.strip_prefix("malformed database schema (") {
-        let what = match rest.split_once(") - ") {
-            Some((name, why)) => {
-                format!("`{name}` does not parse within slurmwatch's limits: {why}")
-            }
-            None => text.clone(),
-        };
-        return harden::unexpected_schema(path, &what);
-    }
-    match e.sqlite_error_code() {
-        Some(ErrorCode::NotADatabase) => sql_err(
-            path,
-            "not an SQLite database (truncated, or another kind of file)",
-        ),
-        Some(ErrorCode::DatabaseCorrupt) => sql_err(
-            path,
-            format!("the file is damaged (truncated or partly overwritten): {e}"),
-        ),
-        _ => sql_err(path, e),
-    }
-}
-
-/// Cheap checks before SQLite sees the file: the magic string, and a length that matches the
-/// page count in the header (a file cut short by a copy or a full disk).
-pub(crate) fn check_header(path: &Path, len: u64, mut f: &File) -> Result<()> {
-    if len == 0 {
-        return Err(sql_err(
-            path,
-            "empty file (not a slurmwatch file, or creation was interrupted)",
-        ));
-    }
-    let mut h = [0u8; 100];
-    if len < 100 || f.read_exact(&mut h).is_err() || &h[..16] != b"SQLite format 3\0" {
-        return Err(sql_err(
-            path,
-            "not an SQLite database (truncated, or another kind of file)",
-        ));
-    }
-    let page_size = match u16::from_be_bytes([h[16], h[17]]) {
-        1 => 65536,
-        n => u64::from(n),
-    };
-    let pages = u64::from(u32::from_be_bytes([h[28], h[29], h[30], h[31]]));
-    // The page count is valid only when "version-valid-for" matches the change counter.
-    let counted = h[24..28] == h[92..96] && pages > 0;
-    if page_size < 512 || (counted && len < pages * page_size) || len / page_size * page_size != len
-    {
-        return Err(sql_err(
-            path,
-            format!(
-                "the file is truncated ({len} bytes; its header describes {} bytes) — it was cut off while being written or copied",
-                pages * page_size
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Refuses files that are not slurmwatch's or come from a newer slurmwatch; returns the
-/// file's schema version (1..=SCHEMA_VERSION).
-pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<i64> {
-    let (version, app): (i64, i64) = conn
-        .query_row(
-            "SELECT (SELECT user_version FROM pragma_user_version), (SELECT application_id FROM pragma_application_id)",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .map_err(|e| db_err(path, e))?;
-    if version > SCHEMA_VERSION {
-        return Err(sql_err(
-            path,
-            format!(
-                "written by a newer slurmwatch (schema {version}); this one reads up to {SCHEMA_VERSION} — upgrade slurmwatch"
-            ),
-        ));
-    }
-    if app != APPLICATION_ID || version < 1 {
-        return Err(sql_err(
-            path,
-            "an SQLite database, but not a slurmwatch file",
-        ));
-    }
-    Ok(version)
 }
 
 pub(crate) fn read_started(conn: &Connection, path: &Path) -> Result<i64> {

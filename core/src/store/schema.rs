@@ -298,6 +298,12 @@ pub(crate) const WRITER_PRAGMAS: &str = "
 /// Reader connections: small cache too (the CLI may hold many files open).
 pub(crate) const READER_PRAGMAS: &str = "PRAGMA cache_size = -1024;";
 
+/// The epilog's `summary` table, added to a finished file (not part of [`create_sql`]).
+pub(crate) const SUMMARY_CREATE: &str = "CREATE TABLE IF NOT EXISTS summary (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);";
+
 pub(crate) fn create_sql() -> String {
     let decl = |i: usize| format!("    {} INTEGER", VALUE_COLUMNS[i].0);
     let values: Vec<String> = main_columns().map(decl).collect();

@@ -14,15 +14,10 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags};
 
+use super::fault::db_err;
 use super::harden::{self, Deadline, Guard, WRITE_CALL_BUDGET};
-use super::reader::db_err;
-use super::Reader;
+use super::{schema, Reader};
 use crate::error::Result;
-
-pub(crate) const CREATE: &str = "CREATE TABLE IF NOT EXISTS summary (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);";
 
 /// Replaces the summary of the job file at `path` with `pairs`, in one transaction.
 pub fn write(path: &Path, pairs: &[(String, String)]) -> Result<()> {
@@ -48,7 +43,8 @@ fn write_with(path: &Path, pairs: &[(String, String)], deadline: Option<Deadline
             .map_err(|e| db_err(path, e))?;
         harden::check_schema(&conn, path)?;
         let tx = conn.transaction().map_err(|e| db_err(path, e))?;
-        tx.execute_batch(CREATE).map_err(|e| db_err(path, e))?;
+        tx.execute_batch(schema::SUMMARY_CREATE)
+            .map_err(|e| db_err(path, e))?;
         tx.execute("DELETE FROM summary", [])
             .map_err(|e| db_err(path, e))?;
         {

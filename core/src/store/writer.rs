@@ -10,11 +10,13 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::codec::{encode, Chain, State2};
+use super::fault::{db_err, sql_err};
 use super::harden::{self, Guard, WRITE_CALL_BUDGET};
-use super::reader::{db_err, load_state2, load_steps, read_started};
+use super::reader::{load_state2, load_steps, read_started};
 use super::schema::{self, NVALUES, VALUE_COLUMNS};
-use super::{sql_err, step_row_is_redundant, JobMeta, SampleKind, SampleRow, Series, StepInfo};
+use super::{step_row_is_redundant, JobMeta, StepInfo};
 use crate::error::{Error, Result};
+use crate::model::{SampleKind, SampleRow, Series};
 
 /// Rows kept in memory while flushes fail (disk full, lock held): about 1.5 MB at most.
 /// Beyond it the oldest rows are dropped and an event records how many.
@@ -452,7 +454,7 @@ impl Writer {
                     if let std::collections::hash_map::Entry::Vacant(e) = states.entry(series) {
                         e.insert(load_state2(&tx, path, series)?);
                     }
-                    let kind = row.kind.code();
+                    let kind = super::kind_code(row.kind);
                     let packed = states.get_mut(&series).expect("inserted").encode(
                         row.t_unix_ms - base,
                         kind,
@@ -497,7 +499,7 @@ impl Writer {
                 let mut p: [Option<i64>; NVALUES + 3] = [None; NVALUES + 3];
                 p[0] = Some(row.t_unix_ms - base);
                 p[1] = Some(series);
-                p[2] = Some(row.kind.code());
+                p[2] = Some(super::kind_code(row.kind));
                 p[3..].copy_from_slice(&stored);
                 insert
                     .execute(rusqlite::params_from_iter(p.iter()))

@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use slurmwatch_core::analysis::summary::summarise_job_file;
+use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{GpuCard, GpuProcesses, GpuSample, NvlinkCounters, Source};
-use slurmwatch_core::store::{JobMeta, Reader, SampleKind, SampleRow, Series, Writer};
+use slurmwatch_core::store::{JobMeta, Reader, Writer};
 
 pub const T0: i64 = 1_700_000_000_000;
 pub const JOB_ID: u32 = 777;

@@ -2,7 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::SampleRow;
+pub mod row;
+
+pub use row::{SampleKind, SampleRow, Series};
 
 /// The memory guard turns amber when the working set reaches this share of the limit…
 pub const MEMORY_AMBER_PERCENT: f64 = 85.0;
@@ -140,7 +142,7 @@ impl Peaks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{SampleKind, Series};
+    use crate::model::{SampleKind, Series};
 
     fn row(t: i64, cpu: Option<u64>) -> SampleRow {
         let mut r = SampleRow::empty(t, Series::Job, SampleKind::Periodic);
