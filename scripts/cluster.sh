@@ -15,7 +15,8 @@ set -euo pipefail
 
 CLUSTER=swtest
 NODE=$(hostname -s)
-ETC=/etc/slurm
+# CLUSTER_ETC is set only by the refusal test (core/tests/scripts.rs).
+ETC=${CLUSTER_ETC:-/etc/slurm}
 LOGDIR=/var/log/slurm
 RUN=/run/slurm
 PLUGIN_DIR=/usr/local/lib/slurmwatch
@@ -23,9 +24,24 @@ SPOOL=/var/spool/slurmwatch
 DB_USER=slurm
 DB_PASS=slurmwatch-test
 TEST_USERS=(swuser1 swuser2)
+# The first line of every config file this script writes; a slurm.conf without it is a real
+# cluster's, and this script will not overwrite it, kill its steps or wipe its state.
+MARKER="# Written by slurmwatch's scripts/cluster.sh. Test cluster only."
+# The file under plugstack.conf.d holding the test cluster's slurmwatch line (sorted before
+# the package's own, commented slurmwatch.conf; tests/harness rewrites it).
+LINE_FILE=plugstack.conf.d/00-test-cluster.conf
 
 log() { echo "cluster: $*" >&2; }
 die() { echo "cluster: $*" >&2; exit 1; }
+
+# Refuses to act on a machine whose slurm.conf this script did not write.
+ensure_ours() {
+  local conf="$ETC/slurm.conf"
+  [ -e "$conf" ] || return 0
+  # (Earlier versions wrote the mode into the marker line: the prefix is what counts.)
+  case "$(head -n 1 "$conf")" in "# Written by slurmwatch's scripts/cluster.sh"*) return 0 ;; esac
+  die "$conf was not written by this script (its first line is not \"$MARKER\"): refusing to overwrite it, kill slurmstepd or wipe slurmctld's state on what looks like a real cluster. On a test machine, move it away first."
+}
 
 wait_for() { # NAME LOG TIMEOUT_S COMMAND...
   local name=$1 logf=$2 t=$3; shift 3
@@ -98,7 +114,8 @@ TaskPlugin=task/affinity
 JobAcctGatherType=jobacct_gather/linux"
   fi
   cat > "$ETC/slurm.conf" <<CONF
-# Written by slurmwatch's scripts/cluster.sh ($mode mode). Test cluster only.
+$MARKER
+# Mode: $mode.
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmUser=root
@@ -175,7 +192,11 @@ install_plugin() { # SO ARGS...
   chmod 0755 "$PLUGIN_DIR/.slurmwatch.so.new"
   mv -f "$PLUGIN_DIR/.slurmwatch.so.new" "$PLUGIN_DIR/slurmwatch.so"
   install -d -m 0755 -o root -g root "$SPOOL"
-  echo "optional $PLUGIN_DIR/slurmwatch.so spool=$SPOOL $*" > "$ETC/plugstack.conf"
+  # The line sits behind a relative include, as a package installs it: every reader
+  # (slurmstepd, the CLI, doctor) must follow it.
+  install -d -m 0755 "$ETC/plugstack.conf.d"
+  printf '%s\n' "$MARKER" "include plugstack.conf.d/*.conf" > "$ETC/plugstack.conf"
+  echo "optional $PLUGIN_DIR/slurmwatch.so spool=$SPOOL $*" > "$ETC/$LINE_FILE"
 }
 
 start_munge() {
@@ -250,6 +271,7 @@ stop_slurm() {
 }
 
 cmd=${1:-}
+case "$cmd" in up|down|wipe|reinstall) ensure_ours ;; esac
 case "$cmd" in
   up)
     mode=${2:-cgroup}

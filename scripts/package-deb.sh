@@ -21,17 +21,17 @@ if [ -n "$release" ]; then
 else
   cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
   plugin_so=$CARGO_TARGET_DIR/release/libslurmwatch.so
-  version_h=/usr/include/slurm/slurm_version.h
+  version_h=${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h
   outdir=target/debian
 fi
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || gcc -print-multiarch)
-slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' "$version_h")
+slurm_mm=$(scripts/slurm-release.sh "$version_h")
 # The package version says which Slurm the plugin is for (plugin_version must match it).
 pkg_version="$version+slurm$slurm_mm"
-next_mm=$(awk -v v="$slurm_mm" 'BEGIN {split(v, a, "."); printf "%d.%02d", a[1], a[2]+1}')
+next_mm=$(scripts/slurm-release.sh --next "$version_h")
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"

@@ -12,8 +12,8 @@ cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwa
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(uname -m)
-slurm_mm=$(awk '/define SLURM_VERSION_NUMBER/ {v=strtonum($3); printf "%d.%02d", v/65536, (v/256)%256}' "${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h")
-next_mm=$(awk -v v="$slurm_mm" 'BEGIN {split(v, a, "."); printf "%d.%02d", a[1], a[2]+1}')
+slurm_mm=$(scripts/slurm-release.sh)
+next_mm=$(scripts/slurm-release.sh --next)
 top=$(mktemp -d)
 trap 'rm -rf "$top"' EXIT
 root="$top/root"

@@ -2,7 +2,7 @@
 //! Exit 0 only when the node is ready to record jobs.
 
 use slurmwatch_core::doctor::{self, Check, Verdict};
-use slurmwatch_core::slurm::command;
+use slurmwatch_core::slurm::{command, plugstack};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -15,23 +15,6 @@ pub struct DoctorArgs {
     /// /etc/slurm/plugstack.conf).
     #[arg(long, value_name = "FILE")]
     pub plugstack: Option<PathBuf>,
-}
-
-/// `PlugStackConfig=` from slurm.conf (SLURM_CONF or /etc/slurm/slurm.conf).
-fn plugstack_path() -> PathBuf {
-    let conf = std::env::var_os("SLURM_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"));
-    let from_conf = std::fs::read_to_string(&conf).ok().and_then(|t| {
-        t.lines().find_map(|l| {
-            let l = l.trim();
-            let (k, v) = l.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("PlugStackConfig")
-                .then(|| PathBuf::from(v.trim()))
-        })
-    });
-    from_conf.unwrap_or_else(|| conf.with_file_name("plugstack.conf"))
 }
 
 fn plugin_version(path: &Path) -> Option<u32> {
@@ -115,7 +98,9 @@ fn sacct_check(r: Result<(), (String, bool)>) -> Check {
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
-    let conf = args.plugstack.unwrap_or_else(plugstack_path);
+    let conf = args
+        .plugstack
+        .unwrap_or_else(|| plugstack::plugstack_path(&plugstack::slurm_conf_path()));
     let (plug, config, line) = doctor::check_plugstack(&conf);
     let mut checks = vec![plug];
     if let Some(line) = &line {

@@ -7,7 +7,6 @@ mod doctor;
 mod generate;
 mod history;
 mod report;
-mod site;
 mod watch;
 
 use clap::{Parser, Subcommand};

@@ -253,7 +253,7 @@ fn find_recordings(
         }
         return Ok((out, String::new()));
     }
-    let site = crate::site::plugin_config();
+    let site = slurmwatch_core::slurm::plugstack::site_config();
     let spool = args.spool.clone().unwrap_or(site.spool_dir);
     let nodes: Vec<String> = acct
         .and_then(|a| a.job.node_list.as_deref())

@@ -483,7 +483,7 @@ fn recorded_here(id: &str) -> Option<PathBuf> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let cfg = crate::site::plugin_config();
+    let cfg = slurmwatch_core::slurm::plugstack::site_config();
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let node = host.trim().split('.').next().unwrap_or("").to_string();
     let w = locate::Wanted {
@@ -671,7 +671,7 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
 /// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
 /// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
-    let cfg = crate::site::plugin_config();
+    let cfg = slurmwatch_core::slurm::plugstack::site_config();
     let name = format!("{}.sqlite", e.job_id);
     let nodes = job_nodes(e, None);
     if nodes.is_empty() {

@@ -3,6 +3,7 @@
 //! arguments so tests point them at fixture trees; the CLI passes the real ones.
 
 use crate::options::PluginConfig;
+use crate::slurm::plugstack::{self, PlugstackLine};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -38,82 +39,9 @@ impl Check {
     }
 }
 
-/// The slurmwatch line of a plugstack file: its plugin path and arguments.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlugstackLine {
-    pub file: PathBuf,
-    pub required: bool,
-    pub plugin: PathBuf,
-    pub args: Vec<String>,
-}
-
-/// Finds the slurmwatch line in `plugstack.conf`, following `include` lines (globs in the
-/// last path component only, as Slurm does). Lines are `optional|required PATH [ARGS...]`.
-pub fn find_plugstack_line(conf: &Path) -> Option<PlugstackLine> {
-    fn scan(file: &Path, depth: u32) -> Option<PlugstackLine> {
-        if depth > 4 {
-            return None;
-        }
-        let text = std::fs::read_to_string(file).ok()?;
-        for line in text.lines() {
-            let line = line.split('#').next().unwrap_or("").trim();
-            let words: Vec<&str> = line.split_whitespace().collect();
-            match words.as_slice() {
-                ["include", pattern] => {
-                    for f in expand_include(Path::new(pattern)) {
-                        if let Some(found) = scan(&f, depth + 1) {
-                            return Some(found);
-                        }
-                    }
-                }
-                [kind @ ("optional" | "required"), plugin, args @ ..]
-                    if plugin.contains("slurmwatch") =>
-                {
-                    return Some(PlugstackLine {
-                        file: file.to_path_buf(),
-                        required: *kind == "required",
-                        plugin: PathBuf::from(plugin),
-                        args: args.iter().map(|s| s.to_string()).collect(),
-                    })
-                }
-                _ => {}
-            }
-        }
-        None
-    }
-    scan(conf, 0)
-}
-
-fn expand_include(pattern: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (
-        pattern.parent(),
-        pattern.file_name().and_then(|n| n.to_str()),
-    ) else {
-        return Vec::new();
-    };
-    if !name.contains('*') {
-        return vec![pattern.to_path_buf()];
-    }
-    let (prefix, suffix) = name.split_once('*').unwrap_or((name, ""));
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with(prefix) && n.ends_with(suffix))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    files.sort();
-    files
-}
-
 /// The plugstack line exists and its arguments parse.
 pub fn check_plugstack(conf: &Path) -> (Check, Option<PluginConfig>, Option<PlugstackLine>) {
-    let Some(line) = find_plugstack_line(conf) else {
+    let Some(line) = plugstack::find_line(conf) else {
         return (
             Check::new(
                 "plugstack",

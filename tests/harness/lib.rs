@@ -315,21 +315,24 @@ pub fn shared_plugstack() -> std::sync::RwLockReadGuard<'static, ()> {
     PLUGSTACK.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Rewrites plugstack.conf for the jobs submitted while the guard lives (slurmstepd reads
-/// it at every step start), and restores it on drop.
+/// Rewrites the slurmwatch line for the jobs submitted while the guard lives (slurmstepd
+/// reads plugstack.conf and its includes at every step start), and restores it on drop.
+/// The line lives behind `include plugstack.conf.d/*.conf` (scripts/cluster.sh), as a
+/// package installs it, so every test also proves that each reader follows the include.
 pub struct PlugstackOverride {
     original: String,
     _lock: std::sync::RwLockWriteGuard<'static, ()>,
 }
 
-pub const PLUGSTACK_CONF: &str = "/etc/slurm/plugstack.conf";
+/// The file holding the test cluster's slurmwatch line (scripts/cluster.sh's LINE_FILE).
+pub const PLUGSTACK_LINE_FILE: &str = "/etc/slurm/plugstack.conf.d/00-test-cluster.conf";
 
 impl PlugstackOverride {
     /// The plugstack line for another plugin path (e.g. the packaged one).
     pub fn with_plugin(plugin: &str, args: &str) -> PlugstackOverride {
         let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
-        let original = std::fs::read_to_string(PLUGSTACK_CONF).expect("read plugstack.conf");
-        std::fs::write(PLUGSTACK_CONF, format!("optional {plugin} {args}\n")).unwrap();
+        let original = std::fs::read_to_string(PLUGSTACK_LINE_FILE).expect("read the line file");
+        std::fs::write(PLUGSTACK_LINE_FILE, format!("optional {plugin} {args}\n")).unwrap();
         PlugstackOverride {
             original,
             _lock: lock,
@@ -338,8 +341,12 @@ impl PlugstackOverride {
 
     pub fn new(args: &str) -> PlugstackOverride {
         let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
-        let original = std::fs::read_to_string(PLUGSTACK_CONF).expect("read plugstack.conf");
-        std::fs::write(PLUGSTACK_CONF, format!("optional {PLUGIN_SO} {args}\n")).unwrap();
+        let original = std::fs::read_to_string(PLUGSTACK_LINE_FILE).expect("read the line file");
+        std::fs::write(
+            PLUGSTACK_LINE_FILE,
+            format!("optional {PLUGIN_SO} {args}\n"),
+        )
+        .unwrap();
         PlugstackOverride {
             original,
             _lock: lock,
@@ -349,7 +356,7 @@ impl PlugstackOverride {
 
 impl Drop for PlugstackOverride {
     fn drop(&mut self) {
-        let _ = std::fs::write(PLUGSTACK_CONF, &self.original);
+        let _ = std::fs::write(PLUGSTACK_LINE_FILE, &self.original);
     }
 }
 
