@@ -672,7 +672,7 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
 /// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
     let cfg = slurmwatch_core::slurm::plugstack::site_config();
-    let name = format!("{}.sqlite", e.job_id);
+    let name = slurmwatch_core::store::paths::live_name(e.job_id);
     let nodes = job_nodes(e, None);
     if nodes.is_empty() {
         // No node known (yet): the plain spool file is the only candidate.

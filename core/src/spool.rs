@@ -11,15 +11,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// `<job>.sqlite`: the job's live file on this node.
-pub fn job_file_name(job_id: u32) -> String {
-    format!("{job_id}.sqlite")
-}
-
-/// `<job>.alloc`: what slurmd allocated to the job on this node (written by the prolog).
-pub fn alloc_file_name(job_id: u32) -> String {
-    format!("{job_id}.alloc")
-}
+use crate::store::paths;
 
 /// The job's allocation on this node as slurmd knew it when the job started here: read from
 /// the prolog's environment, which slurmd builds from the job's credential (the job cannot
@@ -73,7 +65,7 @@ impl Allocation {
 pub fn write_allocation(spool: &Path, job_id: u32, a: &Allocation) -> std::io::Result<()> {
     let tmp = spool.join(format!(
         ".{}.tmp.{}",
-        alloc_file_name(job_id),
+        paths::alloc_name(job_id),
         std::process::id()
     ));
     let _ = std::fs::remove_file(&tmp);
@@ -85,7 +77,7 @@ pub fn write_allocation(spool: &Path, job_id: u32, a: &Allocation) -> std::io::R
         .open(&tmp)?;
     f.write_all(a.to_text().as_bytes())?;
     f.sync_all()?;
-    std::fs::rename(&tmp, spool.join(alloc_file_name(job_id))).inspect_err(|_| {
+    std::fs::rename(&tmp, spool.join(paths::alloc_name(job_id))).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
 }
@@ -93,7 +85,7 @@ pub fn write_allocation(spool: &Path, job_id: u32, a: &Allocation) -> std::io::R
 /// Reads the allocation the prolog wrote. `Err` says why it cannot be trusted or read (no
 /// file: no prolog ran for this job on this node); the caller then records no card.
 pub fn read_allocation(spool: &Path, job_id: u32) -> Result<Allocation, String> {
-    let path = spool.join(alloc_file_name(job_id));
+    let path = spool.join(paths::alloc_name(job_id));
     let f = open_root_file(&path)?;
     let mut text = String::new();
     f.take(ALLOC_MAX_BYTES)
@@ -121,34 +113,6 @@ fn open_root_file(path: &Path) -> Result<File, String> {
         ));
     }
     Ok(f)
-}
-
-/// Whether `name` is one of the plugin's own spool files (`<job>.sqlite` and its
-/// `-wal`/`-shm`/`-journal`, `<job>.stale-<t>.sqlite*`, `<job>.alloc`, and their temporaries).
-pub fn is_spool_file_name(name: &str) -> bool {
-    let name = name.strip_prefix('.').unwrap_or(name);
-    let name = match name.find(".tmp.") {
-        Some(i) => &name[..i],
-        None => name,
-    };
-    let Some((job, rest)) = name.split_once('.') else {
-        return false;
-    };
-    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
-        return false;
-    }
-    let rest = ["-wal", "-shm", "-journal"]
-        .iter()
-        .find_map(|s| rest.strip_suffix(s))
-        .unwrap_or(rest);
-    match rest {
-        "sqlite" | "alloc" => true,
-        r => r
-            .strip_prefix("stale-")
-            .and_then(|r| r.strip_suffix(".sqlite"))
-            .or_else(|| r.strip_prefix("archive-").and_then(|r| r.split('.').next()))
-            .is_some_and(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())),
-    }
 }
 
 /// What one sweep of the spool did.
@@ -180,7 +144,7 @@ pub fn remove_expired(spool: &Path, now: SystemTime, retain: Duration, budget: D
         let Ok(entry) = entry else { continue };
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !is_spool_file_name(name) {
+        if !paths::is_spool_file_name(name) {
             continue;
         }
         let path = entry.path();
@@ -202,35 +166,6 @@ pub fn remove_expired(spool: &Path, now: SystemTime, retain: Duration, budget: D
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spool_names_are_recognised_strictly() {
-        for ok in [
-            "12.sqlite",
-            "12.sqlite-wal",
-            "12.sqlite-shm",
-            "12.sqlite-journal",
-            "12.alloc",
-            ".12.alloc.tmp.999",
-            "12.stale-1764000000000.sqlite",
-            "12.stale-1764000000000.sqlite-wal",
-            ".12.archive-77.sqlite",
-        ] {
-            assert!(is_spool_file_name(ok), "{ok}");
-        }
-        for bad in [
-            "sw1",
-            "notes.txt",
-            "12",
-            "x12.sqlite",
-            "12.sqlite.bak",
-            "12.stale-.sqlite",
-            "..",
-            "12.node.sqlite",
-        ] {
-            assert!(!is_spool_file_name(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn allocation_round_trips_and_refuses_junk() {

@@ -88,7 +88,9 @@ fn run() -> Result<Option<String>, String> {
         summary::EpilogOutcome::Written => Ok((!quiet).then(|| {
             format!(
                 "job {job}: summary written to {} in {} ms",
-                spool.join(format!("{job}.sqlite")).display(),
+                spool
+                    .join(slurmwatch_core::store::paths::live_name(&job))
+                    .display(),
                 t0.elapsed().as_millis()
             )
         })),

@@ -53,7 +53,7 @@ pub fn dir_for(
 
 /// The copy's name: the job and the node, so every node of a job can archive to one place.
 pub fn file_name(job_id: u32, node: &str) -> String {
-    format!("{job_id}.{node}.sqlite")
+    slurmwatch_core::store::paths::archive_name(job_id, node)
 }
 
 /// One copy at a time per process: a copy stuck on a hung filesystem blocks later ones

@@ -355,7 +355,7 @@ fn epilog_work(
     let started = std::time::Instant::now();
     let node = slurmd_node_name();
     let spool_dir = options::spool_for_node(&config.spool_dir, &node).ok_or("bad spool")?;
-    let _ = std::fs::remove_file(spool_dir.join(spool::alloc_file_name(job_id)));
+    let _ = std::fs::remove_file(spool_dir.join(slurmwatch_core::store::paths::alloc_name(job_id)));
     if config.retain_days > 0 {
         let retain = std::time::Duration::from_secs(u64::from(config.retain_days) * 86_400);
         let swept = spool::remove_expired(
@@ -381,7 +381,7 @@ fn epilog_work(
         started.elapsed().as_millis()
     );
     if let Some(dir) = archive::dir_for(config, &user_name(uid), uid, job_id, &node)? {
-        let file = spool_dir.join(spool::job_file_name(job_id));
+        let file = spool_dir.join(slurmwatch_core::store::paths::live_name(job_id));
         let name = archive::file_name(job_id, &node);
         match archive::copy_as_user(
             &file,
@@ -543,7 +543,7 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         gid,
         user,
         node,
-        file: spool.join(slurmwatch_core::spool::job_file_name(job_id)),
+        file: spool.join(slurmwatch_core::store::paths::live_name(job_id)),
         gpu: plan_gpus(sp, config, &spool, job_id),
         spool,
         max_file_bytes: test_cap(sp).map_or(u64::from(config.max_file_mb) << 20, |t| {

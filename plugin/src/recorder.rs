@@ -15,7 +15,7 @@ use slurmwatch_core::collect::gpu::Wanted;
 use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::UsageReading;
-use slurmwatch_core::store::{JobMeta, Writer};
+use slurmwatch_core::store::{paths, JobMeta, Writer};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
@@ -242,16 +242,12 @@ fn archive(plan: &Plan) -> Option<String> {
 /// Moves a file that is in the way (an earlier job's with the same id, or one an older
 /// slurmwatch handed to its user) aside inside the root-owned spool, its WAL with it.
 fn move_aside(file: &std::path::Path) -> Result<(), String> {
-    let aside = file.with_extension(format!("stale-{}.sqlite", now_unix_ms()));
+    let aside = paths::stale_path(file, now_unix_ms());
     std::fs::rename(file, &aside)
         .map_err(|e| format!("not recording: cannot move an earlier job's file aside: {e}"))?;
     // Its WAL travels with it (it may hold rows not yet checkpointed).
     for suffix in ["-wal", "-shm"] {
-        let mut from = file.to_path_buf().into_os_string();
-        from.push(suffix);
-        let mut to = aside.clone().into_os_string();
-        to.push(suffix);
-        let _ = std::fs::rename(from, to);
+        let _ = std::fs::rename(paths::sidecar(file, suffix), paths::sidecar(&aside, suffix));
     }
     Ok(())
 }

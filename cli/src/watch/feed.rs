@@ -30,9 +30,7 @@ type FileSig = [(u64, Option<SystemTime>); 2];
 
 fn file_sig(path: &Path) -> FileSig {
     let one = |p: &Path| std::fs::metadata(p).map_or((0, None), |m| (m.len(), m.modified().ok()));
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    [one(path), one(Path::new(&wal))]
+    [one(path), one(&slurmwatch_core::store::paths::wal(path))]
 }
 
 pub enum Feed {

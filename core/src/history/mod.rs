@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
 use crate::slurm::sacct::{Record, ReqMem};
+use crate::store::paths;
 
 pub use patterns::Pattern;
 pub use sizing::{Advice, Verdict};
@@ -280,9 +281,9 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
                 vec![dir.clone()]
             };
             for d in per_node {
-                candidates.push(d.join(format!("{}.sqlite", run.raw_id)));
+                candidates.push(d.join(paths::live_name(&run.raw_id)));
                 for n in &run.node_names {
-                    candidates.push(d.join(format!("{}.{n}.sqlite", run.raw_id)));
+                    candidates.push(d.join(paths::archive_name(&run.raw_id, n)));
                 }
             }
         }

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::options::{expand_template, is_plain_name, spool_for_node, TemplateIds};
+use crate::store::paths;
 
 /// What is known about the job for finding its files.
 pub struct Wanted<'a> {
@@ -78,7 +79,7 @@ pub fn node_files(
     archive_template: Option<&str>,
 ) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = spool_for_node(spool, node)
-        .map(|d| d.join(format!("{}.sqlite", w.job_id)))
+        .map(|d| d.join(paths::live_name(w.job_id)))
         .into_iter()
         .collect();
     if let (Some(t), Some(user), Some(uid), Ok(job_id)) =
@@ -91,7 +92,7 @@ pub fn node_files(
             node,
         };
         if let Some(dir) = expand_template(t, &ids) {
-            out.push(dir.join(format!("{}.{node}.sqlite", w.job_id)));
+            out.push(dir.join(paths::archive_name(w.job_id, node)));
         }
     }
     out
@@ -100,20 +101,19 @@ pub fn node_files(
 /// `<id>.sqlite` and `<id>.<node>.sqlite` in `dir`: the named nodes first, then any other
 /// plain node name found by listing (a file of a node the caller did not know about).
 fn in_dir(dir: &Path, job_id: &str, nodes: &[String]) -> Vec<PathBuf> {
-    let mut out = vec![dir.join(format!("{job_id}.sqlite"))];
+    let mut out = vec![dir.join(paths::live_name(job_id))];
     out.extend(
         nodes
             .iter()
             .filter(|n| is_plain_name(n))
-            .map(|n| dir.join(format!("{job_id}.{n}.sqlite"))),
+            .map(|n| dir.join(paths::archive_name(job_id, n))),
     );
     if let Ok(rd) = std::fs::read_dir(dir) {
-        let prefix = format!("{job_id}.");
         let mut more: Vec<PathBuf> = rd
             .flatten()
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let node = name.strip_prefix(&prefix)?.strip_suffix(".sqlite")?;
+                let node = paths::node_of_archive_name(&name, job_id)?;
                 is_plain_name(node).then(|| dir.join(&name))
             })
             .collect();

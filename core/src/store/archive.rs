@@ -19,7 +19,10 @@ use crate::error::{Error, Result};
 /// directory only root can write (the spool) — as `.<job>.archive-<pid>.sqlite`, verified,
 /// opened read-only and unlinked: the returned descriptor is the only way to it.
 pub fn snapshot(src: &Path, scratch_dir: &Path, job_id: u32) -> Result<File> {
-    let tmp = scratch_dir.join(format!(".{job_id}.archive-{}.sqlite", std::process::id()));
+    let tmp = scratch_dir.join(super::paths::snapshot_scratch_name(
+        job_id,
+        std::process::id(),
+    ));
     let _ = std::fs::remove_file(&tmp);
     // Created first with O_EXCL|O_NOFOLLOW: SQLite then fills the inode we made.
     drop(

@@ -9,6 +9,7 @@ mod codec;
 mod fault;
 pub mod gpu;
 pub mod harden;
+pub mod paths;
 mod reader;
 pub mod schema;
 pub mod summary;

@@ -631,9 +631,7 @@ fn tail_start2(
 }
 
 fn wal_exists(path: &Path) -> bool {
-    let mut p = path.as_os_str().to_owned();
-    p.push("-wal");
-    Path::new(&p).exists()
+    super::paths::wal(path).exists()
 }
 
 fn immutable_uri(path: &Path) -> String {

@@ -148,8 +148,8 @@ impl Writer {
             let file = harden::open_file(path, true)?;
             let md = file.metadata().map_err(|e| sql_err(path, e))?;
             writable_only_by_us(path, &md)?;
-            for sidecar in ["-wal", "-shm", "-journal"] {
-                let p = sidecar_path(path, sidecar);
+            for sidecar in super::paths::SIDECARS {
+                let p = super::paths::sidecar(path, sidecar);
                 if let Ok(f) = open_no_block(&p) {
                     let md = f.metadata().map_err(|e| sql_err(&p, e))?;
                     if !md.is_file() {
@@ -242,7 +242,7 @@ impl Writer {
         }
         let mut all = true;
         for sidecar in ["-wal", "-shm"] {
-            let p = sidecar_path(&self.path, sidecar);
+            let p = super::paths::sidecar(&self.path, sidecar);
             let ok = open_no_block(&p).is_ok_and(|f| {
                 f.metadata()
                     .is_ok_and(|md| md.is_file() && writable_only_by_us(&p, &md).is_ok())
@@ -257,7 +257,7 @@ impl Writer {
     /// Bytes the file takes on disk now: the database and its `-wal`.
     pub fn file_bytes(&self) -> u64 {
         let db = self.file.metadata().map(|m| m.len()).unwrap_or(0);
-        let wal = std::fs::symlink_metadata(sidecar_path(&self.path, "-wal"))
+        let wal = std::fs::symlink_metadata(super::paths::sidecar(&self.path, "-wal"))
             .map(|m| m.len())
             .unwrap_or(0);
         db + wal
@@ -614,13 +614,6 @@ impl Drop for Writer {
     fn drop(&mut self) {
         let _ = self.flush();
     }
-}
-
-/// `<path><suffix>`: SQLite's `-wal`, `-shm` and `-journal` beside the database.
-pub(crate) fn sidecar_path(path: &Path, suffix: &str) -> PathBuf {
-    let mut p = path.as_os_str().to_owned();
-    p.push(suffix);
-    PathBuf::from(p)
 }
 
 /// Opens for reading without following a symlink or blocking on a FIFO.
