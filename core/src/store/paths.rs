@@ -135,12 +135,8 @@ mod tests {
                 .unwrap()
                 .to_string_lossy()
                 .into_owned(),
-            wal(live)
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
         ];
+        assert_eq!(wal(live), Path::new("/s/12.sqlite-wal"));
         assert_eq!(names[3], "12.stale-1764000000000.sqlite");
         assert_eq!(names[2], ".12.archive-77.sqlite");
         for n in &names {
