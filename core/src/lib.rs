@@ -18,3 +18,4 @@ pub mod snapshot;
 pub mod snapshot_merge;
 pub mod spool;
 pub mod store;
+pub mod sys;

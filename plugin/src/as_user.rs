@@ -9,18 +9,15 @@
 
 /// The user's supplementary groups, from the system's databases.
 fn groups_of(uid: u32, gid: u32) -> Vec<libc::gid_t> {
-    let mut buf = vec![0 as libc::c_char; 4096];
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: valid pointers for the call.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
-    if rc != 0 || out.is_null() {
+    let Some(name) =
+        slurmwatch_core::sys::user_name(uid).and_then(|n| std::ffi::CString::new(n).ok())
+    else {
         return vec![gid];
-    }
+    };
     let mut n: libc::c_int = 64;
     let mut groups = vec![0 as libc::gid_t; n as usize];
-    // SAFETY: pw_name is valid (inside buf); groups has room for n entries.
-    let r = unsafe { libc::getgrouplist(pw.pw_name, gid, groups.as_mut_ptr(), &mut n) };
+    // SAFETY: name is NUL-terminated; groups has room for n entries.
+    let r = unsafe { libc::getgrouplist(name.as_ptr(), gid, groups.as_mut_ptr(), &mut n) };
     if r < 0 {
         return vec![gid];
     }

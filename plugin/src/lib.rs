@@ -432,19 +432,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
 
 /// The user's name from the system's databases (never from the job's environment).
 fn user_name(uid: u32) -> String {
-    let mut buf = vec![0 as c_char; 4096];
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut out: *mut libc::passwd = std::ptr::null_mut();
-    // SAFETY: all pointers are valid for the call; buf outlives the use of pw's strings.
-    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
-    if rc == 0 && !out.is_null() && !pw.pw_name.is_null() {
-        // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside buf.
-        unsafe { CStr::from_ptr(pw.pw_name) }
-            .to_string_lossy()
-            .into_owned()
-    } else {
-        uid.to_string()
-    }
+    slurmwatch_core::sys::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// This node's short host name (Slurm's node name where they agree).

@@ -41,23 +41,7 @@ pub fn parse_spec(s: &str) -> Result<JobSpec, String> {
 
 /// The name of the user running slurmwatch (squeue's `-u`).
 pub fn current_user() -> Option<String> {
-    // SAFETY: getpwuid_r with a buffer we own; the result points into it.
-    unsafe {
-        let uid = libc::getuid();
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut buf = vec![0 as libc::c_char; 4096];
-        let mut out: *mut libc::passwd = std::ptr::null_mut();
-        if libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) == 0
-            && !out.is_null()
-            && !pw.pw_name.is_null()
-        {
-            return std::ffi::CStr::from_ptr(pw.pw_name)
-                .to_str()
-                .ok()
-                .map(str::to_string);
-        }
-    }
-    std::env::var("USER").ok()
+    slurmwatch_core::sys::current_user_name().or_else(|| std::env::var("USER").ok())
 }
 
 pub fn no_slurm(e: &impl std::fmt::Display) -> Outcome {

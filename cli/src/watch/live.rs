@@ -48,20 +48,7 @@ fn poll_queue(facts: &mut JobFacts, queue: &mut QueueInfo, feed: &Feeds) {
 }
 
 fn today() -> Option<String> {
-    // SAFETY: localtime_r into a struct we own.
-    unsafe {
-        let t = libc::time(std::ptr::null_mut());
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&t, &mut tm).is_null() {
-            return None;
-        }
-        Some(format!(
-            "{:04}-{:02}-{:02}",
-            tm.tm_year + 1900,
-            tm.tm_mon + 1,
-            tm.tm_mday
-        ))
-    }
+    slurmwatch_core::sys::local_time(now_ms().div_euclid(1000)).map(|t| t.date())
 }
 
 pub fn screen(
@@ -74,7 +61,7 @@ pub fn screen(
     let refresh = args.interval.unwrap_or(SCREEN_REFRESH_SECONDS);
     let mut view = View {
         ascii: args.ascii,
-        color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        color: slurmwatch_core::sys::colour_allowed(),
         now_unix_ms: now_ms(),
         today: today(),
         showing: None,

@@ -150,7 +150,7 @@ pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
             "Use --once --json where there is no terminal.",
         )
     })?;
-    let color = std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let color = slurmwatch_core::sys::colour_allowed();
     let mut current = Some(first);
     let mut note: Option<String> = None;
     let mut next = Instant::now();

@@ -44,21 +44,10 @@ pub fn duration(secs: f64) -> String {
 
 /// Local wall-clock time `2026-11-30 10:45:05` of a Unix time in ms.
 pub fn clock(t_unix_ms: i64) -> String {
-    let secs = t_unix_ms.div_euclid(1000) as libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return format!("@{}", t_unix_ms / 1000);
+    match crate::sys::local_time(t_unix_ms.div_euclid(1000)) {
+        Some(t) => t.date_time(' '),
+        None => format!("@{}", t_unix_ms / 1000),
     }
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
 }
 
 /// `HH:MM:SS` since the job started (for a time into the job).

@@ -828,21 +828,7 @@ pub struct Window {
 /// Unix seconds as sacct's `-S/-E` want them: local `YYYY-MM-DDTHH:MM:SS` (the `standard`
 /// format [`parse_time`] reads back).
 pub fn sacct_time(unix: i64) -> String {
-    let secs = unix as libc::time_t;
-    // SAFETY: localtime_r writes only into `tm`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
-        return "now".into();
-    }
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        tm.tm_year + 1900,
-        tm.tm_mon + 1,
-        tm.tm_mday,
-        tm.tm_hour,
-        tm.tm_min,
-        tm.tm_sec
-    )
+    crate::sys::local_time(unix).map_or_else(|| "now".into(), |t| t.date_time('T'))
 }
 
 fn first_line(s: &str) -> String {

@@ -1,0 +1,113 @@
+//! The few facts slurmwatch takes from the C library, each asked in one place: local time
+//! (`localtime_r`, which honours `TZ` and the zone files exactly as Slurm's own commands do,
+//! so our times match sacct's), a user's name (`getpwuid_r`: NSS, so LDAP/SSSD users resolve
+//! as they do for Slurm), and the terminal's `NO_COLOR` convention. Kept as thin `libc`
+//! wrappers rather than a crate: `libc` is already linked, and a time-zone crate would read
+//! the zone database its own way.
+
+use std::ffi::CStr;
+
+/// A local wall-clock time, as `localtime_r` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalTime {
+    pub year: i32,
+    /// 1–12.
+    pub month: u32,
+    /// 1–31.
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+}
+
+impl LocalTime {
+    /// `YYYY-MM-DD`.
+    pub fn date(&self) -> String {
+        format!("{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+
+    /// `YYYY-MM-DD<sep>HH:MM:SS` (`' '` for people, `'T'` for Slurm's `-S/-E`).
+    pub fn date_time(&self, sep: char) -> String {
+        format!(
+            "{}{sep}{:02}:{:02}:{:02}",
+            self.date(),
+            self.hour,
+            self.minute,
+            self.second
+        )
+    }
+}
+
+/// The local time of a Unix time in seconds; `None` when the C library cannot represent it.
+pub fn local_time(t_unix_s: i64) -> Option<LocalTime> {
+    let secs = libc::time_t::try_from(t_unix_s).ok()?;
+    // SAFETY: localtime_r writes only into `tm`, which we own.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    if unsafe { libc::localtime_r(&secs, &mut tm) }.is_null() {
+        return None;
+    }
+    Some(LocalTime {
+        year: tm.tm_year + 1900,
+        month: (tm.tm_mon + 1) as u32,
+        day: tm.tm_mday as u32,
+        hour: tm.tm_hour as u32,
+        minute: tm.tm_min as u32,
+        second: tm.tm_sec as u32,
+    })
+}
+
+/// The name of the user with this uid, from the system's databases (never from a job's
+/// environment); `None` when there is no such user.
+pub fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: all pointers are valid for the call; `buf` outlives the use of `pw`'s strings.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside `buf`.
+    Some(
+        unsafe { CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
+/// The name of the user running this process.
+pub fn current_user_name() -> Option<String> {
+    // SAFETY: getuid cannot fail.
+    user_name(unsafe { libc::getuid() })
+}
+
+/// Whether colour may be used: not when `NO_COLOR` is set to anything but the empty string
+/// (<https://no-color.org>).
+pub fn colour_allowed() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_time_agrees_with_date() {
+        let t = 1_764_499_505;
+        let out = std::process::Command::new("date")
+            .args(["-d", &format!("@{t}"), "+%F %T"])
+            .output()
+            .unwrap();
+        let want = String::from_utf8(out.stdout).unwrap();
+        let got = local_time(t).unwrap();
+        assert_eq!(got.date_time(' '), want.trim());
+        assert_eq!(got.date_time('T'), want.trim().replace(' ', "T"));
+        assert_eq!(local_time(i64::MAX), None);
+    }
+
+    #[test]
+    fn root_has_a_name_and_an_unused_uid_has_none() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+        assert_eq!(user_name(4_000_000_000), None);
+    }
+}
