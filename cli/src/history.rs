@@ -5,7 +5,6 @@
 //! Exit codes: 0 printed; 1 no finished job in the window (said in one sentence); 2 bad usage
 //! or sacct missing, failing or not answering in time.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -210,15 +209,7 @@ fn who(w: &Workload) -> String {
 }
 
 fn print(out: &str) -> anyhow::Result<i32> {
-    let mut so = std::io::stdout().lock();
-    // A closed pipe (`| head`) is a clean exit.
-    if so
-        .write_all(out.as_bytes())
-        .and_then(|_| so.flush())
-        .is_err()
-    {
-        return Ok(0);
-    }
+    crate::output::print(out).map_err(anyhow::Error::msg)?;
     Ok(0)
 }
 

@@ -6,6 +6,7 @@
 mod doctor;
 mod generate;
 mod history;
+mod output;
 mod report;
 mod watch;
 

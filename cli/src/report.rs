@@ -4,7 +4,6 @@
 //! (an unreadable, truncated, corrupt or newer-schema file; an unknown job; sacct missing or
 //! hanging), with one sentence and a hint. The job's file is opened read-only.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -215,15 +214,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     } else {
         text::render(&rep, false)
     };
-    let mut so = std::io::stdout().lock();
-    // A closed pipe (`| head`) is a clean exit.
-    if so
-        .write_all(out.as_bytes())
-        .and_then(|_| so.flush())
-        .is_err()
-    {
-        return Ok(0);
-    }
+    crate::output::print(&out).map_err(anyhow::Error::msg)?;
     Ok(0)
 }
 

@@ -786,16 +786,8 @@ fn take(
 
 /// Writes to stdout; a closed pipe (`| head`) is a clean end, not an error.
 fn print(text: &str) -> Result<i32, Outcome> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(0),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
-        Err(e) => Err(Outcome::fail(
-            2,
-            format!("cannot write the output: {e}."),
-            "",
-        )),
-    }
+    crate::output::print(text).map_err(|e| Outcome::fail(2, e, ""))?;
+    Ok(0)
 }
 
 fn output(

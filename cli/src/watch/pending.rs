@@ -95,18 +95,7 @@ pub fn json(e: &QueueEntry) -> Result<i32, Outcome> {
     }
     let v = render::to_value(&a, g.commands, g.elapsed.as_secs_f64());
     let text = format!("{v}\n");
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => {}
-        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(err) => {
-            return Err(Outcome::fail(
-                2,
-                format!("cannot write the output: {err}."),
-                "",
-            ))
-        }
-    }
+    crate::output::print(&text).map_err(|e| Outcome::fail(2, e, ""))?;
     Err(pending_outcome(e, Some(&a)))
 }
 
