@@ -1,9 +1,10 @@
 //! `slurmwatch generate man DIR` / `slurmwatch generate completions SHELL`: man pages and
 //! shell completions generated from the CLI definition itself, so they never drift from it.
-//! `slurmwatch-plugin(8)` documents the plugstack arguments from the table below, which a
-//! test holds to the parser's list of keys.
+//! `slurmwatch-plugin(8)` documents the plugstack arguments from `options::plugstack_args`,
+//! whose defaults are the parser's own constants.
 
 use clap::{Arg, Command};
+use slurmwatch_core::options::plugstack_args;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -20,19 +21,6 @@ pub enum What {
     Completions { shell: clap_complete::Shell },
 }
 
-/// The plugstack arguments: key, value, default, meaning.
-pub const PLUGSTACK_ARGS: &[(&str, &str, &str, &str)] = &[
-    ("default", "on|off", "off", "on records every job at `interval`; off records only jobs that pass --slurmwatch"),
-    ("interval", "SECONDS", "5", "interval for a bare --slurmwatch and for default=on (1..86400)"),
-    ("min_interval", "SECONDS", "1", "smallest interval a user may ask for"),
-    ("max_interval", "SECONDS", "3600", "largest interval a user may ask for"),
-    ("spool", "DIR", "/var/spool/slurmwatch", "node-local, root-owned directory for the live per-job files; never a network filesystem"),
-    ("archive", "TEMPLATE", "(none)", "directory for a consistent copy at each step's end and every 5 minutes, written with the job user's credentials; placeholders %u user, %U uid, %j job id, %n node, %% percent; every directory below the fixed prefix must be the job user's (or root's) and not group/other-writable, else the copy is refused"),
-    ("nvml", "PATH", "libnvidia-ml.so.1", "the NVML library to load for GPU readings (site-chosen; never taken from the job's environment)"),
-    ("max_file_mb", "N", "32", "a job's live file (database + WAL) stops growing at N MiB per node (1..48); one event says so, the job runs on"),
-    ("retain_days", "N", "30", "spool files older than N days are removed at job ends on the node (0: never)"),
-];
-
 fn plugin_page() -> Command {
     let mut cmd = Command::new("slurmwatch-plugin")
         .about("slurmwatch's SPANK plugin: records each job's own CPU, memory and GPUs from inside slurmstepd")
@@ -45,12 +33,12 @@ fn plugin_page() -> Command {
         )
         .disable_help_flag(true)
         .disable_version_flag(true);
-    for (key, value, default, meaning) in PLUGSTACK_ARGS {
+    for a in plugstack_args() {
         cmd = cmd.arg(
-            Arg::new(*key)
-                .long(*key)
-                .value_name(*value)
-                .help(format!("{meaning} (default: {default})")),
+            Arg::new(a.key)
+                .long(a.key)
+                .value_name(a.value)
+                .help(format!("{} (default: {})", a.meaning, a.default)),
         );
     }
     cmd
@@ -93,7 +81,7 @@ mod tests {
 
     #[test]
     fn every_plugstack_key_is_documented_and_nothing_else() {
-        let documented: Vec<&str> = PLUGSTACK_ARGS.iter().map(|a| a.0).collect();
+        let documented: Vec<&str> = plugstack_args().iter().map(|a| a.key).collect();
         assert_eq!(documented, slurmwatch_core::options::PLUGSTACK_KEYS);
     }
 
@@ -105,8 +93,8 @@ mod tests {
             .render(&mut out)
             .unwrap();
         let text = String::from_utf8(out).unwrap();
-        for (key, ..) in PLUGSTACK_ARGS {
-            assert!(text.contains(key), "{key} missing from the page");
+        for a in plugstack_args() {
+            assert!(text.contains(a.key), "{} missing from the page", a.key);
         }
     }
 }

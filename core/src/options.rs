@@ -124,6 +124,38 @@ impl std::default::Default for PluginConfig {
     }
 }
 
+/// One plugstack argument as the manual, the example file and the admin guide describe it.
+/// The default is written from the constant the parser uses, so no document can drift.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgDoc {
+    pub key: &'static str,
+    /// The value's placeholder (`SECONDS`, `DIR`, ...).
+    pub value: &'static str,
+    pub default: String,
+    pub meaning: &'static str,
+}
+
+/// Every plugstack argument, in [`PLUGSTACK_KEYS`] order.
+pub fn plugstack_args() -> Vec<ArgDoc> {
+    let arg = |key, value, default: String, meaning| ArgDoc {
+        key,
+        value,
+        default,
+        meaning,
+    };
+    vec![
+        arg("default", "on|off", "off".into(), "on records every job at `interval`; off records only jobs that pass --slurmwatch"),
+        arg("interval", "SECONDS", DEFAULT_INTERVAL_SECONDS.to_string(), "interval for a bare --slurmwatch and for default=on (1..86400)"),
+        arg("min_interval", "SECONDS", DEFAULT_MIN_INTERVAL_SECONDS.to_string(), "smallest interval a user may ask for"),
+        arg("max_interval", "SECONDS", DEFAULT_MAX_INTERVAL_SECONDS.to_string(), "largest interval a user may ask for"),
+        arg("spool", "DIR", DEFAULT_SPOOL_DIR.into(), "node-local, root-owned directory for the live per-job files; never a network filesystem"),
+        arg("archive", "TEMPLATE", "none".into(), "directory for a consistent copy at each step's end and every 5 minutes, written with the job user's credentials; placeholders %u user, %U uid, %j job id, %n node, %% percent; every directory below the fixed prefix must be the job user's (or root's) and not group/other-writable, else the copy is refused"),
+        arg("nvml", "PATH", "libnvidia-ml.so.1".into(), "the NVML library to load for GPU readings (site-chosen; never taken from the job's environment)"),
+        arg("max_file_mb", "N", DEFAULT_MAX_FILE_MB.to_string(), "a job's live file (database + WAL) stops growing at N MiB per node (1..48); one event says so, the job runs on"),
+        arg("retain_days", "N", DEFAULT_RETAIN_DAYS.to_string(), "spool files older than N days are removed at job ends on the node (0: never)"),
+    ]
+}
+
 /// The plugstack keys, for messages.
 pub const PLUGSTACK_KEYS: &[&str] = &[
     "default",
@@ -571,5 +603,55 @@ mod tests {
             ..ids
         };
         assert_eq!(expand_template("/shared/%u", &evil), None);
+    }
+}
+
+/// The example file and the admin guide state the defaults the parser uses.
+#[cfg(test)]
+mod docs_agree {
+    use super::*;
+
+    fn repo_file(rel: &str) -> String {
+        std::fs::read_to_string(format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    #[test]
+    fn every_key_is_documented_once_with_the_parsers_default() {
+        let keys: Vec<&str> = plugstack_args().iter().map(|a| a.key).collect();
+        assert_eq!(keys, PLUGSTACK_KEYS);
+        let admin = repo_file("docs/admin.md");
+        let example = repo_file("plugstack.conf.example");
+        for a in plugstack_args() {
+            // docs/admin.md's table: | `key=VALUE` | `default` | bounds | meaning |
+            let row = format!("| `{}={}` | ", a.key, a.value.replace('|', "\\|"));
+            let rows: Vec<&str> = admin.lines().filter(|l| l.starts_with(&row)).collect();
+            assert_eq!(rows.len(), 1, "docs/admin.md: one row for {row:?}");
+            let cell = rows[0][row.len()..].split(" | ").next().unwrap();
+            assert_eq!(
+                cell.trim_matches('`'),
+                a.default,
+                "docs/admin.md, {}",
+                a.key
+            );
+            // plugstack.conf.example: `#   key=VALUE  meaning ... (default...)` up to the next key.
+            let start = example
+                .find(&format!("#   {}={}", a.key, a.value))
+                .unwrap_or_else(|| panic!("plugstack.conf.example lacks {}", a.key));
+            let para: String = example[start..]
+                .lines()
+                .enumerate()
+                .take_while(|(i, l)| {
+                    *i == 0 || !l.trim_start_matches('#').trim_start().contains('=')
+                })
+                .map(|(_, l)| l)
+                .collect();
+            assert!(
+                para.contains(&format!("({}", a.default))
+                    || para.contains(&format!("(default: {}", a.default)),
+                "plugstack.conf.example, {}: default {} not stated in {para:?}",
+                a.key,
+                a.default
+            );
+        }
     }
 }
