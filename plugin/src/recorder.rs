@@ -13,6 +13,7 @@
 use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
 use slurmwatch_core::collect::gpu::Wanted;
 use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::model::between::BetweenRows;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::UsageReading;
 use slurmwatch_core::store::{paths, JobMeta, Writer};
@@ -175,52 +176,24 @@ fn thread_bytes_written() -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Effective cores between two cumulative CPU readings; `None` when time does not advance or
-/// the counter went backwards (a reset is "no rate", never a negative one).
-fn cores_between(c0_usec: u64, t0_ms: i64, c1_usec: Option<u64>, t1_ms: i64) -> Option<f64> {
-    let c1 = c1_usec?;
-    (t1_ms > t0_ms && c1 >= c0_usec)
-        .then(|| (c1 - c0_usec) as f64 / ((t1_ms - t0_ms) as f64 * 1000.0))
-}
-
-/// Running maxima between two stored rows of one series.
-#[derive(Default)]
-struct Between {
-    working_set_max: Option<u64>,
-    cores_max: Option<f64>,
-    last: Option<(i64, Option<u64>)>,
-}
-
-impl Between {
-    fn observe(&mut self, t_ms: i64, r: &UsageReading) {
-        if let Some(ws) = r.memory_working_set_bytes {
-            self.working_set_max = Some(self.working_set_max.map_or(ws, |m| m.max(ws)));
-        }
-        if let Some((t0, Some(c0))) = self.last {
-            if let Some(cores) = cores_between(c0, t0, r.cpu_usage_usec, t_ms) {
-                self.cores_max = Some(self.cores_max.map_or(cores, |m: f64| m.max(cores)));
-            }
-        }
-        self.last = Some((t_ms, r.cpu_usage_usec));
-    }
-
-    fn take_row(
-        &mut self,
-        t_ms: i64,
-        series: Series,
-        kind: SampleKind,
-        r: UsageReading,
-        plan: &Plan,
-    ) -> SampleRow {
-        let mut row = SampleRow::empty(t_ms, series, kind);
-        row.usage = r;
-        row.cores_allocated = plan.cores_allocated;
-        row.memory_working_set_max_bytes = self.working_set_max.take();
-        row.effective_cores_max = self.cores_max.take();
-        row.sampler_cpu_usec = thread_cpu_usec();
-        row.sampler_bytes_written = thread_bytes_written();
-        row
-    }
+/// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
+fn take_row(
+    between: &mut BetweenRows,
+    t_ms: i64,
+    series: Series,
+    kind: SampleKind,
+    r: UsageReading,
+    plan: &Plan,
+) -> SampleRow {
+    let m = between.take();
+    let mut row = SampleRow::empty(t_ms, series, kind);
+    row.usage = r;
+    row.cores_allocated = plan.cores_allocated;
+    row.memory_working_set_max_bytes = m.working_set_max_bytes;
+    row.effective_cores_max = m.effective_cores_max;
+    row.sampler_cpu_usec = thread_cpu_usec();
+    row.sampler_bytes_written = thread_bytes_written();
+    row
 }
 
 /// Copies the job's file to the archive with the user's credentials (see `as_user`).
@@ -453,8 +426,8 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
         .claims_job_series(&plan.step)
         .unwrap_or(plan.records_job_series);
 
-    let mut job_between = Between::default();
-    let mut step_between = Between::default();
+    let mut job_between = BetweenRows::default();
+    let mut step_between = BetweenRows::default();
     let mut rows = 0u64;
     let mut step_periodic = 0u32;
     // NVML starts loading now, on its own thread; nothing here waits for it.
@@ -462,14 +435,14 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
     let mut store = |writer: &mut Writer,
                      kind: SampleKind,
                      collector: &mut JobCollector,
-                     jb: &mut Between,
-                     sb: &mut Between,
+                     jb: &mut BetweenRows,
+                     sb: &mut BetweenRows,
                      gpus: &mut Option<Gpus>| {
         let t = now_unix_ms();
         if plan.records_job_series {
             let r = collector.read_job();
             jb.observe(t, &r);
-            writer.push(jb.take_row(t, Series::Job, kind, r, &plan));
+            writer.push(take_row(jb, t, Series::Job, kind, r, &plan));
         }
         // A periodic step row that equals the job's (the only step running) is not stored:
         // skip reading it. Boundary rows are always read and stored.
@@ -483,7 +456,14 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
         if boundary || (wanted && (!coarse || step_periodic.is_multiple_of(STEP_ROW_EVERY))) {
             let r = collector.read_step();
             sb.observe(t, &r);
-            writer.push(sb.take_row(t, Series::step(plan.step.clone()), kind, r, &plan));
+            writer.push(take_row(
+                sb,
+                t,
+                Series::step(plan.step.clone()),
+                kind,
+                r,
+                &plan,
+            ));
         }
         if !boundary && wanted {
             step_periodic += 1;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod between;
 pub mod row;
 
 pub use row::{SampleKind, SampleRow, Series};
@@ -17,14 +18,20 @@ pub const MEMORY_RED_PERCENT: f64 = 90.0;
 /// backwards (a reset or a different group): counters only climb, so that is "no rate",
 /// never a negative one.
 pub fn effective_cores(prev: &SampleRow, cur: &SampleRow) -> Option<f64> {
-    let dt_ms = cur.t_unix_ms.checked_sub(prev.t_unix_ms)?;
+    cores_between(
+        (prev.t_unix_ms, prev.usage.cpu_usage_usec?),
+        (cur.t_unix_ms, cur.usage.cpu_usage_usec?),
+    )
+}
+
+/// The one rate rule: cores busy between two `(t_unix_ms, cumulative CPU µs)` readings;
+/// `None` when time does not advance or the counter went backwards.
+pub fn cores_between(from: (i64, u64), to: (i64, u64)) -> Option<f64> {
+    let dt_ms = to.0.checked_sub(from.0)?;
     if dt_ms <= 0 {
         return None;
     }
-    let d_usec = cur
-        .usage
-        .cpu_usage_usec?
-        .checked_sub(prev.usage.cpu_usage_usec?)?;
+    let d_usec = to.1.checked_sub(from.1)?;
     Some(d_usec as f64 / (dt_ms as f64 * 1000.0))
 }
 
