@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Padding, Paragraph};
 use ratatui::Frame;
 
 use slurmwatch_core::model::MemoryGuard;
-use slurmwatch_core::render::text;
+use slurmwatch_core::render::{spark, text};
 use slurmwatch_core::snapshot::{
     guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
 };
@@ -96,22 +96,15 @@ fn or_na<T>(r: &Reading<T>, f: impl Fn(&T) -> String) -> String {
 /// A sparkline as text: one character per slot, newest on the right; a `None` slot is a
 /// blank (a gap), while 0 still draws the lowest mark.
 pub fn sparkline(values: &[Option<f64>], max: f64, width: usize, ascii: bool) -> String {
-    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    const ASCII_BARS: [char; 8] = ['_', '.', ',', '-', '=', '+', '*', '#'];
-    let bars = if ascii { ASCII_BARS } else { BARS };
+    let bars = if ascii {
+        &spark::ASCII_BARS
+    } else {
+        &spark::BARS
+    };
     let start = values.len().saturating_sub(width);
     let mut s: String =
         std::iter::repeat_n(' ', width.saturating_sub(values.len() - start)).collect();
-    for v in &values[start..] {
-        s.push(match v {
-            Some(v) if v.is_finite() && max > 0.0 => {
-                let i = ((v / max).clamp(0.0, 1.0) * 7.0).round() as usize;
-                bars[i.min(7)]
-            }
-            Some(_) => bars[0],
-            None => ' ',
-        });
-    }
+    s.extend(values[start..].iter().map(|v| spark::mark(*v, max, bars)));
     s
 }
 
@@ -590,8 +583,18 @@ mod tests {
         assert!(chars.iter().filter(|&&c| c == ' ').count() == 1, "{line:?}");
         let b = render(&s, &view(), 80, 24);
         let (_, y) = find(&b, "cores in use");
-        let spark: String = lines(&b)[y as usize + 1].chars().collect();
-        assert!(spark.contains("▄ ▄") || spark.contains(' '), "{spark}");
+        // On the dashboard too: the drawn sparkline (newest slot rightmost) has exactly one
+        // blank inside it, at slot 110 of 120 (nine before the newest), and slot 100's zero
+        // draws the lowest bar.
+        let row: Vec<char> = lines(&b)[y as usize + 1].chars().collect();
+        let is_bar = |c: &char| spark::BARS.contains(c);
+        let first = row.iter().position(is_bar).expect("a sparkline on the row");
+        let last = row.iter().rposition(is_bar).unwrap();
+        let inside = &row[first..=last];
+        let shown: String = inside.iter().collect();
+        assert_eq!(inside.iter().filter(|&&c| c == ' ').count(), 1, "{shown:?}");
+        assert_eq!(row[last - 9], ' ', "{shown:?}");
+        assert_eq!(row[last - 19], '▁', "{shown:?}");
     }
 
     #[test]

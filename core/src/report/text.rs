@@ -5,7 +5,6 @@ use std::fmt::Write;
 use super::Report;
 use crate::analysis::units::{bytes, clock, duration};
 
-const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 const SPARK_WIDTH: usize = 60;
 
 /// Eight-level sparkline of `values` (bucket maxima), scaled to `max`; unknown is a space.
@@ -24,10 +23,7 @@ pub fn sparkline(values: &[Option<f64>], max: f64) -> String {
                 .copied()
                 .filter(|v| v.is_finite())
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-            match v {
-                Some(v) => SPARK[((v / max).clamp(0.0, 1.0) * 7.0).round() as usize],
-                None => ' ',
-            }
+            crate::render::spark::mark(v, max, &crate::render::spark::BARS)
         })
         .collect()
 }
