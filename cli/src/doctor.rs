@@ -1,7 +1,9 @@
 //! `slurmwatch doctor`: checks this node's set-up, one line per check with what to do.
 //! Exit 0 only when the node is ready to record jobs.
 
-use slurmwatch_core::doctor::{self, Check, Verdict};
+mod checks;
+
+use checks::{Check, Verdict};
 use slurmwatch_core::slurm::{command, plugstack};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +20,7 @@ pub struct DoctorArgs {
 }
 
 fn plugin_version(path: &Path) -> Option<u32> {
-    doctor::plugin_version_from_elf(&std::fs::read(path).ok()?)
+    checks::plugin_version_from_elf(&std::fs::read(path).ok()?)
 }
 
 fn slurmd_version() -> Option<String> {
@@ -101,21 +103,21 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     let conf = args
         .plugstack
         .unwrap_or_else(|| plugstack::plugstack_path(&plugstack::slurm_conf_path()));
-    let (plug, config, line) = doctor::check_plugstack(&conf);
+    let (plug, config, line) = checks::check_plugstack(&conf);
     let mut checks = vec![plug];
     if let Some(line) = &line {
-        checks.push(doctor::check_plugin_version(
+        checks.push(checks::check_plugin_version(
             plugin_version(&line.plugin),
             slurmd_version().as_deref(),
         ));
     }
     let config = config.unwrap_or_default();
-    checks.push(doctor::check_spool(&config.spool_dir));
-    checks.push(doctor::check_archive(config.archive_template.as_deref()));
-    checks.push(doctor::check_cgroup(Path::new("/sys/fs/cgroup")));
+    checks.push(checks::check_spool(&config.spool_dir));
+    checks.push(checks::check_archive(config.archive_template.as_deref()));
+    checks.push(checks::check_cgroup(Path::new("/sys/fs/cgroup")));
     checks.push(check_nvml());
     checks.push(check_sacct());
-    let ready = doctor::ready(&checks);
+    let ready = checks::ready(&checks);
     if args.json {
         let v = serde_json::json!({ "schema": 1, "ready": ready, "checks": checks });
         println!("{}", serde_json::to_string_pretty(&v)?);
@@ -157,7 +159,7 @@ mod sacct_tests {
         assert!(matches!(c.verdict, Verdict::Note));
         assert!(c.finding.contains("still recorded"), "{}", c.finding);
         assert!(
-            doctor::ready(&[c]),
+            checks::ready(&[c]),
             "a node without accounting is ready to record"
         );
         let c = sacct_check(Err(("sacct: not found".into(), false)));

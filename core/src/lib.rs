@@ -3,7 +3,6 @@
 
 pub mod analysis;
 pub mod collect;
-pub mod doctor;
 pub mod error;
 pub mod history;
 pub mod model;

@@ -1,10 +1,11 @@
-//! `slurmwatch doctor`: is this node set up to record jobs? Each check is one line with a
-//! verdict and, when something is wrong, what to do. Checks take their root paths as
-//! arguments so tests point them at fixture trees; the CLI passes the real ones.
+//! `slurmwatch doctor`'s checks: is this node set up to record jobs? Each check is one line
+//! with a verdict and, when something is wrong, what to do. Checks take their root paths as
+//! arguments so tests point them at fixture trees; the CLI passes the real ones. They live in
+//! the CLI, not the library, so the plugin's `.so` links none of them (nor the ELF reader).
 
-use crate::options::PluginConfig;
-use crate::slurm::plugstack::{self, PlugstackLine};
 use serde::Serialize;
+use slurmwatch_core::options::PluginConfig;
+use slurmwatch_core::slurm::plugstack::{self, PlugstackLine};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -163,7 +164,7 @@ fn acl_unsupported(spool: &Path) -> Option<String> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(&probe)
         .ok()?;
-    let r = crate::store::access::grant_read(&f, 65534);
+    let r = slurmwatch_core::store::access::grant_read(&f, 65534);
     let _ = std::fs::remove_file(&probe);
     r.err().map(|e| e.to_string())
 }
