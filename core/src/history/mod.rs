@@ -4,6 +4,7 @@
 //! eat jobs). Pure once the runs are built: [`analyse`] does no I/O.
 
 #[doc(hidden)]
+#[cfg(feature = "test-support")]
 pub mod fixture;
 pub mod hostlist;
 pub mod patterns;
