@@ -1,5 +1,6 @@
-//! The module graph of every crate has no cycles (scripts/import-graph.py judges each edge at
-//! the level where its two ends part; see its doc). A cycle fails here with the files behind it.
+//! House rules the compiler does not check: no import cycles in any crate
+//! (scripts/import-graph.py judges each edge at the level where its two ends part), and no
+//! dependency a crate declares but never uses (scripts/unused-deps.py).
 
 use std::process::Command;
 
@@ -46,4 +47,16 @@ fn the_check_finds_a_planted_cycle() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("cycle: store::a <-> store::b"), "{text}");
+}
+
+#[test]
+fn no_crate_declares_a_dependency_it_does_not_use() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new("python3")
+        .arg(format!("{root}/scripts/unused-deps.py"))
+        .output()
+        .expect("python3 runs scripts/unused-deps.py");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "unused dependencies:\n{text}");
+    assert!(text.contains("6 crates checked, 0 unused"), "{text}");
 }
