@@ -46,6 +46,8 @@ cargo test --locked --test cluster -- --ignored multinode
 echo "== cluster tier (3 nodes on this machine)"
 NODES=3 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode_three
+# Every phase-gated test ran somewhere (only meaningful when every phase above ran).
+if [ -z "${MODES:-}" ]; then scripts/check-phases.sh; fi
 echo "== vm tier (Slurm ${VM_RELEASES-24.11 26.05} on cgroup v2, in QEMU guests)"
 if [ -n "${VM_RELEASES-24.11 26.05}" ]; then
   # The guests need the CPUs: the host's cluster is not used by this tier.

@@ -60,3 +60,45 @@ fn no_crate_declares_a_dependency_it_does_not_use() {
     assert!(out.status.success(), "unused dependencies:\n{text}");
     assert!(text.contains("6 crates checked, 0 unused"), "{text}");
 }
+
+/// A cluster test returns early only through the harness's `runs_in` gate, named after
+/// itself (scripts/check-phases.sh then fails a test that was skipped in every phase).
+#[test]
+fn cluster_tests_return_early_only_through_the_phase_gate() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/cluster");
+    let mut gates = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut current_fn = "";
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            if let Some(rest) = t.strip_prefix("fn ") {
+                current_fn = rest.split('(').next().unwrap_or("");
+            }
+            if t.starts_with("return") && !t.starts_with("return ") {
+                // The gate as rustfmt writes it: `if !runs_in("name", Phase) {` on one line,
+                // or with the arguments on the lines below.
+                let from = (0..i)
+                    .rev()
+                    .take(4)
+                    .find(|&j| lines[j].contains("if !runs_in("));
+                let gate = from.map(|j| lines[j..i].join(" ")).unwrap_or_default();
+                assert!(
+                    gate.contains("if !runs_in(") && gate.contains('"'),
+                    "{}:{}: an early return outside the phase gate: {t}",
+                    path.display(),
+                    i + 1
+                );
+                let named = gate.split('"').nth(1).unwrap_or("");
+                assert_eq!(named, current_fn, "{}:{}", path.display(), i + 1);
+                gates += 1;
+            }
+        }
+    }
+    assert!(
+        gates >= 10,
+        "the check saw {gates} phase gates: is it reading tests/cluster?"
+    );
+}

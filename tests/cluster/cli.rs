@@ -213,8 +213,12 @@ fn check_against_cgroup_env(job: &Job, source: &str, env: &[(&str, &str)]) {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn once_json_matches_the_cgroup_when_the_plugin_records() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
-        return; // the cgroup counters are the reference here
+    // the cgroup counters are the reference here
+    if !runs_in(
+        "once_json_matches_the_cgroup_when_the_plugin_records",
+        Phase::Cgroup,
+    ) {
+        return;
     }
     let job = holding_job("cli-json", true);
     assert!(spool_file(job.id).exists(), "the plugin wrote no file");
@@ -238,7 +242,10 @@ fn once_json_matches_the_cgroup_when_the_plugin_records() {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn once_json_reads_directly_when_the_plugin_is_not_recording() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
+    if !runs_in(
+        "once_json_reads_directly_when_the_plugin_is_not_recording",
+        Phase::Cgroup,
+    ) {
         return;
     }
     let job = holding_job("cli-direct", false);
@@ -251,7 +258,10 @@ fn once_json_reads_directly_when_the_plugin_is_not_recording() {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn once_json_through_the_srun_hop_matches_the_cgroup() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
+    if !runs_in(
+        "once_json_through_the_srun_hop_matches_the_cgroup",
+        Phase::Cgroup,
+    ) {
         return;
     }
     // Not recorded, and the hop forced although the node is this machine: the inner run
@@ -278,7 +288,10 @@ fn once_json_through_the_srun_hop_matches_the_cgroup() {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn sstat_summary_is_labelled_lifetime_totals_and_plausible() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
+    if !runs_in(
+        "sstat_summary_is_labelled_lifetime_totals_and_plausible",
+        Phase::Cgroup,
+    ) {
         return;
     }
     let job = holding_job("cli-sstat", false);

@@ -8,18 +8,13 @@ use slurmwatch_tests::*;
 use std::path::Path;
 use std::time::Duration;
 
-fn cluster_nodes() -> usize {
-    std::fs::read_to_string("/run/slurm/nodes")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(1)
-}
-
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn every_node_records_its_own_file_named_by_slurm() {
-    if cluster_nodes() < 2 {
-        eprintln!("single-node cluster: this test runs in scripts/test.sh's multi-node phase");
+    if !runs_in(
+        "every_node_records_its_own_file_named_by_slurm",
+        Phase::Nodes(2),
+    ) {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -138,8 +133,7 @@ fn node_names(r: &serde_json::Value) -> Vec<String> {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn multinode_report_names_the_heavy_node() {
-    if cluster_nodes() < 2 {
-        eprintln!("single-node cluster: this test runs in scripts/test.sh's multi-node phase");
+    if !runs_in("multinode_report_names_the_heavy_node", Phase::Nodes(2)) {
         return;
     }
     let _o = multinode_plugstack("/tmp/slurmwatch-it/archive-multinode");
@@ -205,8 +199,7 @@ time.sleep(5)
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn multinode_straggler_and_silent_node() {
-    if cluster_nodes() < 2 {
-        eprintln!("single-node cluster: this test runs in scripts/test.sh's multi-node phase");
+    if !runs_in("multinode_straggler_and_silent_node", Phase::Nodes(2)) {
         return;
     }
     let base = "/tmp/slurmwatch-it/archive-straggler";
@@ -253,8 +246,7 @@ else end=$((SECONDS+12)); while ((SECONDS<end)); do :; done; fi'"#;
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn multinode_live_json_has_every_node() {
-    if cluster_nodes() < 2 {
-        eprintln!("single-node cluster: this test runs in scripts/test.sh's multi-node phase");
+    if !runs_in("multinode_live_json_has_every_node", Phase::Nodes(2)) {
         return;
     }
     let _o = multinode_plugstack("/tmp/slurmwatch-it/archive-live");
@@ -390,8 +382,7 @@ fn multinode_live_json_has_every_node() {
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn multinode_three_nodes_three_files() {
-    if cluster_nodes() != 3 {
-        eprintln!("runs in scripts/test.sh's 3-node phase");
+    if !runs_in("multinode_three_nodes_three_files", Phase::ExactlyNodes(3)) {
         return;
     }
     let _o = multinode_plugstack("/tmp/slurmwatch-it/archive-three");

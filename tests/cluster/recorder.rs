@@ -32,8 +32,12 @@ fn sacct_steps_cpu_seconds(job: &Job) -> f64 {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn peak_working_set_excludes_cache_and_is_not_lost_between_rows() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
-        return; // the /proc fallback has no page-cache figure; see the proc-mode CPU test
+    // the /proc fallback has no page-cache figure; see the proc-mode CPU test
+    if !runs_in(
+        "peak_working_set_excludes_cache_and_is_not_lost_between_rows",
+        Phase::Cgroup,
+    ) {
+        return;
     }
     let script = r#"
 cg=/sys/fs/cgroup/memory$(grep -E '^[0-9]+:memory:' /proc/self/cgroup | cut -d: -f3 | sed 's|/step_.*||')

@@ -55,8 +55,8 @@ fn time_value(v: &str) -> f64 {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn report_oom_after_steady_phase() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
-        // Without task/cgroup nothing enforces --mem (no memory cgroup): no OOM kill to report.
+    // Without task/cgroup nothing enforces --mem (no memory cgroup): no OOM kill to report.
+    if !runs_in("report_oom_after_steady_phase", Phase::Cgroup) {
         return;
     }
     let script = r#"
@@ -124,8 +124,12 @@ PY
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn report_mem_advice_follows_working_set_not_cache() {
     let _p = shared_plugstack();
-    if cluster_mode() != "cgroup" {
-        return; // /proc mode has no page-cache figure
+    // /proc mode has no page-cache figure
+    if !runs_in(
+        "report_mem_advice_follows_working_set_not_cache",
+        Phase::Cgroup,
+    ) {
+        return;
     }
     let script = "dd if=/dev/zero of=big bs=1M count=800 status=none\ncat big > /dev/null\nsleep 3\nrm -f big";
     let job = Submit::new("rep-cache", script)
@@ -497,9 +501,9 @@ fn chromium() -> Option<std::path::PathBuf> {
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn report_html_renders_in_headless_chromium() {
     let _p = shared_plugstack();
+    // scripts/deps.sh installs chromium: its absence is a set-up fault, not a skip.
     let Some(chrome) = chromium() else {
-        eprintln!("SKIPPED report_html_renders_in_headless_chromium: no chromium on PATH (apt-get install chromium, or set CHROMIUM)");
-        return;
+        panic!("no chromium on PATH (scripts/deps.sh installs it; or set CHROMIUM)");
     };
     // Two memory phases and some CPU, so every series has something to draw.
     let script = r#"

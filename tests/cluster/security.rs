@@ -22,7 +22,7 @@ fn assert_node_in_service() {
             .any(|s| s.contains("drain") || s.contains("down") || s.contains("fail"));
         assert!(!bad, "the node left service: {state}");
         if !state.lines().any(|s| s.contains("completing")) {
-            return;
+            break;
         }
         assert!(Instant::now() < end, "the node stayed COMPLETING: {state}");
         std::thread::sleep(Duration::from_millis(200));

@@ -26,6 +26,50 @@ pub fn cluster_mode() -> String {
         .unwrap_or_else(|_| panic!("the test cluster is not up: run scripts/test.sh"))
 }
 
+/// The number of slurmd the cluster was started with (`NODES=`; 1 when not recorded).
+pub fn cluster_nodes() -> usize {
+    std::fs::read_to_string("/run/slurm/nodes")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1)
+}
+
+/// The phases of scripts/test.sh's cluster tier a test is written for.
+#[derive(Debug, Clone, Copy)]
+pub enum Phase {
+    /// proctrack/cgroup (the job has a cgroup; page cache and OOM kills are measurable).
+    Cgroup,
+    /// At least this many nodes.
+    Nodes(usize),
+    /// Exactly this many nodes.
+    ExactlyNodes(usize),
+}
+
+/// Where a test's phase decisions are recorded: `<test>.ran` / `<test>.skipped`.
+/// scripts/check-phases.sh fails the tier when a test was skipped in every phase (a test
+/// that only ever returns early would otherwise count as passed).
+pub const PHASE_RECORD_DIR: &str = "/tmp/slurmwatch-it/phases";
+
+/// Whether `test` runs in the cluster's current phase; the only way a cluster test may
+/// return early. Records the decision (see [`PHASE_RECORD_DIR`]).
+pub fn runs_in(test: &str, phase: Phase) -> bool {
+    let runs = match phase {
+        Phase::Cgroup => cluster_mode() == "cgroup",
+        Phase::Nodes(n) => cluster_nodes() >= n,
+        Phase::ExactlyNodes(n) => cluster_nodes() == n,
+    };
+    let dir = Path::new(PHASE_RECORD_DIR);
+    std::fs::create_dir_all(dir).expect("create the phase record directory");
+    let mark = dir.join(format!("{test}.{}", if runs { "ran" } else { "skipped" }));
+    std::fs::write(&mark, format!("{phase:?}\n")).expect("record the phase decision");
+    if !runs {
+        eprintln!(
+            "{test}: not this phase ({phase:?}); it runs in another phase of scripts/test.sh"
+        );
+    }
+    runs
+}
+
 pub fn run(cmd: &str, args: &[&str]) -> Output {
     Command::new(cmd)
         .args(args)

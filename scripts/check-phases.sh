@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# After every phase of the cluster tier: a test that its phase gate (tests/harness `runs_in`)
+# skipped in every phase never ran at all, and fails the tier here instead of counting as
+# passed. Run by scripts/test.sh when all phases ran.
+set -euo pipefail
+dir=/tmp/slurmwatch-it/phases
+[ -d "$dir" ] || { echo "check-phases: no phase records in $dir: did the cluster tier run?" >&2; exit 1; }
+never=()
+for f in "$dir"/*.skipped; do
+  [ -e "$f" ] || continue
+  t=$(basename "$f" .skipped)
+  [ -e "$dir/$t.ran" ] || never+=("$t")
+done
+ran=$(find "$dir" -name '*.ran' | wc -l)
+if [ ${#never[@]} -gt 0 ]; then
+  echo "check-phases: skipped in every phase, never ran: ${never[*]}" >&2
+  exit 1
+fi
+echo "check-phases: every gated test ran in its phase ($ran gated tests)"
