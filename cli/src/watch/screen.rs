@@ -572,6 +572,21 @@ mod tests {
         assert!(!t.contains("GPU"));
     }
 
+    /// The whole dashboard, cell by cell, at the sizes users run it: any change to what it
+    /// shows fails here until the snapshot is reviewed (`cargo insta review`).
+    #[test]
+    fn dashboard_snapshots() {
+        for (name, w, h) in [
+            ("cpu_only", 80, 24),
+            ("memory_91", 80, 24),
+            ("four_gpus", 120, 40),
+            ("ended", 100, 30),
+        ] {
+            let b = render(&fixture(name), &view(), w, h);
+            insta::assert_snapshot!(format!("dashboard_{name}_{w}x{h}"), text(&b));
+        }
+    }
+
     #[test]
     fn a_missed_sample_is_a_gap_not_a_zero() {
         let s = fixture("cpu_only");
