@@ -198,3 +198,23 @@ fn an_unreadable_node_figure_makes_the_total_unknown_not_partial() {
     assert_eq!(r.nodes[0].cpu_seconds, Some(10.0), "b1's own figure stays");
     assert_eq!(r.nodes[1].cpu_seconds, None);
 }
+
+/// A counter that had already run before the first reading (the job's cgroup existed before
+/// the step began) does not inflate the average: it is the CPU since the first reading over
+/// the recorded span, on each node, so it never exceeds the peak of a steady job.
+#[test]
+fn the_average_counts_cpu_since_the_first_reading() {
+    let mut a = node("n1", 1.5, 100, 60, true);
+    let mut b = node("n2", 0.5, 100, 60, false);
+    for (rec, already_usec) in [(&mut a, 90_000_000u64), (&mut b, 30_000_000)] {
+        for r in &mut rec.job_rows {
+            r.usage.cpu_usage_usec = r.usage.cpu_usage_usec.map(|c| c + already_usec);
+        }
+        rec.summary = Summary::compute(&rec.job_rows, &rec.steps, &[], &[], Vec::new());
+    }
+    let r = report::build("77", &[a, b], None, None, None);
+    let avg = r.cpu.average_effective_cores.unwrap();
+    assert!((avg - 2.0).abs() < 1e-9, "average {avg}, want 1.5 + 0.5");
+    // The lifetime total still includes what ran before the first reading.
+    assert_eq!(r.cpu.usage_seconds_total, Some(90.0 + 30.0 + 120.0));
+}

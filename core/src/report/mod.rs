@@ -396,9 +396,21 @@ pub fn build(
         cores_allocated: cores_alloc,
         peak_effective_cores: summ.and_then(|s| s.peak_effective_cores),
         peak_effective_cores_at_unix_ms: summ.and_then(|s| s.peak_effective_cores_t_unix_ms),
-        average_effective_cores: match (cpu_total, rec_span.or(elapsed)) {
-            (Some(c), Some(e)) if e > 0.0 => Some(c / e),
-            _ => None,
+        // Over the recording: the CPU burnt since its first reading (a counter that started
+        // before it would otherwise inflate the average); the total is the summary's, which
+        // carries the CPU across counter resets. Without a recording, sacct's over elapsed.
+        average_effective_cores: match (
+            summ.and_then(|s| s.cpu_usage_seconds_total),
+            first_cpu_seconds(recs),
+            rec_span,
+        ) {
+            (Some(total), Some(first), Some(span)) if span > 0.0 && total >= first => {
+                Some((total - first) / span)
+            }
+            _ => match (cpu_total, elapsed) {
+                (Some(c), Some(e)) if recs.is_empty() && e > 0.0 => Some(c / e),
+                _ => None,
+            },
         },
     };
     let limit = summ
@@ -566,8 +578,16 @@ pub fn build(
     }
 }
 
-/// The file with the job's steps and job lines: the batch (or interactive) node's, else the
-/// first.
+/// The job-level CPU counter at each node's first readable reading, summed over nodes.
+fn first_cpu_seconds(recs: &[Recording]) -> Option<f64> {
+    crate::model::sum_all(recs.iter().map(|r| {
+        r.job_rows
+            .iter()
+            .find_map(|x| x.usage.cpu_usage_usec)
+            .map(|c| c as f64 / 1e6)
+    }))
+}
+
 fn primary(recs: &[Recording]) -> Option<&Recording> {
     recs.iter()
         .find(|r| {
