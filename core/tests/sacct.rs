@@ -251,3 +251,109 @@ fn unknown_job_and_bad_ids() {
     assert!(matches!(q.job("424242"), Err(SacctError::UnknownJob(_))));
     assert!(matches!(q.job("1;rm -rf /"), Err(SacctError::Failed(_))));
 }
+
+// --- memory of multi-task steps, CPU without step lines (issue 17) --------------------------
+
+const KIB: u64 = 1 << 10;
+
+/// Captured on the test cluster: `sbatch -n 4 -O --mem=2G`, `srun -n 4 -O`, each task
+/// holding ~300 MiB. MaxRSS is one task's; `TRESUsageInTot` `mem=` is the four summed.
+#[test]
+fn multitask_step_memory_is_the_sum_of_its_tasks() {
+    let r = rec("multitask_4x300m.txt");
+    let s0 = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("0"))
+        .unwrap();
+    assert_eq!(s0.tasks, Some(4));
+    assert_eq!(s0.nodes, Some(1));
+    assert_eq!(s0.max_rss_bytes, Some(310008 * KIB));
+    assert_eq!(s0.tres_usage_in_max_mem_bytes, Some(310008 * KIB));
+    assert_eq!(s0.tres_usage_in_tot_mem_bytes, Some(1240004 * KIB));
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 1240004 * KIB);
+    assert_eq!(m.basis, sacct::StepMemoryBasis::TasksSum { tasks: 4 });
+    assert_eq!(
+        m.basis.describe(),
+        "sacct: sum of 4 tasks' peaks (TRESUsageInTot)"
+    );
+    // The largest task alone would say a quarter of it.
+    assert_eq!(r.max_rss_bytes(), Some(310008 * KIB));
+    // The batch step's one task: its MaxRSS.
+    let b = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("batch"))
+        .unwrap();
+    assert_eq!(
+        b.memory_per_node().map(|m| m.basis),
+        Some(sacct::StepMemoryBasis::OneTask)
+    );
+}
+
+/// The same tasks freed their 300 MiB 4 s before exiting: `TRESUsageInTot` still sums each
+/// task's peak, not its last reading (Slurm 22.05.8, jobacct_gather/cgroup).
+#[test]
+fn tasks_sum_is_of_peaks_not_of_last_readings() {
+    let r = rec("multitask_4x300m_freed.txt");
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.basis, sacct::StepMemoryBasis::TasksSum { tasks: 4 });
+    assert!(m.bytes_per_node > 4 * 300 * MIB, "{}", m.bytes_per_node);
+}
+
+/// Over several nodes the busiest node held at most `tasks - nodes + 1` tasks; never less
+/// than one task's peak, never more than the sum.
+#[test]
+fn multinode_step_memory_is_bounded_by_the_busiest_node() {
+    let h = "JobID\u{1f}NNodes\u{1f}NTasks\u{1f}MaxRSS\u{1f}TRESUsageInTot\u{1f}TRESUsageInMax";
+    let text = format!(
+        "{h}\n7\u{1f}2\u{1f}\u{1f}\u{1f}\u{1f}\n7.0\u{1f}2\u{1f}4\u{1f}300M\u{1f}cpu=00:00:01,mem=1200M\u{1f}cpu=00:00:00,mem=300M\n"
+    );
+    let r = parse(&text, DELIMITER).unwrap();
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 900 * MIB, "3 tasks' worth at most");
+    assert_eq!(
+        m.basis,
+        sacct::StepMemoryBasis::TasksSumBusiestNode { tasks: 4, nodes: 2 }
+    );
+    // One task per node: exactly the largest task.
+    let text = format!(
+        "{h}\n8\u{1f}2\u{1f}\u{1f}\u{1f}\u{1f}\n8.0\u{1f}2\u{1f}2\u{1f}300M\u{1f}mem=500M\u{1f}mem=300M\n"
+    );
+    let m = parse(&text, DELIMITER).unwrap().memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 300 * MIB);
+    // No sum printed (an older sacct): the largest task, called a floor.
+    let text =
+        format!("{h}\n9\u{1f}1\u{1f}\u{1f}\u{1f}\u{1f}\n9.0\u{1f}1\u{1f}8\u{1f}2G\u{1f}\u{1f}\n");
+    let m = parse(&text, DELIMITER).unwrap().memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 2 * GIB);
+    assert_eq!(
+        m.basis,
+        sacct::StepMemoryBasis::LargestTask { tasks: Some(8) }
+    );
+    assert!(m.basis.describe().contains("floor"));
+}
+
+/// A record with its step lines gone (hand-made from completed.txt's job line): CPU from
+/// the job line's TotalCPU, said so.
+#[test]
+fn no_step_lines_takes_cpu_from_the_job_line() {
+    let r = rec("trap_no_step_lines.txt");
+    assert!(r.steps.is_empty());
+    assert_eq!(r.steps_total_cpu_seconds(), None);
+    assert_eq!(
+        r.cpu_seconds(),
+        Some((4.135, sacct::CpuBasis::JobLineTotalCpu))
+    );
+    assert!(sacct::CpuBasis::JobLineTotalCpu
+        .describe()
+        .contains("job line"));
+    // With step lines, the steps' sum.
+    let r = rec("completed.txt");
+    assert_eq!(r.cpu_seconds().unwrap().1, sacct::CpuBasis::StepsTotalCpu);
+    assert_eq!(
+        r.memory_per_node().unwrap().basis,
+        sacct::StepMemoryBasis::OneTask
+    );
+}
