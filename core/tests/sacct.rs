@@ -302,22 +302,37 @@ fn tasks_sum_is_of_peaks_not_of_last_readings() {
     assert!(m.bytes_per_node > 4 * 300 * MIB, "{}", m.bytes_per_node);
 }
 
-/// Over several nodes the busiest node held at most `tasks - nodes + 1` tasks; never less
-/// than one task's peak, never more than the sum.
+/// Captured on the two-node test cluster: `-N2 --ntasks-per-node=2`, `srun -n 4`, each task
+/// ~300 MiB. 22.05.8's `TRESUsageInTot` for the step is `mem=613.50M`, one node's two tasks,
+/// not four (and `AveRSS` is it ÷ 4); per node: ⌈4/2⌉ × the largest task.
 #[test]
-fn multinode_step_memory_is_bounded_by_the_busiest_node() {
-    let h = "JobID\u{1f}NNodes\u{1f}NTasks\u{1f}MaxRSS\u{1f}TRESUsageInTot\u{1f}TRESUsageInMax";
-    let text = format!(
-        "{h}\n7\u{1f}2\u{1f}\u{1f}\u{1f}\u{1f}\n7.0\u{1f}2\u{1f}4\u{1f}300M\u{1f}cpu=00:00:01,mem=1200M\u{1f}cpu=00:00:00,mem=300M\n"
+fn multinode_step_memory_is_tasks_per_node_times_the_largest() {
+    let r = rec("multinode_2x2_tasks_300m.txt");
+    let s0 = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("0"))
+        .unwrap();
+    assert_eq!((s0.tasks, s0.nodes), (Some(4), Some(2)));
+    assert_eq!(s0.max_rss_bytes, Some(314116 * KIB));
+    assert_eq!(
+        s0.tres_usage_in_tot_mem_bytes,
+        Some((613.5 * MIB as f64) as u64),
+        "one node's sum"
     );
-    let r = parse(&text, DELIMITER).unwrap();
     let m = r.memory_per_node().unwrap();
-    assert_eq!(m.bytes_per_node, 900 * MIB, "3 tasks' worth at most");
+    assert_eq!(m.bytes_per_node, 2 * 314116 * KIB);
     assert_eq!(
         m.basis,
-        sacct::StepMemoryBasis::TasksSumBusiestNode { tasks: 4, nodes: 2 }
+        sacct::StepMemoryBasis::TasksPerNode { tasks: 4, nodes: 2 }
+    );
+    assert!(
+        m.basis.describe().contains("2 tasks per node"),
+        "{}",
+        m.basis.describe()
     );
     // One task per node: exactly the largest task.
+    let h = "JobID\u{1f}NNodes\u{1f}NTasks\u{1f}MaxRSS\u{1f}TRESUsageInTot\u{1f}TRESUsageInMax";
     let text = format!(
         "{h}\n8\u{1f}2\u{1f}\u{1f}\u{1f}\u{1f}\n8.0\u{1f}2\u{1f}2\u{1f}300M\u{1f}mem=500M\u{1f}mem=300M\n"
     );
@@ -356,4 +371,63 @@ fn no_step_lines_takes_cpu_from_the_job_line() {
         r.memory_per_node().unwrap().basis,
         sacct::StepMemoryBasis::OneTask
     );
+}
+
+/// The report of the captured sacct-only `srun -n 4` job: memory efficiency from the four
+/// tasks together (not one task's 15 %), MaxRSS ÷ request beside it, CPU and time from
+/// sacct's own figures; no GPUs is a reason, not 0.
+#[test]
+fn sacct_only_report_efficiencies() {
+    use slurmwatch_core::report;
+    let r = rec("multitask_4x300m.txt");
+    let rep = report::build("639", &[], Some(&r), None, None);
+    let e = &rep.efficiency;
+    let sum = 1240004.0 * 1024.0;
+    let mem = e.memory.percent.unwrap();
+    assert!(
+        (mem - sum * 100.0 / (2.0 * GIB as f64)).abs() < 1e-6,
+        "{e:?}"
+    );
+    assert!(
+        e.memory.basis.contains("sum of 4 tasks' peaks"),
+        "{}",
+        e.memory.basis
+    );
+    let rss = e.memory_max_rss.as_ref().unwrap().percent.unwrap();
+    assert!((rss - 310008.0 * 1024.0 * 100.0 / (2.0 * GIB as f64)).abs() < 1e-6);
+    // TotalCPU of the steps (0.013 + 0.001 + 1.901 s) over 9 s × 1 CPU.
+    let cpu = e.cpu.percent.unwrap();
+    assert!((cpu - 1.915 * 100.0 / 9.0).abs() < 1e-6, "{e:?}");
+    assert!(
+        e.cpu.basis.contains("summed over the steps"),
+        "{}",
+        e.cpu.basis
+    );
+    assert!((e.time.percent.unwrap() - 9.0 * 100.0 / 300.0).abs() < 1e-9);
+    assert_eq!(e.gpu_utilization.percent, None);
+    assert_eq!(
+        e.gpu_utilization.reason.as_deref(),
+        Some("the job has no GPUs")
+    );
+    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+    assert_eq!(
+        v["memory"]["sacct_memory_per_node_bytes"],
+        1240004u64 * 1024
+    );
+    assert!(v["efficiency"]["memory_efficiency_percent"].is_number());
+    assert!(v["efficiency"]["gpu_memory_efficiency_percent"].is_null());
+    assert!(v["efficiency"]["gpu_memory_efficiency_percent_reason"].is_string());
+    let text = report::text::render(&rep, false);
+    assert!(text.contains("EFFICIENCY"), "{text}");
+    assert!(text.contains("sum of 4 tasks' peaks"), "{text}");
+    // Without step lines: CPU from the job line, said in the basis and a note.
+    let r = rec("trap_no_step_lines.txt");
+    let rep = report::build("94", &[], Some(&r), None, None);
+    assert!(
+        rep.efficiency.cpu.basis.contains("job line"),
+        "{:?}",
+        rep.efficiency.cpu
+    );
+    assert!(rep.notes.iter().any(|n| n.contains("job line's TotalCPU")));
+    assert!((rep.efficiency.cpu.percent.unwrap() - 4.135 * 100.0 / (7.0 * 2.0)).abs() < 1e-6);
 }

@@ -14,7 +14,8 @@
 //!   with no step lines (its steps purged, or none ever started) falls back to the job
 //!   line's `TotalCPU`, labelled as such;
 //! - `MaxRSS` is the largest *single task's* peak: a step of N tasks on a node used up to the
-//!   sum of its tasks, which `TRESUsageInTot` `mem=` gives (see [`StepMemory`]);
+//!   sum of its tasks, which `TRESUsageInTot` `mem=` gives on one node (over several nodes
+//!   22.05.8 printed one node's sum: see [`StepMemoryBasis`]);
 //! - a `RUNNING` record with `End=Unknown` may outlive the job (a lost end record): callers
 //!   check squeue or the recording before believing the elapsed time;
 //! - GPUs are spelled `gres/gpu=4`, `gres/gpu:a100=4` (usually beside the untyped one) or, before
@@ -375,10 +376,12 @@ pub enum StepMemoryBasis {
     OneTask,
     /// Several tasks on one node: `TRESUsageInTot` `mem=`, the sum over the tasks.
     TasksSum { tasks: u64 },
-    /// Several tasks over several nodes: the sum over the tasks, but no more than the
-    /// busiest node can have held (every node runs at least one task, so at most
-    /// `tasks - nodes + 1` there, each at most the largest task's peak).
-    TasksSumBusiestNode { tasks: u64, nodes: u64 },
+    /// Several tasks over several nodes: `⌈tasks / nodes⌉` tasks on a node (tasks spread
+    /// evenly, as Slurm's block distribution does), each at most the largest task's peak.
+    /// `TRESUsageInTot` is not used here: for a multi-node step on 22.05.8 it was one node's
+    /// sum, not the step's (a captured 2 × 2-task step: `mem=613.50M` for four tasks of
+    /// 307 MiB), and for the extern step the sum over both nodes.
+    TasksPerNode { tasks: u64, nodes: u64 },
     /// Several tasks (or an unknown count) and no sum: `MaxRSS`, the largest single task —
     /// a floor for the step.
     LargestTask { tasks: Option<u64> },
@@ -392,9 +395,9 @@ impl StepMemoryBasis {
             StepMemoryBasis::TasksSum { tasks } => {
                 format!("sacct: sum of {tasks} tasks' peaks (TRESUsageInTot)")
             }
-            StepMemoryBasis::TasksSumBusiestNode { tasks, nodes } => format!(
-                "sacct: sum of {tasks} tasks' peaks over {nodes} nodes, at most {} tasks' worth on the busiest node",
-                tasks - nodes + 1
+            StepMemoryBasis::TasksPerNode { tasks, nodes } => format!(
+                "sacct: {} tasks per node (of {tasks} over {nodes} nodes, spread evenly) × the largest task's peak",
+                tasks.div_ceil(*nodes)
             ),
             StepMemoryBasis::LargestTask { tasks: Some(n) } => {
                 format!("sacct MaxRSS: largest of {n} tasks (a floor: the tasks together used more)")
@@ -516,16 +519,13 @@ impl Line {
                 bytes_per_node: tot.max(largest.unwrap_or(0)),
                 basis: StepMemoryBasis::TasksSum { tasks },
             }),
-            (Some(tasks), Some(tot)) if tasks > 1 => {
+            (Some(tasks), _) if tasks > 1 && nodes > 1 => largest.map(|l| {
                 let nodes = nodes.min(tasks);
-                let busiest = largest
-                    .map(|l| l.saturating_mul(tasks - nodes + 1))
-                    .unwrap_or(tot);
-                Some(StepMemory {
-                    bytes_per_node: tot.min(busiest).max(largest.unwrap_or(0)),
-                    basis: StepMemoryBasis::TasksSumBusiestNode { tasks, nodes },
-                })
-            }
+                StepMemory {
+                    bytes_per_node: l.saturating_mul(tasks.div_ceil(nodes)),
+                    basis: StepMemoryBasis::TasksPerNode { tasks, nodes },
+                }
+            }),
             (tasks, _) => largest.map(|b| StepMemory {
                 bytes_per_node: b,
                 basis: StepMemoryBasis::LargestTask { tasks },
