@@ -431,3 +431,13 @@ fn sacct_only_report_efficiencies() {
     assert!(rep.notes.iter().any(|n| n.contains("job line's TotalCPU")));
     assert!((rep.efficiency.cpu.percent.unwrap() - 4.135 * 100.0 / (7.0 * 2.0)).abs() < 1e-6);
 }
+
+/// Without a recording the text report says `n/a` once for an unknown peak, never `n/an/a`.
+#[test]
+fn sacct_only_text_has_no_doubled_na() {
+    use slurmwatch_core::report;
+    let r = rec("multitask_4x300m.txt");
+    let text = report::text::render(&report::build("639", &[], Some(&r), None, None), false);
+    assert!(!text.contains("n/an/a"), "{text}");
+    assert!(text.contains("sacct per node 1.18 GiB"), "{text}");
+}

@@ -94,6 +94,8 @@ impl Efficiency {
     /// `93 % (basis)` or `n/a (reason)`, for text output.
     pub fn describe(&self) -> String {
         match (self.percent, &self.reason) {
+            // A small share keeps a decimal: 0.3 % is not "0 %".
+            (Some(p), _) if p < 10.0 => format!("{p:.1} % ({})", self.basis),
             (Some(p), _) => format!("{p:.0} % ({})", self.basis),
             (None, Some(r)) => format!("n/a ({r})"),
             (None, None) => "n/a".into(),

@@ -131,10 +131,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
         na(r.cpu.cores_allocated, |v| format!("{v:.0}")),
         na(r.cpu.average_effective_cores, |v| format!("{v:.2}")),
         na(r.cpu.peak_effective_cores, |v| format!("{v:.2}")),
-        na(r.cpu.peak_effective_cores_at_unix_ms, |t| format!(
-            " at {}",
-            clock(t)
-        ))
+        r.cpu
+            .peak_effective_cores_at_unix_ms
+            .map(|t| format!(" at {}", clock(t)))
+            .unwrap_or_default()
     );
     if !r.points.is_empty() {
         let cores: Vec<Option<f64>> = r.points.iter().map(|p| p.cores).collect();
@@ -155,10 +155,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
         o,
         "  working set peak {}{}{}; lifetime peak incl. page cache {}; limit {}",
         na(r.memory.peak_working_set_bytes, bytes),
-        na(r.memory.peak_working_set_at_unix_ms, |t| format!(
-            " at {}",
-            clock(t)
-        )),
+        r.memory
+            .peak_working_set_at_unix_ms
+            .map(|t| format!(" at {}", clock(t)))
+            .unwrap_or_default(),
         match (&r.memory.peak_working_set_node, r.nodes.len() > 1) {
             (Some(n), true) => format!(" on {n}"),
             _ => String::new(),
