@@ -419,6 +419,68 @@ pub struct NodeSnapshot {
     pub gpus: usize,
 }
 
+impl Snapshot {
+    /// What the live efficiencies are computed from (`analysis::efficiency` owns the rules):
+    /// CPU so far over elapsed × cores, the peak working set over the limit on the busiest
+    /// node, elapsed over the limit, and each card's current utilization and memory.
+    pub fn efficiency_inputs(&self) -> crate::analysis::efficiency::Inputs {
+        use crate::analysis::efficiency::{GpuInput, Inputs, Sourced};
+        // Per node: the node with the largest peak, against its own limit (the job-level
+        // limit of a multi-node job is a sum over nodes; `--mem` is per node).
+        let (peak, limit) = if self.nodes.len() > 1 {
+            self.nodes
+                .iter()
+                .filter(|n| n.reporting)
+                .max_by_key(|n| n.memory.peak_working_set_bytes.value())
+                .map(|n| {
+                    (
+                        n.memory.peak_working_set_bytes.value(),
+                        n.memory.limit_bytes.value(),
+                    )
+                })
+                .unwrap_or((None, None))
+        } else {
+            (
+                self.memory.peak_working_set_bytes.value(),
+                self.memory.limit_bytes.value(),
+            )
+        };
+        Inputs {
+            cpu_seconds: self
+                .cpu
+                .usage_seconds_total
+                .value()
+                .map(|c| Sourced::new(c, "CPU time so far")),
+            elapsed_seconds: self.time.elapsed_seconds.value().map(|e| e as f64),
+            cores_allocated: self.cpu.cores_allocated.value().map(f64::from),
+            memory_used: peak.map(|p| Sourced::new(p, "working-set peak so far")),
+            memory_limit: limit.map(|l| Sourced::new(l, "limit per node")),
+            max_rss_bytes: None,
+            memory_request_bytes: None,
+            timelimit_seconds: self.time.limit_seconds.value().map(|l| l as f64),
+            timelimit_unlimited: self.time.limit_seconds.reason.as_deref() == Some("unlimited"),
+            timelimit_unknown_reason: self.time.limit_seconds.reason.clone(),
+            gpus: self
+                .gpus
+                .iter()
+                .map(|g| GpuInput {
+                    label: g
+                        .cuda_index
+                        .map_or_else(|| g.uuid.clone(), |i| format!("cuda:{i}")),
+                    node: g.node.clone(),
+                    utilization_percent: g.utilization_percent.value(),
+                    memory_used: g
+                        .memory_used_bytes
+                        .value()
+                        .map(|m| Sourced::new(m, "card memory in use, every process on it")),
+                    memory_total_bytes: g.memory_total_bytes.value(),
+                })
+                .collect(),
+            gpus_expected: None,
+        }
+    }
+}
+
 /// What `sstat` gives for the job's *running* steps: totals and averages over each step's
 /// life so far, never a live reading. Kept apart from the live figures (which stay `None`
 /// with a reason on an `sstat_summary` snapshot) so that neither is mistaken for the other.

@@ -63,6 +63,7 @@ fn run(nodes: &[&str]) -> Run {
         mem_whole_node: false,
         cpu_seconds: None,
         max_rss_bytes: None,
+        sacct_memory: None,
         recorded: None,
     }
 }

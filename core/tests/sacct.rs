@@ -251,3 +251,193 @@ fn unknown_job_and_bad_ids() {
     assert!(matches!(q.job("424242"), Err(SacctError::UnknownJob(_))));
     assert!(matches!(q.job("1;rm -rf /"), Err(SacctError::Failed(_))));
 }
+
+// --- memory of multi-task steps, CPU without step lines (issue 17) --------------------------
+
+const KIB: u64 = 1 << 10;
+
+/// Captured on the test cluster: `sbatch -n 4 -O --mem=2G`, `srun -n 4 -O`, each task
+/// holding ~300 MiB. MaxRSS is one task's; `TRESUsageInTot` `mem=` is the four summed.
+#[test]
+fn multitask_step_memory_is_the_sum_of_its_tasks() {
+    let r = rec("multitask_4x300m.txt");
+    let s0 = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("0"))
+        .unwrap();
+    assert_eq!(s0.tasks, Some(4));
+    assert_eq!(s0.nodes, Some(1));
+    assert_eq!(s0.max_rss_bytes, Some(310008 * KIB));
+    assert_eq!(s0.tres_usage_in_max_mem_bytes, Some(310008 * KIB));
+    assert_eq!(s0.tres_usage_in_tot_mem_bytes, Some(1240004 * KIB));
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 1240004 * KIB);
+    assert_eq!(m.basis, sacct::StepMemoryBasis::TasksSum { tasks: 4 });
+    assert_eq!(
+        m.basis.describe(),
+        "sacct: sum of 4 tasks' peaks (TRESUsageInTot)"
+    );
+    // The largest task alone would say a quarter of it.
+    assert_eq!(r.max_rss_bytes(), Some(310008 * KIB));
+    // The batch step's one task: its MaxRSS.
+    let b = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("batch"))
+        .unwrap();
+    assert_eq!(
+        b.memory_per_node().map(|m| m.basis),
+        Some(sacct::StepMemoryBasis::OneTask)
+    );
+}
+
+/// The same tasks freed their 300 MiB 4 s before exiting: `TRESUsageInTot` still sums each
+/// task's peak, not its last reading (Slurm 22.05.8, jobacct_gather/cgroup).
+#[test]
+fn tasks_sum_is_of_peaks_not_of_last_readings() {
+    let r = rec("multitask_4x300m_freed.txt");
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.basis, sacct::StepMemoryBasis::TasksSum { tasks: 4 });
+    assert!(m.bytes_per_node > 4 * 300 * MIB, "{}", m.bytes_per_node);
+}
+
+/// Captured on the two-node test cluster: `-N2 --ntasks-per-node=2`, `srun -n 4`, each task
+/// ~300 MiB. 22.05.8's `TRESUsageInTot` for the step is `mem=613.50M`, one node's two tasks,
+/// not four (and `AveRSS` is it ÷ 4); per node: ⌈4/2⌉ × the largest task.
+#[test]
+fn multinode_step_memory_is_tasks_per_node_times_the_largest() {
+    let r = rec("multinode_2x2_tasks_300m.txt");
+    let s0 = r
+        .steps
+        .iter()
+        .find(|s| s.step.as_deref() == Some("0"))
+        .unwrap();
+    assert_eq!((s0.tasks, s0.nodes), (Some(4), Some(2)));
+    assert_eq!(s0.max_rss_bytes, Some(314116 * KIB));
+    assert_eq!(
+        s0.tres_usage_in_tot_mem_bytes,
+        Some((613.5 * MIB as f64) as u64),
+        "one node's sum"
+    );
+    let m = r.memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 2 * 314116 * KIB);
+    assert_eq!(
+        m.basis,
+        sacct::StepMemoryBasis::TasksPerNode { tasks: 4, nodes: 2 }
+    );
+    assert!(
+        m.basis.describe().contains("2 tasks per node"),
+        "{}",
+        m.basis.describe()
+    );
+    // One task per node: exactly the largest task.
+    let h = "JobID\u{1f}NNodes\u{1f}NTasks\u{1f}MaxRSS\u{1f}TRESUsageInTot\u{1f}TRESUsageInMax";
+    let text = format!(
+        "{h}\n8\u{1f}2\u{1f}\u{1f}\u{1f}\u{1f}\n8.0\u{1f}2\u{1f}2\u{1f}300M\u{1f}mem=500M\u{1f}mem=300M\n"
+    );
+    let m = parse(&text, DELIMITER).unwrap().memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 300 * MIB);
+    // No sum printed (an older sacct): the largest task, called a floor.
+    let text =
+        format!("{h}\n9\u{1f}1\u{1f}\u{1f}\u{1f}\u{1f}\n9.0\u{1f}1\u{1f}8\u{1f}2G\u{1f}\u{1f}\n");
+    let m = parse(&text, DELIMITER).unwrap().memory_per_node().unwrap();
+    assert_eq!(m.bytes_per_node, 2 * GIB);
+    assert_eq!(
+        m.basis,
+        sacct::StepMemoryBasis::LargestTask { tasks: Some(8) }
+    );
+    assert!(m.basis.describe().contains("floor"));
+}
+
+/// A record with its step lines gone (hand-made from completed.txt's job line): CPU from
+/// the job line's TotalCPU, said so.
+#[test]
+fn no_step_lines_takes_cpu_from_the_job_line() {
+    let r = rec("trap_no_step_lines.txt");
+    assert!(r.steps.is_empty());
+    assert_eq!(r.steps_total_cpu_seconds(), None);
+    assert_eq!(
+        r.cpu_seconds(),
+        Some((4.135, sacct::CpuBasis::JobLineTotalCpu))
+    );
+    assert!(sacct::CpuBasis::JobLineTotalCpu
+        .describe()
+        .contains("job line"));
+    // With step lines, the steps' sum.
+    let r = rec("completed.txt");
+    assert_eq!(r.cpu_seconds().unwrap().1, sacct::CpuBasis::StepsTotalCpu);
+    assert_eq!(
+        r.memory_per_node().unwrap().basis,
+        sacct::StepMemoryBasis::OneTask
+    );
+}
+
+/// The report of the captured sacct-only `srun -n 4` job: memory efficiency from the four
+/// tasks together (not one task's 15 %), MaxRSS ÷ request beside it, CPU and time from
+/// sacct's own figures; no GPUs is a reason, not 0.
+#[test]
+fn sacct_only_report_efficiencies() {
+    use slurmwatch_core::report;
+    let r = rec("multitask_4x300m.txt");
+    let rep = report::build("639", &[], Some(&r), None, None);
+    let e = &rep.efficiency;
+    let sum = 1240004.0 * 1024.0;
+    let mem = e.memory.percent.unwrap();
+    assert!(
+        (mem - sum * 100.0 / (2.0 * GIB as f64)).abs() < 1e-6,
+        "{e:?}"
+    );
+    assert!(
+        e.memory.basis.contains("sum of 4 tasks' peaks"),
+        "{}",
+        e.memory.basis
+    );
+    let rss = e.memory_max_rss.as_ref().unwrap().percent.unwrap();
+    assert!((rss - 310008.0 * 1024.0 * 100.0 / (2.0 * GIB as f64)).abs() < 1e-6);
+    // TotalCPU of the steps (0.013 + 0.001 + 1.901 s) over 9 s × 1 CPU.
+    let cpu = e.cpu.percent.unwrap();
+    assert!((cpu - 1.915 * 100.0 / 9.0).abs() < 1e-6, "{e:?}");
+    assert!(
+        e.cpu.basis.contains("summed over the steps"),
+        "{}",
+        e.cpu.basis
+    );
+    assert!((e.time.percent.unwrap() - 9.0 * 100.0 / 300.0).abs() < 1e-9);
+    assert_eq!(e.gpu_utilization.percent, None);
+    assert_eq!(
+        e.gpu_utilization.reason.as_deref(),
+        Some("the job has no GPUs")
+    );
+    let v: serde_json::Value = serde_json::from_str(&rep.to_json()).unwrap();
+    assert_eq!(
+        v["memory"]["sacct_memory_per_node_bytes"],
+        1240004u64 * 1024
+    );
+    assert!(v["efficiency"]["memory_efficiency_percent"].is_number());
+    assert!(v["efficiency"]["gpu_memory_efficiency_percent"].is_null());
+    assert!(v["efficiency"]["gpu_memory_efficiency_percent_reason"].is_string());
+    let text = report::text::render(&rep, false);
+    assert!(text.contains("EFFICIENCY"), "{text}");
+    assert!(text.contains("sum of 4 tasks' peaks"), "{text}");
+    // Without step lines: CPU from the job line, said in the basis and a note.
+    let r = rec("trap_no_step_lines.txt");
+    let rep = report::build("94", &[], Some(&r), None, None);
+    assert!(
+        rep.efficiency.cpu.basis.contains("job line"),
+        "{:?}",
+        rep.efficiency.cpu
+    );
+    assert!(rep.notes.iter().any(|n| n.contains("job line's TotalCPU")));
+    assert!((rep.efficiency.cpu.percent.unwrap() - 4.135 * 100.0 / (7.0 * 2.0)).abs() < 1e-6);
+}
+
+/// Without a recording the text report says `n/a` once for an unknown peak, never `n/an/a`.
+#[test]
+fn sacct_only_text_has_no_doubled_na() {
+    use slurmwatch_core::report;
+    let r = rec("multitask_4x300m.txt");
+    let text = report::text::render(&report::build("639", &[], Some(&r), None, None), false);
+    assert!(!text.contains("n/an/a"), "{text}");
+    assert!(text.contains("sacct per node 1.18 GiB"), "{text}");
+}

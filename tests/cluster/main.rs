@@ -4,6 +4,7 @@
 
 mod cli;
 mod doctor;
+mod efficiency;
 mod gpu;
 mod history;
 mod multinode;

@@ -5,6 +5,7 @@
 //! (slurmpast, jobstats, seff; DESIGN.md §8), one named constant each. Low use that is right
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
+pub mod efficiency;
 pub mod joblog;
 pub mod summary;
 pub mod units;

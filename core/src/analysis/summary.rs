@@ -12,7 +12,8 @@ use crate::store::{Event, GpuRow, StepInfo, EXTERN_STEP};
 /// Version of the summary's keys (the `summary_version` row).
 /// 2: per-card `xid_events`; CPU totals kept across a new job-series writer's counter.
 /// 3: `limit_hit_events[]` keep the hits in `limit_hits` and only kills in `kills`.
-pub const SUMMARY_VERSION: u32 = 3;
+/// 4: per-card `peak_job_memory_bytes` and `memory_total_bytes` (GPU-memory efficiency).
+pub const SUMMARY_VERSION: u32 = 4;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
 pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
@@ -55,6 +56,12 @@ pub struct GpuSummary {
     pub uuid: Option<String>,
     pub name: Option<String>,
     pub peak_memory_used_bytes: Option<u64>,
+    /// The job's own processes' memory on the card at its largest (others' never counted).
+    #[serde(default)]
+    pub peak_job_memory_bytes: Option<u64>,
+    /// The card's memory size.
+    #[serde(default)]
+    pub memory_total_bytes: Option<u64>,
     pub peak_power_watts: Option<f64>,
     pub peak_temperature_celsius: Option<f64>,
     pub mean_utilization_percent: Option<f64>,
@@ -442,6 +449,7 @@ impl GpuSummary {
             label: card.label(),
             uuid: Some(card.uuid.clone()),
             name: card.name.clone(),
+            memory_total_bytes: card.memory_total_bytes,
             ..GpuSummary::default()
         };
         let (mut util_sum, mut util_n) = (0.0, 0u64);
@@ -453,6 +461,10 @@ impl GpuSummary {
         for r in rows {
             let s = &r.sample;
             g.peak_memory_used_bytes = max_opt(g.peak_memory_used_bytes, s.memory_used_bytes.ok());
+            g.peak_job_memory_bytes = max_opt(
+                g.peak_job_memory_bytes,
+                s.processes.as_ref().ok().map(|p| p.job_memory_bytes),
+            );
             g.peak_power_watts = max_opt(
                 g.peak_power_watts,
                 s.power_draw_milliwatts.ok().map(|w| f64::from(w) / 1000.0),

@@ -8,9 +8,11 @@
 //!
 //! Expansion follows Slurm: names separated by `,` or whitespace; each `[...]` is a list of
 //! numbers and ranges whose width is the width of the range's first bound (`[01-3]` →
-//! `01 02 03`, `[1-03]` → `1 2 3`); several brackets multiply out, leftmost outermost; order
-//! and repeats are kept. It accepts two forms 22.05 refuses, which newer tools print: text
-//! after the last bracket (`node[0001-0010]-int`) and a step (`node[1-7:2]`).
+//! `01 02 03`, `[1-03]` → `1 2 3`); several brackets multiply out in Slurm's order (the last
+//! bracket fastest, then the first, second, …: see `slurm_order`); order and repeats are
+//! kept. Text after the last bracket (`node[0001-0010]-int`), which 22.05 refuses, is
+//! accepted as newer tools print it; a `:` inside a bracket (`node[1-7:2]`) is refused, as
+//! `scontrol show hostnames` refuses it ("Invalid range").
 //!
 //! Compression follows Slurm too: the trailing digits of a name are its number; a name joins
 //! the previous bracket when the prefix matches, the number is the next one and the widths
@@ -37,35 +39,55 @@ pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
     };
     let mut out = Vec::new();
     for item in split_top(list).map_err(|w| err(&w))? {
-        let mut names = vec![String::new()];
+        // The item as literal text before each bracket, the bracket's numbers, and the
+        // text after the last bracket.
+        let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
         let mut rest = item.as_str();
-        while !rest.is_empty() {
-            match rest.find('[') {
-                None => {
-                    names.iter_mut().for_each(|n| n.push_str(rest));
-                    rest = "";
-                }
-                Some(i) => {
-                    let lit = &rest[..i];
-                    let close = rest[i..].find(']').ok_or_else(|| err("unclosed '['"))? + i;
-                    let nums = ranges(&rest[i + 1..close]).map_err(|w| err(&w))?;
-                    if names.len().saturating_mul(nums.len()) + out.len() > MAX_HOSTS {
-                        return Err(err("more than a million names"));
-                    }
-                    let mut next = Vec::with_capacity(names.len() * nums.len());
-                    for n in &names {
-                        for x in &nums {
-                            next.push(format!("{n}{lit}{x}"));
-                        }
-                    }
-                    names = next;
-                    rest = &rest[close + 1..];
-                }
+        while let Some(i) = rest.find('[') {
+            let close = rest[i..].find(']').ok_or_else(|| err("unclosed '['"))? + i;
+            let nums = ranges(&rest[i + 1..close]).map_err(|w| err(&w))?;
+            groups.push((&rest[..i], nums));
+            rest = &rest[close + 1..];
+        }
+        let count = groups
+            .iter()
+            .try_fold(1usize, |n, (_, v)| n.checked_mul(v.len()))
+            .filter(|n| n.saturating_add(out.len()) <= MAX_HOSTS)
+            .ok_or_else(|| err("more than a million names"))?;
+        for k in 0..count {
+            let idx = slurm_order(&groups, k);
+            let mut name = String::new();
+            for ((lit, nums), &j) in groups.iter().zip(&idx) {
+                name.push_str(lit);
+                name.push_str(&nums[j]);
+            }
+            name.push_str(rest);
+            if !name.is_empty() {
+                out.push(name);
             }
         }
-        out.extend(names.into_iter().filter(|n| !n.is_empty()));
     }
     Ok(out)
+}
+
+/// The bracket positions of the `k`-th name, in Slurm's order (checked against
+/// `scontrol show hostnames` of 22.05.8, core/tests/fixtures/history/hostlist): the last
+/// bracket varies fastest, then the first, the second, … up to the one before the last
+/// (`a[1-2]b[1-2]c[1-2]` → `a1b1c1 a1b1c2 a2b1c1 a2b1c2 a1b2c1 …`). With one or two
+/// brackets that is plain left-to-right nesting.
+fn slurm_order(groups: &[(&str, Vec<String>)], mut k: usize) -> Vec<usize> {
+    let n = groups.len();
+    let mut idx = vec![0; n];
+    if n == 0 {
+        return idx;
+    }
+    let fastest_first = std::iter::once(n - 1).chain(0..n - 1);
+    for g in fastest_first {
+        let len = groups[g].1.len();
+        idx[g] = k % len;
+        k /= len;
+    }
+    idx
 }
 
 /// Splits at `,` and whitespace outside brackets.
@@ -107,13 +129,11 @@ fn ranges(body: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     for part in body.split(',') {
         let part = part.trim();
-        let (range, step) = match part.split_once(':') {
-            Some((r, s)) => (r, s.parse::<u64>().map_err(|_| format!("bad step {s:?}"))?),
-            None => (part, 1),
-        };
-        if step == 0 {
-            return Err("a step of 0".into());
+        // `node[1-7:2]` is not Slurm syntax: scontrol refuses it ("Invalid range").
+        if part.contains(':') {
+            return Err(format!("bad range {part:?}: ':' is not hostlist syntax"));
         }
+        let range = part;
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let digits =
             |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
@@ -125,14 +145,10 @@ fn ranges(body: &str) -> Result<Vec<String>, String> {
         if b < a {
             return Err(format!("bad range {part:?}: it runs backwards"));
         }
-        if (b - a) / step > MAX_HOSTS as u64 {
+        if b - a > MAX_HOSTS as u64 {
             return Err("more than a million names".into());
         }
-        let mut x = a;
-        while x <= b {
-            out.push(format!("{x:0width$}"));
-            x += step;
-        }
+        out.extend((a..=b).map(|x| format!("{x:0width$}")));
     }
     Ok(out)
 }
@@ -280,9 +296,10 @@ mod tests {
         assert_eq!(expand("a[1-3],b5").unwrap(), ["a1", "a2", "a3", "b5"]);
         assert_eq!(expand("n[01-3]").unwrap(), ["n01", "n02", "n03"]);
         assert_eq!(expand("n[1-03]").unwrap(), ["n1", "n2", "n3"]);
+        assert!(expand("node[1-7:2]").is_err());
         assert_eq!(
-            expand("node[1-7:2]").unwrap(),
-            ["node1", "node3", "node5", "node7"]
+            expand("a[1-2]b[1-2]c[1-2]").unwrap(),
+            ["a1b1c1", "a1b1c2", "a2b1c1", "a2b1c2", "a1b2c1", "a1b2c2", "a2b2c1", "a2b2c2"]
         );
         assert!(expand("n[3-1]").is_err());
         assert!(expand("n[1-2").is_err());

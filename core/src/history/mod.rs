@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
-use crate::slurm::sacct::{Record, ReqMem};
+use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
 use crate::store::paths;
 
 pub use patterns::Pattern;
@@ -116,6 +116,9 @@ pub struct Run {
     /// CPU seconds: the recording's, else the sum of sacct's step TotalCPU.
     pub cpu_seconds: Option<f64>,
     pub max_rss_bytes: Option<u64>,
+    /// What one step's tasks used together on a node, from sacct (`TRESUsageInTot` over
+    /// `NTasks`, else `MaxRSS`), with how it was read.
+    pub sacct_memory: Option<crate::slurm::sacct::StepMemory>,
     pub recorded: Option<Recorded>,
 }
 
@@ -172,8 +175,9 @@ impl Run {
             node_names,
             mem_request_bytes,
             mem_whole_node,
-            cpu_seconds: r.steps_total_cpu_seconds(),
+            cpu_seconds: r.cpu_seconds().map(|(c, _)| c),
             max_rss_bytes: r.max_rss_bytes(),
+            sacct_memory: r.memory_per_node(),
             recorded: None,
         })
     }
@@ -214,7 +218,15 @@ impl Run {
         {
             return Some((w, MemoryBasis::WorkingSet));
         }
-        self.max_rss_bytes.map(|m| (m, MemoryBasis::MaxRss))
+        if let Some(m) = self.sacct_memory {
+            return Some((m.bytes_per_node, MemoryBasis::Sacct(m.basis)));
+        }
+        self.max_rss_bytes.map(|m| {
+            (
+                m,
+                MemoryBasis::Sacct(StepMemoryBasis::LargestTask { tasks: None }),
+            )
+        })
     }
 
     pub fn core_hours(&self) -> f64 {
@@ -238,7 +250,8 @@ impl Run {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemoryBasis {
     WorkingSet,
-    MaxRss,
+    /// From sacct: the sum over a step's tasks where sacct gives it, else the largest task.
+    Sacct(StepMemoryBasis),
 }
 
 /// `s1e20` → `s#e#`: digit runs collapsed, so numbered runs of one thing group together.

@@ -4,7 +4,8 @@
 //! the limit, not the need); a hung run (near-zero CPU until the limit) is not evidence for
 //! more time — it is blocked, not slow; an OOM kill outranks any sampled peak; fewer than
 //! [`MIN_RUNS`] usable runs is "not enough evidence"; memory comes from the recorded
-//! working-set peak where a file exists, else from sacct's MaxRSS, which is a sampled floor.
+//! working-set peak where a file exists, else from sacct: the sum over a step's tasks
+//! (`TRESUsageInTot`) where it has several, `MaxRSS` (one task's) otherwise — a sampled floor.
 //! Margins reuse the per-job constants of `analysis`.
 
 use serde::Serialize;
@@ -284,10 +285,24 @@ fn memory(runs: &[&Run]) -> Advice {
         .iter()
         .filter(|(_, b)| *b == MemoryBasis::WorkingSet)
         .count();
-    let basis = match (recorded, peaks.len()) {
-        (0, _) => "sacct MaxRSS: sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes (jobacct_gather/cgroup counts page cache, jobacct_gather/linux sums per-task RSS)".to_string(),
-        (r, n) if r == n => format!("recorded working-set peak ({r} runs with a file)"),
-        (r, n) => format!("recorded working-set peak ({r} of {n} runs; sacct MaxRSS, a sampled floor, for the rest)"),
+    // The sacct figure of the run with the largest sacct peak names how sacct was read
+    // ("sum of 4 tasks' peaks" vs "largest task").
+    let sacct_basis = peaks
+        .iter()
+        .filter_map(|(p, b)| match b {
+            MemoryBasis::Sacct(s) => Some((*p, *s)),
+            MemoryBasis::WorkingSet => None,
+        })
+        .max_by_key(|(p, _)| *p)
+        .map(|(_, s)| s.describe());
+    let basis = match (recorded, peaks.len(), sacct_basis) {
+        (0, _, Some(sb)) => format!("{sb}; sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes"),
+        (0, _, None) => "sacct MaxRSS: sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes (jobacct_gather/cgroup counts page cache, jobacct_gather/linux sums per-task RSS)".to_string(),
+        (r, n, _) if r == n => format!("recorded working-set peak ({r} runs with a file)"),
+        (r, n, sb) => format!(
+            "recorded working-set peak ({r} of {n} runs; for the rest {}, a sampled floor)",
+            sb.unwrap_or_else(|| "sacct MaxRSS".into())
+        ),
     };
     let usable = peaks.len() + ooms.len();
     let peak = peaks.iter().map(|(p, _)| *p).max();

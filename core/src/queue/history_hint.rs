@@ -433,6 +433,7 @@ mod tests {
             mem_whole_node: false,
             cpu_seconds: Some(2.0 * 1_200.0),
             max_rss_bytes: Some(3 * GIB),
+            sacct_memory: None,
             recorded: None,
         }
     }

@@ -133,6 +133,13 @@ pub fn to_value(s: &Snapshot) -> Value {
         "gpus".into(),
         Value::Array(s.gpus.iter().map(gpu_value).collect()),
     );
+    // Live efficiencies: the rules are analysis::efficiency's; an sstat summary has no
+    // live figures, so every one is null with its reason there.
+    m.insert(
+        "efficiency".into(),
+        serde_json::to_value(crate::analysis::efficiency::compute(&s.efficiency_inputs()))
+            .unwrap_or(Value::Null),
+    );
     m.insert(
         "nodes_reporting".into(),
         s.nodes_reporting.map_or(Value::Null, Value::from),
@@ -473,6 +480,29 @@ mod contract {
         );
         assert_eq!(g2.state.as_deref(), Some("idle"));
         assert!(line.contains("\"power_watts\":null"));
+    }
+
+    #[test]
+    fn live_efficiencies_with_their_basis() {
+        let v = super::to_value(&fixture("four_gpus"));
+        let e = &v["efficiency"];
+        let cpu = e["cpu_efficiency_percent"].as_f64().unwrap();
+        assert!(
+            (cpu - 1234.5 * 100.0 / (3725.0 * 32.0)).abs() < 1e-4,
+            "{e:#}"
+        );
+        assert!(e["cpu_efficiency_basis"]
+            .as_str()
+            .unwrap()
+            .contains("32 cores allocated"));
+        let t = e["time_efficiency_percent"].as_f64().unwrap();
+        assert!((t - 3725.0 * 100.0 / 14400.0).abs() < 1e-4, "{e:#}");
+        assert!(e["memory_efficiency_percent"].as_f64().unwrap() > 28.125);
+        assert_eq!(e["gpus"][0]["utilization_percent"], 87.0);
+        assert_eq!(e["gpus"][0]["memory_efficiency_percent"], 75.0);
+        // One card's power is unreadable, not its utilization: the overall figure stands.
+        assert!(e["gpu_utilization_percent"].is_number(), "{e:#}");
+        assert!(e.get("memory_max_rss_efficiency_percent").is_none());
     }
 
     #[test]

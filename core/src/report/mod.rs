@@ -161,6 +161,10 @@ pub struct MemoryInfo {
     pub oom_kills: Option<u64>,
     pub oom_events: Vec<OomEvent>,
     pub sacct_max_rss_bytes: Option<u64>,
+    /// What one step's tasks used together on a node, from sacct (the sum over its tasks,
+    /// else the largest task), and how it was read.
+    pub sacct_memory_per_node_bytes: Option<u64>,
+    pub sacct_memory_basis: Option<String>,
     pub major_faults: Option<u64>,
 }
 
@@ -222,6 +226,8 @@ pub struct Report {
     pub cpu: CpuInfo,
     pub memory: MemoryInfo,
     pub gpus: Vec<GpuSummary>,
+    /// CPU, memory, time and GPU efficiencies, each with its basis (`analysis::efficiency`).
+    pub efficiency: analysis::efficiency::Efficiencies,
     /// Every node of the allocation: its own figures, or `recorded: false`.
     pub nodes: Vec<nodes::NodeLine>,
     pub steps: Vec<StepLine>,
@@ -372,9 +378,23 @@ pub fn build(
         .or(rec.and_then(|r| r.meta.cores_allocated))
         .map(f64::from)
         .or(sj.and_then(|j| j.cpus).map(|c| c as f64));
-    let cpu_total = summ
+    let cpu_sourced = summ
         .and_then(|s| s.cpu_usage_seconds_total)
-        .or(acct.and_then(|a| a.steps_total_cpu_seconds()));
+        .map(|c| {
+            analysis::efficiency::Sourced::new(
+                c,
+                if recs.len() > 1 {
+                    "recordings, summed over the nodes"
+                } else {
+                    "recording"
+                },
+            )
+        })
+        .or_else(|| {
+            acct.and_then(|a| a.cpu_seconds())
+                .map(|(c, b)| analysis::efficiency::Sourced::new(c, b.describe()))
+        });
+    let cpu_total = cpu_sourced.as_ref().map(|c| c.value);
     let cpu = CpuInfo {
         usage_seconds_total: cpu_total,
         user_seconds: summ.and_then(|s| s.cpu_user_seconds).or_else(|| {
@@ -418,6 +438,7 @@ pub fn build(
         .or(rec.and_then(|r| r.meta.memory_allocated_bytes))
         .or(sj.and_then(|j| j.memory_per_node_bytes()));
     let oom_state = sj.is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
+    let sacct_memory = acct.and_then(|a| a.memory_per_node());
     let mut oom_events = summ.map(|s| s.oom_events.clone()).unwrap_or_default();
     if oom_events.is_empty() && oom_state {
         // Slurm saw the kill, the counter we read did not (cgroup v1 counts it in a child):
@@ -445,9 +466,22 @@ pub fn build(
         oom_kills,
         oom_events,
         sacct_max_rss_bytes: acct.and_then(|a| a.max_rss_bytes()),
+        sacct_memory_per_node_bytes: sacct_memory.map(|m| m.bytes_per_node),
+        sacct_memory_basis: sacct_memory.map(|m| m.basis.describe()),
         major_faults: summ.and_then(|s| s.memory_major_faults),
     };
     let gpus = summ.map(|s| s.gpus.clone()).unwrap_or_default();
+    let efficiency = analysis::efficiency::compute(&efficiency_inputs(
+        &memory,
+        limit_source(summ.and_then(|s| s.memory_limit_bytes), rec, sj),
+        cpu_sourced,
+        elapsed,
+        cores_alloc,
+        sj,
+        &gpus,
+        tres.gpus_allocated,
+        sacct_memory,
+    ));
     let steps = step_lines(rec, acct);
     let facts = Facts {
         recorded: rec.is_some(),
@@ -512,6 +546,15 @@ pub fn build(
             notes.push("Recorded from /proc (no job cgroup): there is no page-cache figure, kernel peak or limit.".into());
         }
     }
+    if rec.is_none()
+        && acct.and_then(|a| a.cpu_seconds()).map(|(_, b)| b)
+            == Some(sacct::CpuBasis::JobLineTotalCpu)
+    {
+        notes.push(
+            "sacct has no step lines for this job: its CPU seconds are the job line's TotalCPU."
+                .into(),
+        );
+    }
     if acct.is_some_and(|a| a.skipped_lines > 0) {
         notes.push(format!(
             "{} sacct line(s) could not be read (a field contained the delimiter) and were skipped.",
@@ -537,6 +580,7 @@ pub fn build(
         cpu,
         memory,
         gpus,
+        efficiency,
         nodes: node_lines,
         steps,
         findings,
@@ -588,6 +632,80 @@ fn first_cpu_seconds(recs: &[Recording]) -> Option<f64> {
     }))
 }
 
+/// What the limit figure is: the cgroup's, the allocation the plugin noted, or sacct's.
+fn limit_source(
+    cgroup: Option<u64>,
+    rec: Option<&Recording>,
+    sj: Option<&sacct::Line>,
+) -> &'static str {
+    if cgroup.is_some() {
+        "cgroup limit"
+    } else if rec.and_then(|r| r.meta.memory_allocated_bytes).is_some() {
+        "allocation per node"
+    } else if sj.and_then(|j| j.memory_per_node_bytes()).is_some() {
+        "sacct allocation per node"
+    } else {
+        "limit"
+    }
+}
+
+/// The efficiencies' inputs from the report's figures: the recording's where there is one,
+/// else sacct's (the sum over a step's tasks, with its basis).
+#[allow(clippy::too_many_arguments)]
+fn efficiency_inputs(
+    memory: &MemoryInfo,
+    limit_source: &str,
+    cpu_seconds: Option<analysis::efficiency::Sourced<f64>>,
+    elapsed: Option<f64>,
+    cores_allocated: Option<f64>,
+    sj: Option<&sacct::Line>,
+    gpus: &[GpuSummary],
+    gpus_allocated: Option<u64>,
+    sacct_memory: Option<sacct::StepMemory>,
+) -> analysis::efficiency::Inputs {
+    use analysis::efficiency::{GpuInput, Inputs, Sourced};
+    let memory_used = memory
+        .peak_working_set_bytes
+        .map(|w| Sourced::new(w, "working-set peak"))
+        .or_else(|| sacct_memory.map(|m| Sourced::new(m.bytes_per_node, m.basis.describe())));
+    Inputs {
+        cpu_seconds,
+        elapsed_seconds: elapsed,
+        cores_allocated,
+        memory_used,
+        memory_limit: memory.limit_bytes.map(|l| Sourced::new(l, limit_source)),
+        max_rss_bytes: memory.sacct_max_rss_bytes,
+        memory_request_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
+        timelimit_seconds: sj
+            .and_then(|j| j.timelimit_minutes)
+            .map(|m| m as f64 * 60.0),
+        timelimit_unlimited: sj.is_some_and(|j| {
+            j.timelimit_minutes.is_none()
+                && j.fields
+                    .get("Timelimit")
+                    .is_some_and(|t| t.trim() == "UNLIMITED")
+        }),
+        timelimit_unknown_reason: sj
+            .is_none()
+            .then(|| "no sacct record (the limit is Slurm's)".to_string()),
+        gpus: gpus
+            .iter()
+            .map(|g| GpuInput {
+                label: g.label.clone(),
+                node: g.node.clone(),
+                utilization_percent: g.mean_utilization_percent,
+                memory_used: g
+                    .peak_job_memory_bytes
+                    .map(|m| Sourced::new(m, "the job's processes, peak")),
+                memory_total_bytes: g.memory_total_bytes,
+            })
+            .collect(),
+        gpus_expected: gpus_allocated,
+    }
+}
+
+/// The file with the job's steps and job lines: the batch (or interactive) node's, else the
+/// first.
 fn primary(recs: &[Recording]) -> Option<&Recording> {
     recs.iter()
         .find(|r| {

@@ -127,10 +127,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
         na(r.cpu.cores_allocated, |v| format!("{v:.0}")),
         na(r.cpu.average_effective_cores, |v| format!("{v:.2}")),
         na(r.cpu.peak_effective_cores, |v| format!("{v:.2}")),
-        na(r.cpu.peak_effective_cores_at_unix_ms, |t| format!(
-            " at {}",
-            clock(t)
-        ))
+        r.cpu
+            .peak_effective_cores_at_unix_ms
+            .map(|t| format!(" at {}", clock(t)))
+            .unwrap_or_default()
     );
     if !r.points.is_empty() {
         let cores: Vec<Option<f64>> = r.points.iter().map(|p| p.cores).collect();
@@ -151,10 +151,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
         o,
         "  working set peak {}{}{}; lifetime peak incl. page cache {}; limit {}",
         na(r.memory.peak_working_set_bytes, bytes),
-        na(r.memory.peak_working_set_at_unix_ms, |t| format!(
-            " at {}",
-            clock(t)
-        )),
+        r.memory
+            .peak_working_set_at_unix_ms
+            .map(|t| format!(" at {}", clock(t)))
+            .unwrap_or_default(),
         match (&r.memory.peak_working_set_node, r.nodes.len() > 1) {
             (Some(n), true) => format!(" on {n}"),
             _ => String::new(),
@@ -164,9 +164,18 @@ pub fn render(r: &Report, _colour: bool) -> String {
     );
     let _ = writeln!(
         o,
-        "  OOM kills {}; sacct MaxRSS {}",
+        "  OOM kills {}; sacct MaxRSS {}{}",
         na(r.memory.oom_kills, |v| v.to_string()),
-        na(r.memory.sacct_max_rss_bytes, bytes)
+        na(r.memory.sacct_max_rss_bytes, bytes),
+        match (
+            r.memory.sacct_memory_per_node_bytes,
+            &r.memory.sacct_memory_basis
+        ) {
+            (Some(b), Some(basis)) if Some(b) != r.memory.sacct_max_rss_bytes => {
+                format!("; sacct per node {} ({basis})", bytes(b))
+            }
+            _ => String::new(),
+        }
     );
     for e in &r.memory.oom_events {
         let _ = writeln!(
@@ -200,6 +209,8 @@ pub fn render(r: &Report, _colour: bool) -> String {
     if r.nodes.len() > 1 {
         nodes_section(&mut o, r);
     }
+
+    efficiency_section(&mut o, r);
 
     let _ = writeln!(o, "\nGPUS");
     if r.gpus.is_empty() {
@@ -374,5 +385,31 @@ fn nodes_section(o: &mut String, r: &Report) {
             .collect();
         let _ = writeln!(o, "  {node:<12} cores {}", sparkline(&cores, cores_max));
         let _ = writeln!(o, "  {:<12} ws    {}", "", sparkline(&ws, ws_max));
+    }
+}
+
+/// EFFICIENCY: each figure with its basis, or `n/a` with the reason.
+fn efficiency_section(o: &mut String, r: &Report) {
+    let e = &r.efficiency;
+    let _ = writeln!(o, "\nEFFICIENCY");
+    let _ = writeln!(o, "  CPU     {}", e.cpu.describe());
+    let _ = writeln!(o, "  memory  {}", e.memory.describe());
+    if let Some(m) = &e.memory_max_rss {
+        let _ = writeln!(o, "          {}", m.describe());
+    }
+    let _ = writeln!(o, "  time    {}", e.time.describe());
+    if !e.gpus.is_empty() {
+        let _ = writeln!(o, "  GPU     utilization {}", e.gpu_utilization.describe());
+        let _ = writeln!(o, "          memory {}", e.gpu_memory.describe());
+        for g in &e.gpus {
+            let _ = writeln!(
+                o,
+                "    {}{}  utilization {}, memory {}",
+                g.node.as_deref().map_or(String::new(), |n| format!("{n} ")),
+                g.label,
+                na(g.utilization.percent, |v| format!("{v:.0} %")),
+                na(g.memory.percent, |v| format!("{v:.0} %"))
+            );
+        }
     }
 }

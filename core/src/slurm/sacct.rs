@@ -10,7 +10,12 @@
 //! - `ReqMem` `0n` means "all of each node's memory", never zero; `Mn`/`Mc` suffixes are per
 //!   node / per CPU (before 21.08), `ReqMem` without a suffix is per node;
 //! - `AllocTRES` `mem=` is the allocation total over all nodes (per node = total / nodes);
-//! - `MaxRSS` and a meaningful `TotalCPU` exist only on step lines (`.batch`, `.N`);
+//! - `MaxRSS` and a meaningful `TotalCPU` exist only on step lines (`.batch`, `.N`); a job
+//!   with no step lines (its steps purged, or none ever started) falls back to the job
+//!   line's `TotalCPU`, labelled as such;
+//! - `MaxRSS` is the largest *single task's* peak: a step of N tasks on a node used up to the
+//!   sum of its tasks, which `TRESUsageInTot` `mem=` gives on one node (over several nodes
+//!   22.05.8 printed one node's sum: see [`StepMemoryBasis`]);
 //! - a `RUNNING` record with `End=Unknown` may outlive the job (a lost end record): callers
 //!   check squeue or the recording before believing the elapsed time;
 //! - GPUs are spelled `gres/gpu=4`, `gres/gpu:a100=4` (usually beside the untyped one) or, before
@@ -66,6 +71,8 @@ pub const FIELDS: &[&str] = &[
     "UserCPU",
     "SystemCPU",
     "MaxRSS",
+    "TRESUsageInTot",
+    "TRESUsageInMax",
     "MaxRSSNode",
     "MaxRSSTask",
     "AveRSS",
@@ -342,8 +349,92 @@ pub struct Line {
     /// Step lines only: the largest task RSS sampled by jobacct_gather.
     pub max_rss_bytes: Option<u64>,
     pub ave_rss_bytes: Option<u64>,
+    /// `NTasks`: the step's task count (empty on the job line).
+    pub tasks: Option<u64>,
+    /// `TRESUsageInTot` `mem=`: the step's tasks' memory summed over every task.
+    pub tres_usage_in_tot_mem_bytes: Option<u64>,
+    /// `TRESUsageInMax` `mem=`: the largest task's (the same figure as `MaxRSS`).
+    pub tres_usage_in_max_mem_bytes: Option<u64>,
     pub work_dir: Option<String>,
     pub fields: BTreeMap<String, String>,
+}
+
+/// `cpu=00:00:04,energy=0,fs/disk=2012,mem=1205656K,pages=0,vmem=...`: the value of `key`.
+pub fn tres_usage<'a>(tres: &'a str, key: &str) -> Option<&'a str> {
+    tres.split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim())
+        .filter(|v| !v.is_empty())
+}
+
+/// How a step's memory per node was read from sacct: which figure, over how many tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepMemoryBasis {
+    /// One task: its `MaxRSS` is the step's.
+    OneTask,
+    /// Several tasks on one node: `TRESUsageInTot` `mem=`, the sum over the tasks.
+    TasksSum { tasks: u64 },
+    /// Several tasks over several nodes: `⌈tasks / nodes⌉` tasks on a node (tasks spread
+    /// evenly, as Slurm's block distribution does), each at most the largest task's peak.
+    /// `TRESUsageInTot` is not used here: for a multi-node step on 22.05.8 it was one node's
+    /// sum, not the step's (a captured 2 × 2-task step: `mem=613.50M` for four tasks of
+    /// 307 MiB), and for the extern step the sum over both nodes.
+    TasksPerNode { tasks: u64, nodes: u64 },
+    /// Several tasks (or an unknown count) and no sum: `MaxRSS`, the largest single task —
+    /// a floor for the step.
+    LargestTask { tasks: Option<u64> },
+}
+
+impl StepMemoryBasis {
+    /// The basis in words, for `basis` fields and the text report.
+    pub fn describe(&self) -> String {
+        match self {
+            StepMemoryBasis::OneTask => "sacct MaxRSS: one task".into(),
+            StepMemoryBasis::TasksSum { tasks } => {
+                format!("sacct: sum of {tasks} tasks' peaks (TRESUsageInTot)")
+            }
+            StepMemoryBasis::TasksPerNode { tasks, nodes } => format!(
+                "sacct: {} tasks per node (of {tasks} over {nodes} nodes, spread evenly) × the largest task's peak",
+                tasks.div_ceil(*nodes)
+            ),
+            StepMemoryBasis::LargestTask { tasks: Some(n) } => {
+                format!("sacct MaxRSS: largest of {n} tasks (a floor: the tasks together used more)")
+            }
+            StepMemoryBasis::LargestTask { tasks: None } => {
+                "sacct MaxRSS: largest task (a floor when the step ran several)".into()
+            }
+        }
+    }
+}
+
+/// A step's memory on one node as sacct saw it: what the tasks there used together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct StepMemory {
+    pub bytes_per_node: u64,
+    pub basis: StepMemoryBasis,
+}
+
+/// Where the job's CPU seconds came from in sacct.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuBasis {
+    /// The sum of the step lines' `TotalCPU` (the meaningful figure).
+    StepsTotalCpu,
+    /// No step lines: the job line's `TotalCPU`.
+    JobLineTotalCpu,
+}
+
+impl CpuBasis {
+    pub fn describe(&self) -> &'static str {
+        match self {
+            CpuBasis::StepsTotalCpu => "sacct TotalCPU summed over the steps",
+            CpuBasis::JobLineTotalCpu => {
+                "sacct TotalCPU of the job line (no step lines in the record)"
+            }
+        }
+    }
 }
 
 fn non_empty(s: Option<&String>) -> Option<String> {
@@ -396,6 +487,11 @@ impl Line {
             system_cpu_seconds: parse_duration(get("SystemCPU")),
             max_rss_bytes: parse_size(get("MaxRSS"), 1),
             ave_rss_bytes: parse_size(get("AveRSS"), 1),
+            tasks: num("NTasks"),
+            tres_usage_in_tot_mem_bytes: tres_usage(get("TRESUsageInTot"), "mem")
+                .and_then(|v| parse_size(v, 1)),
+            tres_usage_in_max_mem_bytes: tres_usage(get("TRESUsageInMax"), "mem")
+                .and_then(|v| parse_size(v, 1)),
             work_dir: non_empty(fields.get("WorkDir")),
             job_id,
             fields,
@@ -405,6 +501,36 @@ impl Line {
     /// GPUs allocated: TRES (either spelling), else the old `AllocGRES`.
     pub fn gpus_allocated(&self) -> Option<u64> {
         self.alloc_tres.gpus.or(self.alloc_gres_gpus)
+    }
+
+    /// What this step's tasks used together on one node (see [`StepMemoryBasis`]); `None`
+    /// without any memory figure.
+    pub fn memory_per_node(&self) -> Option<StepMemory> {
+        let largest = self.tres_usage_in_max_mem_bytes.max(self.max_rss_bytes);
+        let nodes = self.nodes.filter(|&n| n > 0).unwrap_or(1);
+        match (self.tasks, self.tres_usage_in_tot_mem_bytes) {
+            (Some(1), _) => largest
+                .or(self.tres_usage_in_tot_mem_bytes)
+                .map(|b| StepMemory {
+                    bytes_per_node: b,
+                    basis: StepMemoryBasis::OneTask,
+                }),
+            (Some(tasks), Some(tot)) if tasks > 1 && nodes <= 1 => Some(StepMemory {
+                bytes_per_node: tot.max(largest.unwrap_or(0)),
+                basis: StepMemoryBasis::TasksSum { tasks },
+            }),
+            (Some(tasks), _) if tasks > 1 && nodes > 1 => largest.map(|l| {
+                let nodes = nodes.min(tasks);
+                StepMemory {
+                    bytes_per_node: l.saturating_mul(tasks.div_ceil(nodes)),
+                    basis: StepMemoryBasis::TasksPerNode { tasks, nodes },
+                }
+            }),
+            (tasks, _) => largest.map(|b| StepMemory {
+                bytes_per_node: b,
+                basis: StepMemoryBasis::LargestTask { tasks },
+            }),
+        }
     }
 
     /// Memory per node of the allocation: AllocTRES `mem=` is the total over all nodes.
@@ -438,6 +564,30 @@ impl Record {
     /// The largest MaxRSS over the steps (the job line never has one).
     pub fn max_rss_bytes(&self) -> Option<u64> {
         self.steps.iter().filter_map(|s| s.max_rss_bytes).max()
+    }
+
+    /// The most any one step's tasks used together on a node: the largest
+    /// [`Line::memory_per_node`] over the steps, with its basis.
+    pub fn memory_per_node(&self) -> Option<StepMemory> {
+        self.steps
+            .iter()
+            .filter_map(Line::memory_per_node)
+            .max_by_key(|m| m.bytes_per_node)
+    }
+
+    /// CPU seconds and where they came from: the steps' TotalCPU, else (a record without
+    /// step lines) the job line's.
+    pub fn cpu_seconds(&self) -> Option<(f64, CpuBasis)> {
+        if let Some(c) = self.steps_total_cpu_seconds() {
+            return Some((c, CpuBasis::StepsTotalCpu));
+        }
+        if self.steps.is_empty() {
+            return self
+                .job
+                .total_cpu_seconds
+                .map(|c| (c, CpuBasis::JobLineTotalCpu));
+        }
+        None
     }
 
     /// CPU seconds over the steps (the job line's TotalCPU is not reliable on its own).
