@@ -47,6 +47,8 @@ gzip -9n "$stage"/usr/share/man/man*/*
 install -d "$stage/usr/share/bash-completion/completions"
 "$CARGO_TARGET_DIR/release/slurmwatch" generate completions bash > "$stage/usr/share/bash-completion/completions/slurmwatch"
 install -D -m 0644 README.md "$stage/usr/share/doc/slurmwatch/README.md"
+# The user guide, admin guide and reference the README links to.
+for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$stage/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugstack.conf.example"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"

@@ -28,6 +28,8 @@ install -D -m 0644 "$top/man/slurmwatch-plugin.8" "$root/usr/share/man/man8/slur
 install -d "$root/usr/share/bash-completion/completions"
 "$rel/slurmwatch" generate completions bash > "$root/usr/share/bash-completion/completions/slurmwatch"
 install -D -m 0644 README.md "$root/usr/share/doc/slurmwatch/README.md"
+# The user guide, admin guide and reference the README links to.
+for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$root/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugstack.conf.example"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"

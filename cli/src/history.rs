@@ -41,7 +41,7 @@ pub struct WindowArgs {
     /// Also look for recorded files here (an archive directory; repeatable).
     #[arg(long, value_name = "DIR")]
     pub archive: Vec<PathBuf>,
-    /// Print JSON (schema in the README).
+    /// Print JSON (schema in docs/guide.md, History and sizing).
     #[arg(long)]
     pub json: bool,
     /// Seconds the whole sacct query may take.

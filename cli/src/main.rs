@@ -1,5 +1,5 @@
 //! `slurmwatch`: a thin shell over `slurmwatch-core`. Each subcommand lives in its own module
-//! and returns the process exit code (documented in the README): 0 ok; 1 nothing live to
+//! and returns the process exit code (docs/reference/exit-codes.md): 0 ok; 1 nothing live to
 //! show (pending, ended, not found) with the reason printed; 2 bad usage or an environment
 //! that cannot answer; 128+N on signal.
 

@@ -28,7 +28,7 @@ pub struct ReportArgs {
     /// plugstack.conf `archive=` is always searched.
     #[arg(long, value_name = "DIR", action = clap::ArgAction::Append)]
     pub archive: Vec<PathBuf>,
-    /// Print the report as JSON (schema in the README).
+    /// Print the report as JSON (schema in docs/reference/json.md).
     #[arg(long)]
     pub json: bool,
     /// Also write the charts as an SVG file.

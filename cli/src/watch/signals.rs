@@ -1,5 +1,5 @@
 //! SIGINT/SIGTERM/SIGHUP end the loops cleanly (terminal restored, log flushed) with exit
-//! code 128+N, as the README documents.
+//! code 128+N, as docs/reference/exit-codes.md documents.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 

@@ -72,7 +72,7 @@ fn opt_str(v: Option<&str>) -> Value {
     v.map_or(Value::Null, Value::from)
 }
 
-/// The snapshot as a JSON object (key order as documented in the README).
+/// The snapshot as a JSON object (key order as documented in docs/reference/json.md).
 pub fn to_value(s: &Snapshot) -> Value {
     let mut m = Map::new();
     m.insert("schema".into(), SNAPSHOT_SCHEMA.into());

@@ -1,7 +1,7 @@
 //! The post-mortem of one job: its recording (if any) joined with sacct, findings and
 //! `#SBATCH` advice; rendered as text, JSON, SVG or HTML.
 //!
-//! [`Report`] *is* the JSON (`--json`): every key documented in the README's "Report"
+//! [`Report`] *is* the JSON (`--json`): every key documented in docs/reference/json.md's "The report"
 //! section; units in key names; `null` for unknown, never a made-up 0; no NaN.
 
 pub mod chart;

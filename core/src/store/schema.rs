@@ -3,7 +3,7 @@
 //! Users open these files with `sqlite3` or pandas, so the *views* have plain names with units
 //! in the column names; the *table* behind them is packed to meet the size budget (a 7-day job
 //! at 5 s must stay under 10 MB per node). Change anything here only together with
-//! [`SCHEMA_VERSION`] and the README.
+//! [`SCHEMA_VERSION`] and docs/reference/file-format.md.
 //!
 //! Tables:
 //! - `meta(key, value)`: job facts as text (see `JobMeta`); `started_unix_ms` is the time base
@@ -69,7 +69,7 @@
 //!   decodes it: plain units and one `<reading>_error` text column per reading.
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
-//!   see README.
+//!   see docs/reference/file-format.md.
 //! - view `samples`: the packed tables decoded: `t_unix_ms`, `series` ('job' or the step
 //!   name), `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`,
 //!   `_usec`, `_percent`, cores). Pure SQL (window sums and a join), so `sqlite3` and pandas
