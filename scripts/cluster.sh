@@ -90,7 +90,7 @@ ensure_gpu_devices() {
   done
 }
 
-# Several nodes on one machine (DESIGN.md §4): every slurmd shares the host name, so each is
+# Several nodes on one machine (docs/design.md §4): every slurmd shares the host name, so each is
 # told its node name (`slurmd -N swK`) and gets its own port, spool, PID file and log.
 NODES=${NODES:-1}
 multi() { [ "$NODES" -gt 1 ]; }

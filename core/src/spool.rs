@@ -1,7 +1,7 @@
 //! The node's spool: the names of what the plugin keeps there, the job's allocation as slurmd
 //! gave it to the prolog, and the removal of expired files.
 //!
-//! The spool is root-owned and writable by root only (DESIGN.md §7): a job's user can read
+//! The spool is root-owned and writable by root only (docs/design.md §7): a job's user can read
 //! their own live file through a grant (`store::access`) and write nothing here. Every file is
 //! still opened `O_NOFOLLOW|O_NONBLOCK` and checked with `fstat` before it is trusted.
 

@@ -102,3 +102,66 @@ fn cluster_tests_return_early_only_through_the_phase_gate() {
         "the check saw {gates} phase gates: is it reading tests/cluster?"
     );
 }
+
+/// Every `docs/design.md §N` the code and scripts cite is a section of docs/design.md, and
+/// every "principle N" one of its principles: the references resolve inside the repository.
+#[test]
+fn design_references_resolve() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let design = std::fs::read_to_string(format!("{root}/docs/design.md")).unwrap();
+    let sections: Vec<String> = design
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .filter_map(|h| h.split('.').next().map(str::to_string))
+        .collect();
+    let principles = design
+        .split("## 2. Principles")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap()
+        .lines()
+        .filter(|l| {
+            l.split_once(". **")
+                .is_some_and(|(n, _)| n.trim().parse::<u32>().is_ok())
+        })
+        .count();
+    let out = Command::new("git")
+        .args([
+            "-C",
+            root,
+            "grep",
+            "-hoE",
+            r"docs/design\.md §[0-9]+(\.[0-9]+)?|principle [0-9]+",
+        ])
+        .output()
+        .unwrap();
+    let refs = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut seen = 0;
+    for r in refs.lines() {
+        seen += 1;
+        if let Some(n) = r.strip_prefix("principle ") {
+            let n: usize = n.parse().unwrap();
+            assert!(
+                (1..=principles).contains(&n),
+                "{r}: docs/design.md has {principles} principles"
+            );
+        } else {
+            let s = r.rsplit('§').next().unwrap();
+            let (sec, sub) = s.split_once('.').unwrap_or((s, ""));
+            assert!(
+                sections.iter().any(|x| x == sec),
+                "{r}: no section {sec} in docs/design.md"
+            );
+            if sec == "2" && !sub.is_empty() {
+                let n: usize = sub.parse().unwrap();
+                assert!((1..=principles).contains(&n), "{r}: no principle {n}");
+            }
+        }
+    }
+    assert!(
+        seen >= 10,
+        "only {seen} references found: is git grep reading the repository?"
+    );
+}

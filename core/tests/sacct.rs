@@ -1,5 +1,5 @@
 //! sacct parsing, from output captured on the test cluster (Slurm 22.05.8) and hand-made
-//! files for the traps this cluster cannot produce (DESIGN.md §4). Plus the runner's bounded
+//! files for the traps this cluster cannot produce (docs/design.md §4). Plus the runner's bounded
 //! wait and its one-sentence errors, with a fake `sacct`.
 
 use std::path::PathBuf;

@@ -1,7 +1,7 @@
 //! `slurmwatch-epilog`: summarise a finished job's file into its `summary` table.
 //!
 //! Runs as root, either as (part of) Slurm's `Epilog=` program, or from the plugin's
-//! `job_epilog` callback. Contract (DESIGN.md §2.8, §7): always exits 0 (a failing epilog
+//! `job_epilog` callback. Contract (docs/design.md §2.8, §7): always exits 0 (a failing epilog
 //! drains the node), never calls a Slurm command, never follows a user-controlled path — the
 //! only path it opens is `<spool>/<job id>.sqlite` in the root-owned spool, built from a job id
 //! that must be all digits, opened with `O_NOFOLLOW` and refused unless a regular file.

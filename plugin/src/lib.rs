@@ -274,7 +274,7 @@ fn slurmd_node_name() -> String {
 /// Runs once per job and node before the job's first step here (a separate root process in
 /// the job-script context, environment from slurmd): notes the job's GPU allocation from
 /// `SLURM_JOB_GPUS`, which slurmd builds from the job's credential, so the steps record only
-/// cards Slurm allocated (DESIGN.md §7). Writes one small file, `<spool>/<job>.alloc`.
+/// cards Slurm allocated (docs/design.md §7). Writes one small file, `<spool>/<job>.alloc`.
 ///
 /// # Safety
 /// Called by Slurm with a valid handle and plugstack argv.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Boots one suite's image once with SHARE as the 9p share (the guest runs SHARE/run.sh and
-# powers off) and waits for it. TCG only (DESIGN.md §9: /dev/kvm here is a PVM device that
+# powers off) and waits for it. TCG only (docs/design.md §9: /dev/kvm here is a PVM device that
 # cannot run a stock kernel); snapshot=on, so every boot starts from the clean image.
 # About 1 boot in 7 oopses early under multi-threaded TCG: an early "Kernel panic"/"Oops",
 # or no sign of the share's script within BOOT_TIMEOUT seconds, boots again (3 tries).

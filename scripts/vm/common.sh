@@ -1,5 +1,5 @@
 # Shared by scripts/vm/*.sh (sourced). The VM tier: Slurm 24.11 (trixie) and 26.05 (sid) on
-# cgroup v2, each in a QEMU guest built from Debian's archive (DESIGN.md §9).
+# cgroup v2, each in a QEMU guest built from Debian's archive (docs/design.md §9).
 VM_CACHE=${VM_CACHE:-/var/cache/slurmwatch-vm}
 MIRROR=${MIRROR:-http://deb.debian.org/debian}
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg

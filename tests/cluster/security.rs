@@ -1,4 +1,4 @@
-//! The trust boundary on the real cluster (DESIGN.md §7, docs/admin.md "Threat model"): each
+//! The trust boundary on the real cluster (docs/design.md §7, docs/admin.md "Threat model"): each
 //! test performs an attack as a hostile job owner or a second account would, and checks that
 //! the victim job's exit code, output and runtime are unchanged, the node is back to idle
 //! (never drained) and root did nothing it was steered into.

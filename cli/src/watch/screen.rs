@@ -2,7 +2,7 @@
 //! `TestBackend` snapshot tests see exactly what a terminal shows.
 //!
 //! Colours name resources (CPU, MEM, GPU, VRAM); only the memory guard and a GPU's
-//! active/idle word grade health (DESIGN.md principle 2). Unreadable figures are `n/a`.
+//! active/idle word grade health (docs/design.md, principle 2). Unreadable figures are `n/a`.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};

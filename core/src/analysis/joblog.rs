@@ -1,5 +1,5 @@
 //! What the job's own output says: Slurm's file-name patterns, and a scan of the log's tail
-//! for what explains a failure (DESIGN.md §8, "From the job's log"). Pure functions over
+//! for what explains a failure (docs/design.md §8, "From the job's log"). Pure functions over
 //! text, no I/O: the report reads the (bounded) tail and hands it here.
 //!
 //! Codes (stable): `cuda_oom`, `nccl_error`, `module_not_found`, `traceback`,

@@ -2,7 +2,7 @@
 //!
 //! A finding is a fact with its evidence, never a grade: each has a stable `code`, the
 //! figures it rests on (`facts`) and one sentence. Thresholds are the anchors' own defaults
-//! (slurmpast, jobstats, seff; DESIGN.md §8), one named constant each. Low use that is right
+//! (slurmpast, jobstats, seff; docs/design.md §8), one named constant each. Low use that is right
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
 pub mod efficiency;

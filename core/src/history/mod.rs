@@ -192,7 +192,7 @@ impl Run {
     }
 
     /// Stopped at its time limit having done next to nothing: on average less than
-    /// [`IDLE_MAX_CPU_SECONDS`] per [`IDLE_MIN_SECONDS`] (DESIGN.md §8) over the whole run.
+    /// [`IDLE_MAX_CPU_SECONDS`] per [`IDLE_MIN_SECONDS`] (docs/design.md §8) over the whole run.
     /// sacct has no per-stretch CPU, so a run that computed and then hung counts as computing.
     pub fn hung(&self) -> bool {
         if self.outcome != Outcome::Timeout {

@@ -1,4 +1,4 @@
-//! Patterns only a history shows (DESIGN.md §8, "Across runs"): the same workload failing
+//! Patterns only a history shows (docs/design.md §8, "Across runs"): the same workload failing
 //! again and again, `--mem` hand-searched across OOM kills, and nodes that eat jobs.
 
 use std::collections::{BTreeMap, BTreeSet};

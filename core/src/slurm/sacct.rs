@@ -1,6 +1,6 @@
 //! `sacct`: what Slurm's accounting recorded about a job and its steps.
 //!
-//! The traps this module exists for (DESIGN.md §4), each handled where it is parsed:
+//! The traps this module exists for (docs/design.md §4), each handled where it is parsed:
 //! - the output format is pinned: `SLURM_TIME_FORMAT=standard` and `LC_ALL=C` (a user's
 //!   `SLURM_TIME_FORMAT=relative` or a locale would rewrite every timestamp), and the header
 //!   line is kept so columns are found by name, never by position;

@@ -2,7 +2,7 @@
 //!
 //! The file and SQLite's `-wal`/`-shm` beside it stay owned by root with mode 0600, so the job's
 //! user can neither truncate what root has memory-mapped (a SIGBUS in slurmstepd) nor rewrite
-//! the schema root's SQLite parses (DESIGN.md §7). The user's read access is one POSIX ACL entry
+//! the schema root's SQLite parses (docs/design.md §7). The user's read access is one POSIX ACL entry
 //! (`user:<uid>:r--`), set on the open descriptor, never by path. SQLite creates `-wal`/`-shm`
 //! itself (owned by the database file's owner, with its mode bits), so the writer grants those
 //! too once they exist (see `Writer`). A reader without write access to `-shm` is SQLite's

@@ -1,5 +1,5 @@
 //! The one rule for opening a job's file: nothing in it may make us run its author's code,
-//! hang, or read past a bound (DESIGN.md §7). Root opens files a user may have written, and a
+//! hang, or read past a bound (docs/design.md §7). Root opens files a user may have written, and a
 //! user's CLI opens files another user may have planted, so every connection of
 //! [`Reader`](super::Reader) and [`Writer`](super::Writer) goes through here:
 //!

@@ -626,7 +626,7 @@ fn open_no_block(path: &Path) -> std::io::Result<File> {
 
 /// A writer only opens files that no one else can write: owned by this process's user and
 /// without group/other write (with an ACL the group bits are its mask, so no named entry can
-/// grant write either). A file the job's user owns or can write is refused (DESIGN.md §7).
+/// grant write either). A file the job's user owns or can write is refused (docs/design.md §7).
 fn writable_only_by_us(path: &Path, md: &std::fs::Metadata) -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };

@@ -175,7 +175,7 @@ impl GpuCollector {
     /// As [`open`](Self::open), keeping only cards whose NVML index (a MIG slice's card's)
     /// is in `allocated` — Slurm's GRES indices for the job on this node, from a source the
     /// job cannot change (the prolog's environment, see `spool::Allocation`). The job's
-    /// environment then only orders and narrows, it never widens (DESIGN.md §7).
+    /// environment then only orders and narrows, it never widens (docs/design.md §7).
     pub fn open_allocated(
         lib_path: &Path,
         wanted: &[Wanted],
