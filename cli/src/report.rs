@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use slurmwatch_core::history::hostlist;
 use slurmwatch_core::report::{self, chart, locate, text, Recording};
+use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
 #[derive(clap::Args)]

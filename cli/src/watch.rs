@@ -17,11 +17,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::history::hostlist;
 use slurmwatch_core::model::Series;
 use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::report::locate;
 use slurmwatch_core::slurm::command::{self, CommandError};
+use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::scontrol;
 use slurmwatch_core::slurm::squeue::{self, QueryError, QueueEntry, TimeLimit};
 use slurmwatch_core::slurm::sstat;

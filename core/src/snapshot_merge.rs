@@ -4,8 +4,8 @@
 //! without a recent reading is counted as not reporting and left out of the sums, never
 //! averaged in as 0, and a sum any reporting node cannot give is unknown, not partial.
 
-use crate::history::hostlist;
 use crate::model::{sum_all as sum, MemoryGuard};
+use crate::slurm::hostlist;
 use crate::snapshot::{
     CpuSnapshot, History, JobState, MemorySnapshot, NodeSnapshot, Reading, Snapshot,
 };

@@ -1,12 +1,13 @@
 //! History and sizing (issue 7) on generated sacct histories served by a fake `sacct`, and
 //! hostlists against what `scontrol` (Slurm 22.05.8) printed, captured in
-//! fixtures/history/hostlist.
+//! fixtures/slurm/hostlist.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::history::{self, hostlist, Analysis, Verdict};
+use slurmwatch_core::history::{self, Analysis, Verdict};
 use slurmwatch_core::slurm::sacct::{self, Query, Window};
+use slurmwatch_core::slurm::{hostlist, units};
 
 use history::fixture::{self as gen, Job, T0};
 
@@ -124,7 +125,7 @@ fn timeout_heavy_workload_never_gets_a_lower_time() {
         Some("08:00:00"),
         "the 4-h limit × 2"
     );
-    let secs = sacct::parse_duration(t.suggestion.as_deref().unwrap()).unwrap();
+    let secs = units::parse_duration(t.suggestion.as_deref().unwrap()).unwrap();
     assert!(secs >= 240.0 * 60.0 * 2.0, "{t:?}");
     // All hung, with a generous limit and short completed runs: still never lower.
     let mut jobs: Vec<Job> = (0..5)
@@ -144,7 +145,7 @@ fn timeout_heavy_workload_never_gets_a_lower_time() {
     let a = analyse(&jobs);
     let t = advice(&a, "h#", "--time");
     assert_ne!(t.verdict, Verdict::Lower, "{t:?}");
-    assert!(sacct::parse_duration(t.suggestion.as_deref().unwrap()).unwrap() >= 600.0 * 60.0);
+    assert!(units::parse_duration(t.suggestion.as_deref().unwrap()).unwrap() >= 600.0 * 60.0);
 }
 
 #[test]
@@ -231,7 +232,7 @@ fn oom_series_with_walked_mem_is_detected() {
     let m = advice(&a, "assemble-#", "--mem");
     assert!(m.basis.starts_with("OOM kills first"), "{m:?}");
     assert!(m.basis.contains("MaxRSS"), "{m:?}");
-    let s = sacct::parse_size(m.suggestion.as_deref().unwrap(), 1 << 20).unwrap();
+    let s = units::parse_size(m.suggestion.as_deref().unwrap(), 1 << 20).unwrap();
     assert!(s >= 6 << 30, "{m:?}");
 }
 
@@ -396,14 +397,14 @@ fn ten_thousand_jobs_are_analysed_quickly() {
 
 fn hl_fixture(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/history/hostlist")
+        .join("tests/fixtures/slurm/hostlist")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
 #[test]
 fn hostnames_match_scontrol() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/history/hostlist");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/slurm/hostlist");
     let mut checked = 0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();

@@ -6,7 +6,6 @@
 #[doc(hidden)]
 #[cfg(feature = "test-support")]
 pub mod fixture;
-pub mod hostlist;
 pub mod patterns;
 pub mod sizing;
 pub mod stats;
@@ -17,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
+use crate::slurm::hostlist;
 use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
 use crate::store::paths;
 

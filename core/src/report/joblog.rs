@@ -107,7 +107,7 @@ pub fn from_sacct(rec: &sacct::Record, submit_line: Option<&str>) -> Option<Loca
     let node = j
         .node_list
         .as_deref()
-        .and_then(|l| crate::history::hostlist::expand(l).ok())
+        .and_then(|l| crate::slurm::hostlist::expand(l).ok())
         .and_then(|h| h.into_iter().next())
         .unwrap_or_default();
     let opts = submit_line.and_then(joblog::parse_submit_line);

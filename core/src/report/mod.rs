@@ -352,7 +352,7 @@ pub fn build(
             (!recs.is_empty()).then(|| {
                 let mut names: Vec<String> = recs.iter().map(|r| r.meta.node.clone()).collect();
                 names.sort();
-                crate::history::hostlist::compress(&names)
+                crate::slurm::hostlist::compress(&names)
             })
         }),
         submit_unix: sj.and_then(|j| j.submit_unix),
@@ -533,7 +533,7 @@ pub fn build(
     let mut findings = analysis::findings(&facts);
     let expected: Vec<String> = sj
         .and_then(|j| j.node_list.as_deref())
-        .and_then(|l| crate::history::hostlist::expand(l).ok())
+        .and_then(|l| crate::slurm::hostlist::expand(l).ok())
         .filter(|_| !recs.is_empty())
         .unwrap_or_default();
     let node_lines = nodes::lines(recs, &expected);

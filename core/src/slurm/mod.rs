@@ -2,8 +2,10 @@
 //! format and locale, and their output parsed from captured fixtures.
 
 pub mod command;
+pub mod hostlist;
 pub mod plugstack;
 pub mod sacct;
 pub mod scontrol;
 pub mod squeue;
 pub mod sstat;
+pub mod units;

@@ -33,6 +33,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::units::{parse_duration, parse_size};
+
 /// The fields asked for, in this order. Each is looked up by name in the header.
 pub const FIELDS: &[&str] = &[
     "JobID",
@@ -238,48 +240,6 @@ impl ReqMem {
     pub fn is_whole_node(&self) -> bool {
         matches!(self, ReqMem::Node { bytes: 0 })
     }
-}
-
-/// `105460K`, `600.05M`, `1G`, `0`: binary units. `default_unit` for a bare number (sacct
-/// prints MaxRSS bare in bytes when under 1 KiB; ReqMem and TRES `mem=` bare are MiB).
-pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
-    let s = s.trim();
-    if s.is_empty() {
-        return None;
-    }
-    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => (&s[..i], &s[i..]),
-        None => (s, ""),
-    };
-    let mult: u64 = match unit {
-        "" => default_unit,
-        "K" | "k" => 1 << 10,
-        "M" | "m" => 1 << 20,
-        "G" | "g" => 1 << 30,
-        "T" | "t" => 1 << 40,
-        "P" | "p" => 1 << 50,
-        _ => return None,
-    };
-    let v: f64 = num.parse().ok()?;
-    (v.is_finite() && v >= 0.0).then(|| (v * mult as f64).round() as u64)
-}
-
-/// `[DD-[HH:]]MM:SS[.mmm]` (Elapsed, TotalCPU, Timelimit) into seconds. `UNLIMITED`,
-/// `Partition_Limit`, `INVALID` and empty are `None`.
-pub fn parse_duration(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let (days, rest) = match s.split_once('-') {
-        Some((d, r)) => (d.parse::<f64>().ok()?, r),
-        None => (0.0, s),
-    };
-    let parts: Vec<&str> = rest.split(':').collect();
-    let n = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
-    let secs = match parts.as_slice() {
-        [h, m, s] => n(h)? * 3600.0 + n(m)? * 60.0 + n(s)?,
-        [m, s] => n(m)? * 60.0 + n(s)?,
-        _ => return None,
-    };
-    Some(days * 86400.0 + secs)
 }
 
 /// `2026-11-30T10:44:58` in the local zone (the `standard` format) into Unix seconds.

@@ -2,7 +2,8 @@
 //! and the one-line records of `show job|partition|node -o` that the queued-job answers use.
 
 use super::command::{self, CommandError};
-use super::squeue::{parse_duration, parse_memory, TimeLimit};
+use super::squeue::TimeLimit;
+use super::units::{parse_memory_mib, parse_whole_seconds};
 
 /// One line of `scontrol listpids`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -117,7 +118,7 @@ fn name_and_id(s: Option<&str>) -> (String, Option<u32>) {
 fn time_limit(s: Option<&str>) -> TimeLimit {
     match s {
         Some("UNLIMITED" | "INFINITE") => TimeLimit::Unlimited,
-        Some(s) => parse_duration(s).map_or(TimeLimit::Unknown, TimeLimit::Seconds),
+        Some(s) => parse_whole_seconds(s).map_or(TimeLimit::Unknown, TimeLimit::Seconds),
         None => TimeLimit::Unknown,
     }
 }
@@ -241,8 +242,8 @@ pub fn parse_job(line: &str) -> Option<JobDetails> {
         num_nodes: nodes.and_then(|n| n.parse().ok()),
         num_cpus: num(&r, "NumCPUs"),
         min_cpus_per_node: num(&r, "MinCPUsNode"),
-        memory_per_node_bytes: field(&r, "MinMemoryNode").and_then(parse_memory),
-        memory_per_cpu_bytes: field(&r, "MinMemoryCPU").and_then(parse_memory),
+        memory_per_node_bytes: field(&r, "MinMemoryNode").and_then(parse_memory_mib),
+        memory_per_cpu_bytes: field(&r, "MinMemoryCPU").and_then(parse_memory_mib),
         gpus_per_node: field_last(&r, "TresPerNode").and_then(gpu_count),
         gpus_per_job: field_last(&r, "TresPerJob").and_then(gpu_count),
         req_nodes: field(&r, "ReqNodeList").map(str::to_string),
@@ -345,7 +346,7 @@ pub fn parse_partitions(text: &str) -> Vec<PartitionInfo> {
                 max_cpus_per_node: limit("MaxCPUsPerNode"),
                 max_memory_per_node_bytes: field(&r, "MaxMemPerNode")
                     .filter(|v| *v != "UNLIMITED")
-                    .and_then(parse_memory),
+                    .and_then(parse_memory_mib),
             })
         })
         .collect()

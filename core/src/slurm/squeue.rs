@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 use super::command::{self, CommandError, Finished};
+use super::hostlist;
+use super::units::{parse_memory_mib, parse_whole_seconds};
 
 /// `squeue -o` format: display id, job id, state, user, uid, elapsed, limit, start, end,
 /// node list, reason, CPUs, memory per node, node count, name.
@@ -86,89 +88,30 @@ fn parse_line(line: &str) -> Option<QueueEntry> {
         state: f[2].trim().to_string(),
         user: f[3].trim().to_string(),
         uid: f[4].trim().parse().ok(),
-        elapsed_seconds: parse_duration(f[5]),
+        elapsed_seconds: parse_whole_seconds(f[5]),
         limit: match f[6].trim() {
             "UNLIMITED" | "INFINITE" => TimeLimit::Unlimited,
-            s => parse_duration(s).map_or(TimeLimit::Unknown, TimeLimit::Seconds),
+            s => parse_whole_seconds(s).map_or(TimeLimit::Unknown, TimeLimit::Seconds),
         },
         start: time(f[7]),
         end: time(f[8]),
         nodes: f[9].trim().to_string(),
         reason: f[10].trim().to_string(),
         cpus: f[11].trim().parse().ok(),
-        memory_per_node_bytes: parse_memory(f[12]),
+        memory_per_node_bytes: parse_memory_mib(f[12]),
         node_count: f[13].trim().parse().ok(),
         name: f[14].to_string(),
     })
 }
 
-/// Slurm's `[days-][hours:]minutes:seconds` (also `minutes` alone); `None` for anything else.
-pub fn parse_duration(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (days, rest) = match s.split_once('-') {
-        Some((d, r)) => (d.parse::<u64>().ok()?, r),
-        None => (0, s),
-    };
-    let parts: Vec<u64> = rest
-        .split(':')
-        .map(|p| p.parse::<u64>().ok())
-        .collect::<Option<_>>()?;
-    let secs = match parts.as_slice() {
-        [m] if s.contains('-') => m * 3600, // `days-hours`
-        [m] => m * 60,
-        [a, b] if s.contains('-') => a * 3600 + b * 60, // `days-hours:minutes`
-        [m, sec] => m * 60 + sec,
-        [h, m, sec] => h * 3600 + m * 60 + sec,
-        _ => return None,
-    };
-    days.checked_mul(86_400)?.checked_add(secs)
-}
-
-/// `%m`: `1G`, `100M`, `2048K`, `4T`, bare numbers in MiB; `0` means "not set".
-pub fn parse_memory(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
-        Some(i) => (&s[..i], &s[i..]),
-        None => (s, "M"),
-    };
-    let n: f64 = num.parse().ok()?;
-    let mult: f64 = match unit {
-        "K" => 1024.0,
-        "M" => 1024.0 * 1024.0,
-        "G" => 1024.0 * 1024.0 * 1024.0,
-        "T" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return None,
-    };
-    let bytes = n * mult;
-    (bytes.is_finite() && bytes > 0.0).then_some(bytes as u64)
-}
-
-/// The first host of a Slurm host list: `vm`, `node[01-04]` → `node01`, `a,b` → `a`.
-pub fn first_host(list: &str) -> Option<String> {
+/// The first host of a Slurm host list (`node[01-04]` → `node01`); `None` for a reason in
+/// parentheses or anything else that is not a host list.
+fn first_host(list: &str) -> Option<String> {
     let list = list.trim();
-    if list.is_empty() || list.starts_with('(') {
-        return None;
+    if list.starts_with('(') {
+        return None; // a pending job's reason, `(Resources)`
     }
-    let mut out = String::new();
-    let mut chars = list.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            ',' => break,
-            '[' => {
-                let first: String = chars
-                    .by_ref()
-                    .take_while(|&c| c != ']')
-                    .collect::<String>()
-                    .split([',', '-'])
-                    .next()
-                    .unwrap_or("")
-                    .to_string();
-                out.push_str(&first);
-            }
-            c => out.push(c),
-        }
-    }
-    (!out.is_empty()).then_some(out)
+    hostlist::expand(list).ok()?.into_iter().next()
 }
 
 /// Why `squeue` could not answer about a job.
@@ -286,24 +229,24 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!(parse_duration("0:10"), Some(10));
-        assert_eq!(parse_duration("10:00"), Some(600));
-        assert_eq!(parse_duration("1:02:03"), Some(3723));
-        assert_eq!(parse_duration("2-01:00:00"), Some(2 * 86400 + 3600));
-        assert_eq!(parse_duration("2-01"), Some(2 * 86400 + 3600));
-        assert_eq!(parse_duration("2-01:30"), Some(2 * 86400 + 5400));
-        assert_eq!(parse_duration("UNLIMITED"), None);
-        assert_eq!(parse_duration("INVALID"), None);
-        assert_eq!(parse_duration(""), None);
+        assert_eq!(parse_whole_seconds("0:10"), Some(10));
+        assert_eq!(parse_whole_seconds("10:00"), Some(600));
+        assert_eq!(parse_whole_seconds("1:02:03"), Some(3723));
+        assert_eq!(parse_whole_seconds("2-01:00:00"), Some(2 * 86400 + 3600));
+        assert_eq!(parse_whole_seconds("2-01"), Some(2 * 86400 + 3600));
+        assert_eq!(parse_whole_seconds("2-01:30"), Some(2 * 86400 + 5400));
+        assert_eq!(parse_whole_seconds("UNLIMITED"), None);
+        assert_eq!(parse_whole_seconds("INVALID"), None);
+        assert_eq!(parse_whole_seconds(""), None);
     }
 
     #[test]
     fn memory() {
-        assert_eq!(parse_memory("1G"), Some(1 << 30));
-        assert_eq!(parse_memory("100M"), Some(100 << 20));
-        assert_eq!(parse_memory("2048"), Some(2048 << 20));
-        assert_eq!(parse_memory("0"), None);
-        assert_eq!(parse_memory("lots"), None);
+        assert_eq!(parse_memory_mib("1G"), Some(1 << 30));
+        assert_eq!(parse_memory_mib("100M"), Some(100 << 20));
+        assert_eq!(parse_memory_mib("2048"), Some(2048 << 20));
+        assert_eq!(parse_memory_mib("0"), None);
+        assert_eq!(parse_memory_mib("lots"), None);
     }
 
     #[test]

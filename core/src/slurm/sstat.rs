@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::command::{self, CommandError};
-use super::sacct::{parse_duration, parse_size};
+use super::units::{parse_duration, parse_size};
 
 /// The fields asked for, in this order (`-o`). `TRESUsageInTot` carries the step's CPU time
 /// summed over its tasks (`cpu=`), where `AveCPU × NTasks` loses up to a second per task to

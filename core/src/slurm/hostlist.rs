@@ -1,6 +1,6 @@
 //! Slurm hostlists: expansion as `scontrol show hostnames` prints it and compression as
 //! `scontrol show hostlist` prints it (both checked against Slurm 22.05.8; the captured output
-//! is in core/tests/fixtures/history/hostlist).
+//! is in core/tests/fixtures/slurm/hostlist).
 //!
 //! Written here rather than taken from the hostlist-parser crate: 0.1.6 refuses `cn_[01-02]`
 //! (an underscore before the bracket) and drops the repeated `vm1` of `vm[1-2],vm1`, where
@@ -71,7 +71,7 @@ pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
 }
 
 /// The bracket positions of the `k`-th name, in Slurm's order (checked against
-/// `scontrol show hostnames` of 22.05.8, core/tests/fixtures/history/hostlist): the last
+/// `scontrol show hostnames` of 22.05.8, core/tests/fixtures/slurm/hostlist): the last
 /// bracket varies fastest, then the first, the second, … up to the one before the last
 /// (`a[1-2]b[1-2]c[1-2]` → `a1b1c1 a1b1c2 a2b1c1 a2b1c2 a1b2c1 …`). With one or two
 /// brackets that is plain left-to-right nesting.
