@@ -396,10 +396,17 @@ fn effic_gpu_job_against_the_fake_cards() {
     let _p = PlugstackOverride::new(&format!(
         "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
     ));
-    if !cluster_has_gpu_gres() {
-        eprintln!("no GPU GRES on this cluster (multi-node phase): skipped");
+    // The fake cards are GRES of the single-node cluster only.
+    if !runs_in(
+        "effic_gpu_job_against_the_fake_cards",
+        Phase::ExactlyNodes(1),
+    ) {
         return;
     }
+    assert!(
+        cluster_has_gpu_gres(),
+        "the single-node cluster has no GPU GRES"
+    );
     install_fake_nvml();
     set_fake_nvml_state(&json!({ "devices": (0..4).map(|i| card(i, None)).collect::<Vec<_>>() }));
     let job = Submit::new("effic-gpu", "echo $$ > pid\nsleep 8")
@@ -455,21 +462,13 @@ fn effic_gpu_job_against_the_fake_cards() {
         .contains("the job's processes"));
 }
 
-fn cluster_nodes() -> usize {
-    std::fs::read_to_string("/run/slurm/nodes")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(1)
-}
-
 /// Two nodes, two tasks each burning CPU and holding ~300 MiB, recorded and sacct-only:
 /// CPU and time efficiency against sacct; memory per node from the recordings' largest
 /// node, and from sacct bounded by the busiest node (never below what a node used).
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]
 fn effic_multinode_job() {
-    if cluster_nodes() < 2 {
-        eprintln!("single-node cluster: this test runs in scripts/test.sh's multi-node phase");
+    if !runs_in("effic_multinode_job", Phase::Nodes(2)) {
         return;
     }
     let _o = PlugstackOverride::new(&format!("spool={SPOOL}/%n"));
