@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod collect;
 pub mod doctor;
 pub mod error;
+pub mod export;
 pub mod history;
 pub mod model;
 pub mod options;
