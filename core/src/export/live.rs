@@ -19,7 +19,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::sample::GpuCard;
-use crate::store::{summary, Deadline, GpuRow, JobMeta, Reader, SampleKind, SampleRow, Series};
+use crate::store::{
+    step_row_is_redundant, summary, Deadline, GpuRow, JobMeta, Reader, SampleKind, SampleRow,
+    Series,
+};
 
 /// The most directory entries one scrape looks at (the spool of a busy node holds a few
 /// thousand files over `retain_days`).
@@ -28,6 +31,11 @@ pub const MAX_SPOOL_ENTRIES: usize = 20_000;
 /// A reading older than this many intervals (and at least [`STALE_MIN_MS`]) is not current.
 pub const STALE_INTERVALS: i64 = 3;
 pub const STALE_MIN_MS: i64 = 30_000;
+
+/// While several steps run, the plugin stores a step's periodic rows only every this many
+/// intervals (plugin/src/recorder.rs `STEP_ROW_EVERY`): a step's reading is current for
+/// [`stale_after_ms`] of that longer period.
+pub const STEP_ROW_EVERY: u32 = 6;
 
 /// When a series' latest reading stops being current, for a recording every
 /// `interval_seconds`: the plugin stores a row every interval (and flushes every few), so
@@ -50,13 +58,14 @@ pub struct GatherOptions {
 }
 
 impl GatherOptions {
-    /// 5 s per scrape, 1 s per file; files idle for more than 3 × the site's longest
+    /// 5 s per scrape, 2 s per file (a running 7-day job at 5 s takes ~0.4 s on a loaded
+    /// 2-core machine: examples/scrape_cost.rs); files idle for more than 3 × the site's longest
     /// interval (plus a minute) are not opened.
     pub fn standard(max_interval_seconds: u32) -> GatherOptions {
         GatherOptions {
             now_unix_ms: now_unix_ms(),
             deadline: Duration::from_secs(5),
-            per_file: Duration::from_secs(1),
+            per_file: Duration::from_secs(2),
             max_age: Duration::from_secs(u64::from(max_interval_seconds) * 3 + 60),
         }
     }
@@ -274,17 +283,6 @@ enum Outcome {
     Stale,
 }
 
-/// The latest row of `series`, if it is current at `now`.
-fn current(
-    reader: &Reader,
-    series: &Series,
-    now: i64,
-    stale_ms: i64,
-) -> crate::error::Result<Option<SampleRow>> {
-    let row = reader.last_two(series)?.pop();
-    Ok(row.filter(|r| now - r.t_unix_ms <= stale_ms))
-}
-
 fn read_file(
     path: &Path,
     job_id: u64,
@@ -313,21 +311,32 @@ fn read_file(
         return Ok(Outcome::Ended);
     }
     let stale_ms = stale_after_ms(meta.interval_seconds);
-    let job_row = reader.last_two(&Series::Job)?.pop();
+    let step_stale_ms = stale_after_ms(meta.interval_seconds.saturating_mul(STEP_ROW_EVERY));
+    let job_row = reader.last_stored(&Series::Job)?;
     if job_row.as_ref().is_some_and(|r| r.kind == SampleKind::End) {
         return Ok(Outcome::Ended);
     }
+    let job_row = job_row.filter(|r| now - r.t_unix_ms <= stale_ms);
     let mut series = Vec::new();
-    if let Some(row) = job_row.filter(|r| now - r.t_unix_ms <= stale_ms) {
-        series.push(LiveSeries { step: None, row });
-    }
     for step in &running {
-        if let Some(row) = current(&reader, &Series::step(*step), now, stale_ms)? {
+        // While a step is the only one running, its reading is the job's (the writer stores
+        // no row of its own then: `step_row_is_redundant`); else its own latest row.
+        let row = match &job_row {
+            Some(j) if step_row_is_redundant(step, j.t_unix_ms, &steps) => Some(j.clone()),
+            _ => reader
+                .last_stored(&Series::step(*step))?
+                .filter(|r| now - r.t_unix_ms <= step_stale_ms),
+        };
+        if let Some(mut row) = row {
+            row.series = Series::step(*step);
             series.push(LiveSeries {
                 step: Some(step.to_string()),
                 row,
             });
         }
+    }
+    if let Some(row) = job_row {
+        series.insert(0, LiveSeries { step: None, row });
     }
     let mut gpus = Vec::new();
     for g in reader.gpus()? {
