@@ -285,16 +285,16 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
     assert!(ws_diff <= 0.02, "{} vs {file_ws}", value(&ws[0]));
     assert!(file_ws > 300.0 * 1048576.0, "{file_ws}");
 
-    // The CPU rate over 30 s against the file's effective cores over the same 30 s.
+    // The CPU rate over 60 s against the file's effective cores over the same 60 s.
     let rate = stack.query_at(
-        &format!("rate(slurmwatch_cpu_seconds_total{{{sel}}}[30s])"),
+        &format!("rate(slurmwatch_cpu_seconds_total{{{sel}}}[60s])"),
         t,
     );
     assert_eq!(rate.len(), 1, "{rate:?}");
     let window: Vec<_> = rows
         .iter()
         .filter(|r| {
-            (r.t_unix_ms as f64) >= (t - 30.0) * 1000.0 && (r.t_unix_ms as f64) <= t * 1000.0
+            (r.t_unix_ms as f64) >= (t - 60.0) * 1000.0 && (r.t_unix_ms as f64) <= t * 1000.0
         })
         .collect();
     let (a, b) = (window.first().unwrap(), window.last().unwrap());
