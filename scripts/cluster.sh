@@ -39,6 +39,14 @@ for fd in /proc/$$/fd/*; do
   if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then eval "exec $fd>&-"; fi
 done
 
+# The daemons started here must not inherit the caller's descriptors: a flock(1) lock held
+# around this script would otherwise stay held by mariadbd for as long as it runs. (Bash
+# reads this script through fd 255: that one stays.)
+for fd in /proc/$$/fd/*; do
+  fd=${fd##*/}
+  if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then eval "exec $fd>&-"; fi
+done
+
 log() { echo "cluster: $*" >&2; }
 die() { echo "cluster: $*" >&2; exit 1; }
 

@@ -11,6 +11,7 @@ PACKAGES=(
   python3        # the cluster tests' jobs allocate memory with it
   python3-venv   # scripts/bench-vs-slurmpast.sh installs slurmpast into a venv
   chromium  # headless: the cluster tests render the HTML report
+  prometheus  # the cluster tests scrape `slurmwatch metrics --listen` with a private instance
 )
 
 missing=()

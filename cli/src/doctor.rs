@@ -4,7 +4,7 @@
 mod checks;
 
 use checks::{Check, Verdict};
-use slurmwatch_core::slurm::{command, plugstack};
+use slurmwatch_core::slurm::{command, conf, plugstack};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -102,7 +102,7 @@ fn sacct_check(r: Result<(), (String, bool)>) -> Check {
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     let conf = args
         .plugstack
-        .unwrap_or_else(|| plugstack::plugstack_path(&plugstack::slurm_conf_path()));
+        .unwrap_or_else(|| plugstack::plugstack_path(&conf::path()));
     let (plug, config, line) = checks::check_plugstack(&conf);
     let mut checks = vec![plug];
     if let Some(line) = &line {

@@ -6,6 +6,7 @@
 mod doctor;
 mod generate;
 mod history;
+mod metrics;
 mod output;
 mod report;
 mod watch;
@@ -40,6 +41,9 @@ enum Command {
     /// Check this node's set-up (plugstack line, plugin version, spool, archive, cgroups,
     /// NVML, sacct); exit 0 only when it is ready to record jobs.
     Doctor(doctor::DoctorArgs),
+    /// The node's running jobs as Prometheus metrics: printed, written for node_exporter's
+    /// textfile collector (--textfile), or served on GET /metrics (--listen).
+    Metrics(metrics::MetricsArgs),
     /// Write man pages or print shell completions (for packagers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -50,6 +54,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Metrics(args)) => metrics::run(args),
         Some(Command::History(args)) => history::run_history(args),
         Some(Command::Sizing(args)) => history::run_sizing(args),
         Some(Command::Generate(args)) => {

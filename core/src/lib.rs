@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod collect;
 pub mod error;
+pub mod export;
 pub mod history;
 pub mod model;
 pub mod options;

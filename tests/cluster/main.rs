@@ -10,6 +10,7 @@ mod history;
 mod multinode;
 mod package;
 mod plugin;
+mod prometheus;
 mod queue;
 mod recorder;
 mod report;

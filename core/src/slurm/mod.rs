@@ -2,6 +2,7 @@
 //! format and locale, and their output parsed from captured fixtures.
 
 pub mod command;
+pub mod conf;
 pub mod hostlist;
 pub mod plugstack;
 pub mod sacct;

@@ -9,27 +9,14 @@
 
 use std::path::{Path, PathBuf};
 
+use super::conf;
 use crate::options::PluginConfig;
-
-/// slurm.conf: `SLURM_CONF`, else Slurm's default path.
-pub fn slurm_conf_path() -> PathBuf {
-    std::env::var_os("SLURM_CONF")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/etc/slurm/slurm.conf"))
-}
 
 /// The plugstack file slurmstepd reads, given slurm.conf's path.
 pub fn plugstack_path(slurm_conf: &Path) -> PathBuf {
-    let from_conf = std::fs::read_to_string(slurm_conf).ok().and_then(|t| {
-        t.lines().find_map(|l| {
-            let l = l.split('#').next().unwrap_or("").trim();
-            let (k, v) = l.split_once('=')?;
-            k.trim()
-                .eq_ignore_ascii_case("PlugStackConfig")
-                .then(|| PathBuf::from(v.trim().trim_matches('"')))
-        })
-    });
-    from_conf.unwrap_or_else(|| slurm_conf.with_file_name("plugstack.conf"))
+    conf::value_in(slurm_conf, "PlugStackConfig")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| slurm_conf.with_file_name("plugstack.conf"))
 }
 
 /// The slurmwatch line of a plugstack file: its plugin path and arguments.
@@ -105,7 +92,7 @@ fn expand_include(including: &Path, pattern: &str) -> Vec<PathBuf> {
 /// The site's settings as this node's slurmstepd sees them: the slurmwatch line's arguments
 /// from the plugstack file slurm.conf names (defaults when there is no readable line).
 pub fn site_config() -> PluginConfig {
-    find_line(&plugstack_path(&slurm_conf_path()))
+    find_line(&plugstack_path(&conf::path()))
         .and_then(|l| PluginConfig::parse(&l.args).ok())
         .unwrap_or_default()
 }

@@ -356,6 +356,25 @@ impl Reader {
         })
     }
 
+    /// The latest row stored for `series` (a step's own rows only, without the job rows that
+    /// [`samples`](Self::samples) fills in), from the series' sums: what an exporter needs at
+    /// every scrape of a long job without decoding whole series. `None`: no row yet.
+    pub fn last_stored(&self, series: &Series) -> Result<Option<SampleRow>> {
+        self.guarded(|| {
+            let id = match series {
+                Series::Job => 0,
+                Series::Step(name) => match load_steps(&self.conn, &self.path)?
+                    .into_iter()
+                    .find(|(_, s)| &s.step == name)
+                {
+                    Some((id, _)) => id,
+                    None => return Ok(None),
+                },
+            };
+            Ok(self.tail(id, series, i64::MAX, 1)?.pop())
+        })
+    }
+
     /// The last `k` rows of series `id` with time ≤ `max_t_unix_ms`, decoded: the sums over
     /// the rows before them seed the delta chain.
     fn tail(&self, id: i64, series: &Series, max_t_unix_ms: i64, k: i64) -> Result<Vec<SampleRow>> {

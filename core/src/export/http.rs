@@ -1,0 +1,192 @@
+//! The HTTP endpoint behind `slurmwatch metrics --listen`: `GET /metrics` and nothing else.
+//!
+//! Hand-written on `std::net` rather than a server crate: one request at a time is all a
+//! Prometheus scraper needs, and the whole protocol used is a request line, headers to skip
+//! and one response with `Connection: close`. What keeps a root process safe here is a
+//! bound on everything a client controls: the request head is read for at most
+//! [`READ_DEADLINE`] and [`MAX_REQUEST_BYTES`], writes time out, nothing from the request is
+//! used except the method and path, and any other request gets a 404 (a 400 when it is not
+//! HTTP at all).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The longest a client may take to send its request head.
+pub const READ_DEADLINE: Duration = Duration::from_secs(2);
+/// The longest a client may take to read the response.
+pub const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+/// The largest request head read; a longer one is refused.
+pub const MAX_REQUEST_BYTES: usize = 8192;
+
+/// The exposition format's content type.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// What one request asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    Metrics,
+    Other,
+    Bad,
+}
+
+/// Reads the request head from `stream` within the deadlines.
+fn read_request(stream: &mut TcpStream) -> Request {
+    let start = Instant::now();
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if buf.windows(4).any(|w| w == b"\r\n\r\n") || buf.windows(2).any(|w| w == b"\n\n") {
+            break;
+        }
+        let left = READ_DEADLINE.saturating_sub(start.elapsed());
+        if left.is_zero() || buf.len() >= MAX_REQUEST_BYTES {
+            return Request::Bad;
+        }
+        if stream.set_read_timeout(Some(left)).is_err() {
+            return Request::Bad;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return Request::Bad,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+    parse_request_line(&buf)
+}
+
+/// `GET /metrics HTTP/1.x` (a query string allowed) is the one request answered.
+pub fn parse_request_line(head: &[u8]) -> Request {
+    let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
+    let Ok(line) = std::str::from_utf8(line) else {
+        return Request::Bad;
+    };
+    let mut parts = line.trim_end_matches('\r').split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Request::Bad;
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Request::Bad;
+    }
+    let path = target.split('?').next().unwrap_or("");
+    if method == "GET" && path == "/metrics" {
+        Request::Metrics
+    } else {
+        Request::Other
+    }
+}
+
+fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) {
+    let _ = stream.set_write_timeout(Some(WRITE_DEADLINE));
+    let head = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = stream
+        .write_all(head.as_bytes())
+        .and_then(|_| stream.write_all(body.as_bytes()))
+        .and_then(|_| stream.flush());
+}
+
+/// Answers one connection: `scrape` is called only for `GET /metrics`.
+pub fn handle(mut stream: TcpStream, scrape: &mut dyn FnMut() -> String) {
+    match read_request(&mut stream) {
+        Request::Metrics => {
+            let body = scrape();
+            respond(&mut stream, "200 OK", CONTENT_TYPE, &body);
+        }
+        Request::Other => respond(
+            &mut stream,
+            "404 Not Found",
+            "text/plain; charset=utf-8",
+            "only GET /metrics is served here\n",
+        ),
+        Request::Bad => respond(
+            &mut stream,
+            "400 Bad Request",
+            "text/plain; charset=utf-8",
+            "bad request\n",
+        ),
+    }
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// Serves `listener` forever, one connection at a time.
+pub fn serve(listener: &TcpListener, scrape: &mut dyn FnMut() -> String) -> ! {
+    loop {
+        if let Ok((stream, _)) = listener.accept() {
+            handle(stream, scrape);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_get_metrics_is_answered() {
+        assert_eq!(
+            parse_request_line(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"),
+            Request::Metrics
+        );
+        assert_eq!(
+            parse_request_line(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
+            Request::Metrics
+        );
+        for other in [
+            &b"GET / HTTP/1.1\r\n\r\n"[..],
+            b"POST /metrics HTTP/1.1\r\n\r\n",
+            b"GET /metrics/x HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(parse_request_line(other), Request::Other);
+        }
+        for bad in [
+            &b"hello\r\n\r\n"[..],
+            b"GET /metrics SMTP\r\n\r\n",
+            b"\xff\xfe",
+        ] {
+            assert_eq!(parse_request_line(bad), Request::Bad);
+        }
+    }
+
+    fn get(addr: std::net::SocketAddr, request: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(request).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+
+    /// A real socket: the scrape runs only for GET /metrics; a client that sends nothing
+    /// is dropped after the read deadline and the next one is served.
+    #[test]
+    fn the_server_answers_and_a_silent_client_cannot_hold_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut n = 0;
+            serve(&listener, &mut || {
+                n += 1;
+                format!("scrapes {n}\n")
+            })
+        });
+        let ok = get(addr, b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+        assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
+        assert!(ok.contains(CONTENT_TYPE), "{ok}");
+        assert!(ok.ends_with("\r\n\r\nscrapes 1\n"), "{ok}");
+        let nf = get(addr, b"GET /other HTTP/1.1\r\n\r\n");
+        assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+        let silent = TcpStream::connect(addr).unwrap();
+        let t = Instant::now();
+        let ok = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(ok.ends_with("scrapes 2\n"), "{ok}");
+        assert!(
+            t.elapsed() < READ_DEADLINE + Duration::from_secs(2),
+            "{:?}",
+            t.elapsed()
+        );
+        drop(silent);
+    }
+}
