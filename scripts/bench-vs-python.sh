@@ -19,7 +19,11 @@ python3 -c 'b = bytearray(200 << 20); import time; time.sleep(40)'
 wait
 JOB
 id=$(cd "$dir" && sbatch --parsable --slurmwatch=1 --mem=500M -c2 -o /dev/null job.sh)
-while [ "$(squeue -h -j "$id" -o %T)" != RUNNING ]; do sleep 0.5; done
+# shellcheck source=scripts/wait-until.sh
+. scripts/wait-until.sh
+running() { [ "$(squeue -h -j "$id" -o %T)" = RUNNING ]; }
+left_queue() { [ -z "$(squeue -h -j "$id")" ]; }
+wait_until 120 "job $id to start" running
 sleep 5
 
 median_ms() { # COMMAND...
@@ -33,7 +37,7 @@ echo "live --once --json on running job $id, median of $N: slurmwatch (this) ${o
 echo "-- this:";   "$ours" "$id" --once --json | head -c 600; echo
 echo "-- python:"; "$venv/bin/slurmwatch" "$id" --once --json 2>&1 | head -c 600; echo
 scancel "$id"
-while [ -n "$(squeue -h -j "$id")" ]; do sleep 0.5; done
+wait_until 60 "job $id to leave the queue" left_queue
 sleep 2
 ours_ms=$(median_ms "$ours" report "$id" --json)
 py_ms=$(median_ms "$venv/bin/slurmpast" --json --no-cache "$id")

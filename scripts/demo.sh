@@ -14,7 +14,10 @@ install -d -m 1777 "$dir"
 cp examples/job.sh "$dir/job.sh"
 id=$(cd "$dir" && sbatch --parsable --output="$dir/%j.out" job.sh)
 echo "submitted job $id (examples/job.sh); waiting for it to finish..."
-while [ -n "$(squeue -h -j "$id" 2>/dev/null)" ]; do sleep 1; done
+# shellcheck source=scripts/wait-until.sh
+. scripts/wait-until.sh
+left_queue() { [ -z "$(squeue -h -j "$id" 2>/dev/null)" ]; }
+wait_until 300 "job $id to leave the queue" left_queue
 sleep 1
 echo
 echo "== the job's output"
