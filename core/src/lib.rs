@@ -19,3 +19,4 @@ pub mod snapshot_merge;
 pub mod spool;
 pub mod store;
 pub mod sys;
+pub mod units;

@@ -115,7 +115,7 @@ pub fn pick(jobs: Vec<QueueEntry>, heading: &str) -> Result<QueueEntry, Outcome>
                 "{} {} on {}",
                 j.state,
                 j.elapsed_seconds
-                    .map(slurmwatch_core::render::text::duration)
+                    .map(slurmwatch_core::units::slurm_duration)
                     .unwrap_or_default(),
                 j.nodes
             )

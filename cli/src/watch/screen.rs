@@ -12,10 +12,11 @@ use ratatui::widgets::{Block, Padding, Paragraph};
 use ratatui::Frame;
 
 use slurmwatch_core::model::MemoryGuard;
-use slurmwatch_core::render::{spark, text};
+use slurmwatch_core::render::spark;
 use slurmwatch_core::snapshot::{
     guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
 };
+use slurmwatch_core::units;
 
 /// Identity colours: each names a resource, none means good or bad.
 pub const CPU_COLOR: Color = Color::Cyan;
@@ -181,7 +182,7 @@ fn age(now_ms: i64, t_ms: i64) -> String {
     if secs < 60 {
         format!("{secs} s ago")
     } else {
-        format!("{} ago", text::duration(secs))
+        format!("{} ago", units::slurm_duration(secs))
     }
 }
 
@@ -222,14 +223,14 @@ fn cpu_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     let line1 = Line::from(vec![
         Span::styled("cores in use ", v.fg(CPU_COLOR)),
         Span::styled(
-            or_na(&c.effective_cores, |x| text::cores(*x)),
+            or_na(&c.effective_cores, |x| units::cores(*x)),
             Style::new().add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
             " of {} allocated{}{peak_scope} {}{}total {} CPU-s",
             alloc.map_or(NA.to_string(), |a| a.to_string()),
             v.sep(),
-            or_na(&c.peak_effective_cores, |x| text::cores(*x)),
+            or_na(&c.peak_effective_cores, |x| units::cores(*x)),
             v.sep(),
             or_na(&c.usage_seconds_total, |x| format!("{x:.1}")),
         )),
@@ -270,12 +271,12 @@ fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     let mut line1 = vec![
         Span::styled("working set ", v.fg(MEM_COLOR)),
         Span::styled(
-            or_na(&m.working_set_bytes, |b| text::bytes(*b)),
+            or_na(&m.working_set_bytes, |b| units::bytes(*b)),
             Style::new().add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
             " of {} limit",
-            or_na(&m.limit_bytes, |b| text::bytes(*b))
+            or_na(&m.limit_bytes, |b| units::bytes(*b))
         )),
     ];
     if let Some(p) = m.percent_of_limit.value() {
@@ -300,15 +301,15 @@ fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     line1.push(Span::raw(format!(
         "{}{peak_scope} {}",
         v.sep(),
-        or_na(&m.peak_working_set_bytes, |b| text::bytes(*b))
+        or_na(&m.peak_working_set_bytes, |b| units::bytes(*b))
     )));
     let line2 = Line::from(vec![
         Span::styled("page cache ", v.fg(MEM_COLOR)),
         Span::raw(format!(
             "{}{}kernel peak {} (incl. cache)",
-            or_na(&m.cache_bytes, |b| text::bytes(*b)),
+            or_na(&m.cache_bytes, |b| units::bytes(*b)),
             v.sep(),
-            or_na(&m.lifetime_peak_bytes, |b| text::bytes(*b))
+            or_na(&m.lifetime_peak_bytes, |b| units::bytes(*b))
         )),
     ]);
     let width = area.width.saturating_sub(4) as usize;
@@ -328,7 +329,7 @@ fn memory_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
             Span::styled("sstat MaxRSS ", v.fg(MEM_COLOR)),
             Span::raw(format!(
                 "{}{} (largest one task's resident set so far, not live)",
-                or_na(&st.max_rss_bytes, |b| text::bytes(*b)),
+                or_na(&st.max_rss_bytes, |b| units::bytes(*b)),
                 st.max_rss_node
                     .as_deref()
                     .map(|n| format!(" on {n}"))
@@ -350,9 +351,9 @@ fn threshold(g: MemoryGuard) -> f64 {
 
 fn time_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     let t = &s.time;
-    let elapsed = or_na(&t.elapsed_seconds, |x| text::duration(*x));
+    let elapsed = or_na(&t.elapsed_seconds, |x| units::slurm_duration(*x));
     let limit = match (&t.limit_seconds.value, t.limit_seconds.reason.as_deref()) {
-        (Some(l), _) => text::duration(*l),
+        (Some(l), _) => units::slurm_duration(*l),
         (None, Some("unlimited")) => "no limit".into(),
         _ => NA.into(),
     };
@@ -361,7 +362,7 @@ fn time_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
         line.push_str(&format!(
             "{}ends by {}",
             v.sep(),
-            text::clock(e, v.today.as_deref())
+            units::slurm_clock(e, v.today.as_deref())
         ));
     }
     if let (Some(e), Some(l)) = (t.elapsed_seconds.value(), t.limit_seconds.value()) {
@@ -440,8 +441,8 @@ fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
         Span::styled("VRAM ", v.fg(VRAM_COLOR)),
         Span::raw(format!(
             "{} of {}{}power {} of {}{}temp {}{}SM {} of {} MHz",
-            or_na(&g.memory_used_bytes, |b| text::bytes(*b)),
-            or_na(&g.memory_total_bytes, |b| text::bytes(*b)),
+            or_na(&g.memory_used_bytes, |b| units::bytes(*b)),
+            or_na(&g.memory_total_bytes, |b| units::bytes(*b)),
             v.sep(),
             or_na(&g.power_watts, |w| format!("{w:.0} W")),
             or_na(&g.power_limit_watts, |w| format!("{w:.0} W")),
@@ -555,8 +556,8 @@ mod tests {
         for want in [
             "job 4242 (train-small) · alice on cn01 · recorded by the plugin",
             "cores in use 1.50 of 4 allocated · peak 3.92 · total 1234.5 CPU-s",
-            "working set 2.2 GiB of 8.0 GiB limit (28 %) ok · peak working set 3.5 GiB",
-            "page cache 512 MiB · kernel peak 6.1 GiB (incl. cache)",
+            "working set 2.25 GiB of 8.00 GiB limit (28 %) ok · peak working set 3.50 GiB",
+            "page cache 512 MiB · kernel peak 6.10 GiB (incl. cache)",
             "elapsed 1:02:05 of 4:00:00 · ends by 23:08:20 (26 % used)",
             "reading 3 s ago · every 5 s · cgroup_v1",
         ] {

@@ -8,7 +8,7 @@
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use super::units::bytes;
+use crate::units::bytes;
 
 /// A figure with where it came from (`"recording"`, `"sacct TotalCPU summed over the steps"`).
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,6 @@
 pub mod efficiency;
 pub mod joblog;
 pub mod summary;
-pub mod units;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -152,7 +151,7 @@ fn is(state: &Option<String>, s: &str) -> bool {
 
 /// The facts worth saying about this job, outcome first.
 pub fn findings(f: &Facts) -> Vec<Finding> {
-    use units::{bytes, clock, duration};
+    use crate::units::{bytes, clock, duration};
     let mut out = Vec::new();
     let mut push = |code, facts_v: Value, sentence: String| {
         out.push(Finding {
@@ -539,7 +538,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
 
 /// The `#SBATCH` lines this job's measurements support, each with its reason.
 pub fn sbatch(f: &Facts) -> Vec<SbatchLine> {
-    use units::{bytes, duration, mem_flag, time_flag};
+    use crate::units::{bytes, duration, mem_flag, time_flag};
     let mut out = Vec::new();
     let oom = is(&f.state, "OUT_OF_MEMORY") || f.oom_kills.unwrap_or(0) > 0;
     if oom {

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::stats::{median, wilson};
 use super::{Outcome, Run, Workload};
-use crate::analysis::units::{bytes, clock, mem_flag};
+use crate::units::{bytes, clock, mem_flag};
 
 /// `repeated_failure`: at least this many runs…
 pub const REPEATED_FAILURE_MIN_RUNS: usize = 5;

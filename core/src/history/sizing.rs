@@ -12,14 +12,12 @@ use serde::Serialize;
 
 use super::stats::percentile;
 use super::{MemoryBasis, Outcome, Run};
-use crate::analysis::units::{
-    bytes, duration, mem_flag, mem_flag_bytes, time_flag, time_flag_seconds,
-};
 use crate::analysis::{
     CPU_UNDERUSED_PERCENT, MEMORY_UNDERUSED_PERCENT, MEM_HEADROOM_PERCENT, OOM_MEM_FACTOR,
     TIMEOUT_TIME_FACTOR, TIME_MARGIN_PERCENT, TIME_MIN_MARGIN_SECONDS, WALLTIME_MARGIN_SECONDS,
     WALLTIME_SLACK_MIN_LIMIT_SECONDS, WALLTIME_SLACK_PERCENT,
 };
+use crate::units::{bytes, duration, mem_flag, mem_flag_bytes, time_flag, time_flag_seconds};
 
 /// Fewer usable runs than this: "not enough evidence".
 pub const MIN_RUNS: usize = 3;

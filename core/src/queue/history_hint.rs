@@ -8,10 +8,10 @@
 //! [`sizing::MIN_RUNS`] usable runs gives no hint, and no suggestion is below what a run used.
 
 use super::reasons::Waiting;
-use super::{gib, limit_text, verdict, Inputs, Request};
-use crate::analysis::units::duration;
+use super::{limit_text, verdict, Inputs, Request};
 use crate::history::{sizing, workload_name, Outcome, Run};
 use crate::slurm::squeue::TimeLimit;
+use crate::units::{bytes, duration};
 
 /// How far back the pending view looks for runs of the workload: four weeks, asked of sacct
 /// in one call (one user's own jobs).
@@ -114,7 +114,7 @@ pub fn combined(inp: &Inputs, request: &Request, hints: &[HistoryHint]) -> Optio
         keys.push(key);
         parts.push(match h.resource {
             Resource::Gpus => format!("{} → {} GPUs", h.requested, h.suggested),
-            Resource::Memory => format!("{} → {} memory", gib(h.requested), gib(h.suggested)),
+            Resource::Memory => format!("{} → {} memory", bytes(h.requested), bytes(h.suggested)),
             Resource::Cpus => format!("{} → {} CPUs", h.requested, h.suggested),
             Resource::Time => format!(
                 "{} → {} time limit",
@@ -352,13 +352,13 @@ fn build_hint(
 ) -> Option<HistoryHint> {
     let show = |v: u64| match res {
         Resource::Gpus => v.to_string(),
-        Resource::Memory => gib(v),
+        Resource::Memory => bytes(v),
         Resource::Cpus => v.to_string(),
         Resource::Time => limit_text(TimeLimit::Seconds(v)),
     };
     let (asks, runs_kind, did) = match res {
         Resource::Gpus => (format!("{requested} GPUs"), "recorded ", "used at most"),
-        Resource::Memory => (format!("{} per node", gib(requested)), "", "peaked at"),
+        Resource::Memory => (format!("{} per node", bytes(requested)), "", "peaked at"),
         Resource::Cpus => (
             format!("{requested} CPUs per node"),
             "completed ",
@@ -371,7 +371,7 @@ fn build_hint(
         ),
     };
     let used_text = match res {
-        Resource::Memory => gib(used),
+        Resource::Memory => bytes(used),
         Resource::Cpus => format!("{:.1} cores busy", used_exact),
         Resource::Time => duration(used_exact),
         Resource::Gpus => used.to_string(),
@@ -538,7 +538,7 @@ mod tests {
         assert!(c.command.ends_with(" Partition=debug"), "{}", c.command);
         assert!(
             c.sentence
-                .starts_with("Together (4 → 1 GPUs, 64 GiB → 4.0 GiB memory, "),
+                .starts_with("Together (4 → 1 GPUs, 64.0 GiB → 4.00 GiB memory, "),
             "{}",
             c.sentence
         );
@@ -608,7 +608,13 @@ mod tests {
         let t = find(&a.history_hints, Resource::Time).expect("a time hint");
         assert_eq!((t.requested, t.history_used), (8 * 3600, 1_200));
         assert!(t.suggested >= 1_200 && t.suggested < 3600, "{t:?}");
-        assert!(t.command.contains("TimeLimit=00:"), "{}", t.command);
+        // Under an hour, in Slurm's notation: `minutes:seconds`.
+        assert!(
+            t.command.contains("TimeLimit=") && !t.command.contains("TimeLimit=0:"),
+            "{}",
+            t.command
+        );
+        assert!(t.command.matches(':').count() == 1, "{}", t.command);
         let c = find(&a.history_hints, Resource::Cpus).expect("a CPU hint");
         assert_eq!((c.requested, c.history_used, c.suggested), (4, 2, 2));
         assert_eq!(c.command, "scontrol update JobId=50 NumCPUs=2");

@@ -179,29 +179,10 @@ fn access(p: &PartitionInfo, j: &JobDetails, groups: &[String]) -> Result<(), St
     Ok(())
 }
 
-/// A byte count the way people read memory sizes.
-pub fn gib(b: u64) -> String {
-    let g = b as f64 / (1u64 << 30) as f64;
-    if g >= 10.0 {
-        format!("{g:.0} GiB")
-    } else if g >= 1.0 {
-        format!("{g:.1} GiB")
-    } else {
-        format!("{} MiB", b >> 20)
-    }
-}
-
-/// `[d-]hh:mm:ss` the way Slurm writes time limits.
+/// A time limit in Slurm's notation ([`crate::units::slurm_duration`]).
 pub fn limit_text(t: TimeLimit) -> String {
     match t {
-        TimeLimit::Seconds(s) => {
-            let (d, h, m, s) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
-            if d > 0 {
-                format!("{d}-{h:02}:{m:02}:{s:02}")
-            } else {
-                format!("{h:02}:{m:02}:{s:02}")
-            }
-        }
+        TimeLimit::Seconds(s) => crate::units::slurm_duration(s),
         TimeLimit::Unlimited => "no limit".into(),
         TimeLimit::Unknown => "unknown".into(),
     }
@@ -300,8 +281,8 @@ fn capacity(nodes: &[&NodeInfo], r: &Request, now: bool) -> Option<(Obstacle, St
                     .unwrap_or(0);
                 format!(
                     "no node has {} of {free}memory (the {most} has {})",
-                    gib(r.memory_per_node_bytes.unwrap_or(0)),
-                    gib(best)
+                    crate::units::bytes(r.memory_per_node_bytes.unwrap_or(0)),
+                    crate::units::bytes(best)
                 )
             }
             _ => {
@@ -424,8 +405,8 @@ fn verdict(p: &PartitionInfo, inp: &Inputs, r: &Request, advise: bool) -> Verdic
                 Obstacle::Memory,
                 format!(
                     "the job asks {} per node; the partition allows {}",
-                    gib(want),
-                    gib(m)
+                    crate::units::bytes(want),
+                    crate::units::bytes(m)
                 ),
             );
         }

@@ -4,8 +4,9 @@
 use serde_json::{Map, Value};
 
 use super::history_hint::HistoryHint;
-use super::{gib, limit_text, Analysis, Verdict, QUEUE_SCHEMA};
+use super::{limit_text, Analysis, Verdict, QUEUE_SCHEMA};
 use crate::slurm::squeue::TimeLimit;
+use crate::units::bytes;
 
 fn opt<T: Into<Value>>(m: &mut Map<String, Value>, key: &str, v: Option<T>, why: Option<&str>) {
     match v {
@@ -193,7 +194,7 @@ pub fn lines(a: &Analysis) -> Vec<String> {
         "Asks:  {} node(s), {} CPU(s), {} memory per node, {} GPU(s) per node, time {}",
         r.nodes,
         r.cpus,
-        r.memory_per_node_bytes.map_or("default".into(), gib),
+        r.memory_per_node_bytes.map_or("default".into(), bytes),
         r.gpus_per_node,
         limit_text(r.time_limit)
     ));
@@ -203,7 +204,7 @@ pub fn lines(a: &Analysis) -> Vec<String> {
         let free = format!(
             "free now: {} CPUs, {}, {} GPUs",
             v.free.cpus.map_or("n/a".into(), |c| c.to_string()),
-            v.free.memory_bytes.map_or("n/a".into(), gib),
+            v.free.memory_bytes.map_or("n/a".into(), bytes),
             v.free.gpus.map_or("n/a".into(), |g| g.to_string())
         );
         let what = if v.fits_now {

@@ -4,7 +4,7 @@
 //! `series-cores`, `series-allocated`, `step-<name>`) so tests and users can find them.
 
 use super::{Point, Report};
-use crate::analysis::units;
+use crate::units;
 
 const W: f64 = 960.0;
 const LEFT: f64 = 70.0;

@@ -6,10 +6,10 @@
 use serde::Serialize;
 use serde_json::json;
 
-use crate::analysis::units::bytes;
 use crate::analysis::{Finding, Summary};
 use crate::model::SampleRow;
 use crate::model::{effective_cores, sum_all};
+use crate::units::bytes;
 
 use super::Recording;
 

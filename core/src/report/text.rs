@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::Report;
-use crate::analysis::units::{bytes, clock, duration};
+use crate::units::{bytes, clock, duration};
 
 const SPARK_WIDTH: usize = 60;
 

@@ -1,4 +1,7 @@
-//! Plain-text figures for sentences: binary byte units, durations, local clock times.
+//! How figures are written for people, one rule each, for the report, the findings, the
+//! dashboard and the queue view alike: bytes in binary units to three significant figures,
+//! durations in words (sentences) or in Slurm's own notation (beside Slurm's limits), clock
+//! times, and the `#SBATCH` values Slurm accepts.
 
 /// `10.95 GiB`, `300 MiB`, `512 KiB`, `12 B`.
 pub fn bytes(b: u64) -> String {
@@ -56,6 +59,34 @@ pub fn offset(ms: i64) -> String {
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
+/// Seconds in Slurm's notation, as squeue prints elapsed times and limits: `M:SS`,
+/// `H:MM:SS`, `D-HH:MM:SS`.
+pub fn slurm_duration(s: u64) -> String {
+    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{sec:02}")
+    } else if h > 0 {
+        format!("{h}:{m:02}:{sec:02}")
+    } else {
+        format!("{m}:{sec:02}")
+    }
+}
+
+/// The time part of Slurm's `YYYY-MM-DDTHH:MM:SS`, with the date when it is not `today`
+/// (`YYYY-MM-DD`).
+pub fn slurm_clock(ts: &str, today: Option<&str>) -> String {
+    match ts.split_once('T') {
+        Some((date, time)) if Some(date) == today => time.to_string(),
+        Some((date, time)) => format!("{date} {time}"),
+        None => ts.to_string(),
+    }
+}
+
+/// Cores with two decimals (`1.98`).
+pub fn cores(c: f64) -> String {
+    format!("{c:.2}")
+}
+
 /// A `--mem` value Slurm accepts: whole MiB below 1 GiB (rounded up to 64 MiB), else whole
 /// GiB rounded up.
 pub fn mem_flag(b: u64) -> String {
@@ -99,6 +130,21 @@ pub fn time_flag_seconds(secs: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slurm_notation() {
+        assert_eq!(slurm_duration(42), "0:42");
+        assert_eq!(slurm_duration(3723), "1:02:03");
+        assert_eq!(slurm_duration(90_061), "1-01:01:01");
+        assert_eq!(
+            slurm_clock("2026-11-30T10:56:19", Some("2026-11-30")),
+            "10:56:19"
+        );
+        assert_eq!(
+            slurm_clock("2026-12-01T10:56:19", Some("2026-11-30")),
+            "2026-12-01 10:56:19"
+        );
+    }
 
     #[test]
     fn figures() {
