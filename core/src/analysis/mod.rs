@@ -149,19 +149,47 @@ fn is(state: &Option<String>, s: &str) -> bool {
     state.as_deref() == Some(s)
 }
 
+/// One rule per finding (or per family of findings that share their test), in the order
+/// the report lists them: outcome first, then time, memory, CPU, GPUs.
+type Rule = fn(&Facts, &mut Vec<Finding>);
+
+const RULES: &[Rule] = &[
+    oom_killed,
+    timeout_hung,
+    cancelled_by_other,
+    node_fail,
+    command_not_found,
+    killed_by_signal,
+    sacct_record_open,
+    walltime_slack,
+    memory_overrequested,
+    memory_cache_inflated,
+    maxrss_above_limit,
+    heavy_paging,
+    serial_on_many_cores,
+    system_time_high,
+    gpu_throttled,
+];
+
 /// The facts worth saying about this job, outcome first.
 pub fn findings(f: &Facts) -> Vec<Finding> {
-    use crate::units::{bytes, clock, duration};
     let mut out = Vec::new();
-    let mut push = |code, facts_v: Value, sentence: String| {
-        out.push(Finding {
-            code,
-            facts: facts(facts_v),
-            sentence,
-        })
-    };
+    for rule in RULES {
+        rule(f, &mut out);
+    }
+    out
+}
 
-    // Outcome.
+fn push(out: &mut Vec<Finding>, code: &'static str, facts_v: Value, sentence: String) {
+    out.push(Finding {
+        code,
+        facts: facts(facts_v),
+        sentence,
+    })
+}
+
+fn oom_killed(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::{bytes, clock, duration};
     let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if oom_state || f.oom_kills.unwrap_or(0) > 0 {
         let e = f.oom_events.first();
@@ -205,6 +233,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         }
         s.push('.');
         push(
+            out,
             "oom_killed",
             json!({
                 "kills": f.oom_kills.unwrap_or(1).max(1),
@@ -219,10 +248,14 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             s,
         );
     }
+}
+
+fn timeout_hung(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::duration;
     if is(&f.state, "TIMEOUT") {
         let limit = f.timelimit_seconds;
         match f.last_stretch {
-            Some((secs, cpu)) if secs > 0.0 && cpu < IDLE_MAX_CPU_SECONDS * secs.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS => push(
+            Some((secs, cpu)) if secs > 0.0 && cpu < IDLE_MAX_CPU_SECONDS * secs.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS => push(out,
                 "timeout_hung",
                 json!({"limit_seconds": limit, "last_seconds": finite(secs), "last_cpu_seconds": finite(cpu)}),
                 format!(
@@ -232,7 +265,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                     duration(secs)
                 ),
             ),
-            Some((secs, cpu)) => push(
+            Some((secs, cpu)) => push(out,
                 "timeout_computing",
                 json!({"limit_seconds": limit, "last_seconds": finite(secs), "last_cpu_seconds": finite(cpu)}),
                 format!(
@@ -242,7 +275,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                     duration(secs)
                 ),
             ),
-            None => push(
+            None => push(out,
                 "timeout",
                 json!({"limit_seconds": limit}),
                 format!(
@@ -252,9 +285,13 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             ),
         }
     }
+}
+
+fn cancelled_by_other(f: &Facts, out: &mut Vec<Finding>) {
     if is(&f.state, "CANCELLED") {
         match (f.cancelled_by_uid, f.owner_uid) {
             (Some(by), Some(owner)) if by != owner => push(
+                out,
                 "cancelled_by_other",
                 json!({"cancelled_by_uid": by, "owner_uid": owner}),
                 format!(
@@ -267,12 +304,16 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                 ),
             ),
             (by, _) => push(
+                out,
                 "cancelled",
                 json!({"cancelled_by_uid": by}),
                 "Cancelled by its owner.".to_string(),
             ),
         }
     }
+}
+
+fn node_fail(f: &Facts, out: &mut Vec<Finding>) {
     for (state, code, what) in [
         ("NODE_FAIL", "node_fail", "Ended because its node failed."),
         (
@@ -288,11 +329,14 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         ("DEADLINE", "deadline", "Ended at its deadline."),
     ] {
         if is(&f.state, state) {
-            push(code, json!({"state": state}), what.to_string());
+            push(out, code, json!({"state": state}), what.to_string());
         }
     }
+}
+
+fn command_not_found(f: &Facts, out: &mut Vec<Finding>) {
     if f.exit_code == Some(EXIT_COMMAND_NOT_FOUND) {
-        push(
+        push(out,
             "command_not_found",
             json!({"exit_code": EXIT_COMMAND_NOT_FOUND}),
             "Exit code 127: the shell could not find a command (a typo, a module not loaded, or a missing PATH entry).".into(),
@@ -300,12 +344,17 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
     } else if is(&f.state, "FAILED") {
         if let Some(c) = f.exit_code.filter(|&c| c != 0) {
             push(
+                out,
                 "failed_exit_code",
                 json!({"exit_code": c}),
                 format!("The job script exited with code {c}."),
             );
         }
     }
+}
+
+fn killed_by_signal(f: &Facts, out: &mut Vec<Finding>) {
+    let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if let Some(sig) = f.exit_signal.filter(|&s| s != 0) {
         let explained = oom_state
             || f.state.as_deref().is_some_and(|s| {
@@ -316,25 +365,31 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             });
         if !explained {
             push(
+                out,
                 "killed_by_signal",
                 json!({"signal": sig}),
                 format!("Killed by signal {sig}, outside a cancel, timeout or OOM kill."),
             );
         }
     }
+}
+
+fn sacct_record_open(f: &Facts, out: &mut Vec<Finding>) {
     if f.sacct_record_open {
-        push(
+        push(out,
             "sacct_record_open",
             json!({"state": f.state}),
             "sacct still lists the job as running with no end time, but its recording has ended: the accounting record is stale (a lost end record), so sacct's elapsed time keeps growing.".into(),
         );
     }
+}
 
-    // Time.
+fn walltime_slack(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::duration;
     let completed = is(&f.state, "COMPLETED");
     if let (true, Some(el), Some(lim)) = (completed, f.elapsed_seconds, f.timelimit_seconds) {
         if lim > WALLTIME_SLACK_MIN_LIMIT_SECONDS && el * 100.0 / lim < WALLTIME_SLACK_PERCENT {
-            push(
+            push(out,
                 "walltime_slack",
                 json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim), "percent_used": finite(el * 100.0 / lim)}),
                 format!(
@@ -346,6 +401,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             // Within 5 min of a short limit is not "near it" when most of the limit was
             // left (a 5-s job under a 5-min limit was said to be at its margin).
             push(
+                out,
                 "walltime_margin",
                 json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim)}),
                 format!(
@@ -355,8 +411,11 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
+}
 
-    // Memory.
+// Memory.
+fn memory_overrequested(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::bytes;
     if let (Some(ws), Some(limit)) = (f.peak_working_set_bytes, f.memory_limit_bytes) {
         let unused = limit.saturating_sub(ws);
         if limit > 0
@@ -373,15 +432,20 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             }
             s.push('.');
             push(
+                out,
                 "memory_overrequested",
                 json!({"limit_bytes": limit, "peak_working_set_bytes": ws, "lifetime_peak_bytes": f.lifetime_peak_bytes}),
                 s,
             );
         }
     }
+}
+
+fn memory_cache_inflated(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::bytes;
     if let (Some(ws), Some(l)) = (f.peak_working_set_bytes, f.lifetime_peak_bytes) {
         if l as f64 >= ws as f64 * CACHE_INFLATED_FACTOR && l - ws >= CACHE_INFLATED_MIN_BYTES {
-            push(
+            push(out,
                 "memory_cache_inflated",
                 json!({"peak_working_set_bytes": ws, "lifetime_peak_bytes": l}),
                 format!(
@@ -392,9 +456,14 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
+}
+
+fn maxrss_above_limit(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::bytes;
+    let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if let (Some(rss), Some(limit)) = (f.max_rss_bytes, f.memory_limit_bytes) {
         if rss > limit && f.oom_kills.unwrap_or(0) == 0 && !oom_state {
-            push(
+            push(out,
                 "maxrss_above_limit",
                 json!({"sacct_max_rss_bytes": rss, "limit_bytes": limit}),
                 format!(
@@ -405,15 +474,21 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
+}
+
+fn heavy_paging(f: &Facts, out: &mut Vec<Finding>) {
     if let Some(mf) = f.major_faults.filter(|&m| m >= MAJOR_FAULTS_HEAVY) {
-        push(
+        push(out,
             "heavy_paging",
             json!({"major_faults": mf}),
             format!("{mf} major page faults: the job read pages back from disk (memory pressure or mmapped files)."),
         );
     }
+}
 
-    // CPU.
+// CPU.
+fn serial_on_many_cores(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::duration;
     if let (Some(cores), Some(el), Some(cpu)) =
         (f.cores_allocated, f.elapsed_seconds, f.cpu_seconds)
     {
@@ -421,7 +496,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         let peak = f.peak_effective_cores;
         if cores > CPU_UNDERUSED_MIN_CORES && el >= CPU_UNDERUSED_MIN_RUN_SECONDS {
             if peak.is_some_and(|p| p <= SERIAL_PEAK_CORES) && cores >= 2.0 {
-                push(
+                push(out,
                     "serial_on_many_cores",
                     json!({"cores_allocated": finite(cores), "peak_effective_cores": peak.map(finite), "average_effective_cores": finite(avg)}),
                     format!(
@@ -431,6 +506,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                 );
             } else if avg * 100.0 / cores < CPU_UNDERUSED_PERCENT {
                 push(
+                    out,
                     "cpu_underused",
                     json!({"cores_allocated": finite(cores), "average_effective_cores": finite(avg), "peak_effective_cores": peak.map(finite)}),
                     format!(
@@ -444,6 +520,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         }
         if el > IDLE_MIN_SECONDS && cpu < IDLE_MAX_CPU_SECONDS && !is(&f.state, "TIMEOUT") {
             push(
+                out,
                 "idle_allocation",
                 json!({"elapsed_seconds": finite(el), "cpu_seconds": finite(cpu)}),
                 format!(
@@ -453,9 +530,12 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
+}
+
+fn system_time_high(f: &Facts, out: &mut Vec<Finding>) {
     if let (Some(sys), Some(cpu)) = (f.cpu_system_seconds, f.cpu_seconds) {
         if cpu >= SYSTEM_TIME_MIN_CPU_SECONDS && sys * 100.0 / cpu >= SYSTEM_TIME_PERCENT {
-            push(
+            push(out,
                 "system_time_high",
                 json!({"system_seconds": finite(sys), "cpu_seconds": finite(cpu)}),
                 format!(
@@ -465,9 +545,10 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
+}
 
-    // GPUs. A card held back is worth saying when it lasted a minute, or a quarter of a
-    // shorter run (a 12-s job throttled throughout is the same fact in small).
+fn gpu_throttled(f: &Facts, out: &mut Vec<Finding>) {
+    use crate::units::clock;
     let run_minutes = f.elapsed_seconds.map(|s| s / 60.0);
     for g in &f.gpus {
         // A multi-node job's cards are named with their node: `sw2 cuda:0`.
@@ -481,6 +562,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         };
         if let Some(m) = g.minutes_throttled.filter(|&m| m > 0.0 && notable(m)) {
             push(
+                out,
                 "gpu_throttled",
                 json!({"card": g.label, "node": g.node, "minutes": finite(m), "reasons": g.throttle_reasons}),
                 format!(
@@ -501,6 +583,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
         }
         if let Some(m) = g.minutes_idle.filter(|&m| m >= 1.0) {
             push(
+                out,
                 "gpu_idle",
                 json!({"card": g.label, "node": g.node, "minutes": finite(m), "peak_memory_used_bytes": g.peak_memory_used_bytes}),
                 format!("{card} was idle for {m:.0} min."),
@@ -512,7 +595,7 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
                 .iter()
                 .any(|e| crate::collect::gpu::xid::is_hardware(e.xid));
             let codes: Vec<u64> = g.xid_events.iter().map(|e| e.xid).collect();
-            push(
+            push(out,
                 "gpu_xid",
                 json!({"card": g.label, "node": g.node, "xids": codes, "uuid": g.uuid,
                        "last_unix_ms": last.t_unix_ms, "hardware": hardware}),
@@ -533,7 +616,6 @@ pub fn findings(f: &Facts) -> Vec<Finding> {
             );
         }
     }
-    out
 }
 
 /// The `#SBATCH` lines this job's measurements support, each with its reason.
