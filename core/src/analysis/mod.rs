@@ -157,8 +157,8 @@ const RULES: &[Rule] = &[
     oom_killed,
     timeout_hung,
     cancelled_by_other,
-    node_fail,
-    command_not_found,
+    ended_by_slurm,
+    failed_exit_code,
     killed_by_signal,
     sacct_record_open,
     walltime_slack,
@@ -166,9 +166,9 @@ const RULES: &[Rule] = &[
     memory_cache_inflated,
     maxrss_above_limit,
     heavy_paging,
-    serial_on_many_cores,
+    cpu_use,
     system_time_high,
-    gpu_throttled,
+    gpu_cards,
 ];
 
 /// The facts worth saying about this job, outcome first.
@@ -313,7 +313,8 @@ fn cancelled_by_other(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn node_fail(f: &Facts, out: &mut Vec<Finding>) {
+/// `node_fail`, `boot_fail`, `preempted`, `deadline`: Slurm ended the job.
+fn ended_by_slurm(f: &Facts, out: &mut Vec<Finding>) {
     for (state, code, what) in [
         ("NODE_FAIL", "node_fail", "Ended because its node failed."),
         (
@@ -334,7 +335,8 @@ fn node_fail(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn command_not_found(f: &Facts, out: &mut Vec<Finding>) {
+/// `command_not_found` (exit 127), else `failed_exit_code`.
+fn failed_exit_code(f: &Facts, out: &mut Vec<Finding>) {
     if f.exit_code == Some(EXIT_COMMAND_NOT_FOUND) {
         push(out,
             "command_not_found",
@@ -487,7 +489,8 @@ fn heavy_paging(f: &Facts, out: &mut Vec<Finding>) {
 }
 
 // CPU.
-fn serial_on_many_cores(f: &Facts, out: &mut Vec<Finding>) {
+/// `idle_allocation`, `serial_on_many_cores`, `cpu_underused`.
+fn cpu_use(f: &Facts, out: &mut Vec<Finding>) {
     use crate::units::duration;
     if let (Some(cores), Some(el), Some(cpu)) =
         (f.cores_allocated, f.elapsed_seconds, f.cpu_seconds)
@@ -547,7 +550,8 @@ fn system_time_high(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn gpu_throttled(f: &Facts, out: &mut Vec<Finding>) {
+/// Per card: `gpu_throttled`, `gpu_idle`, `gpu_xid`.
+fn gpu_cards(f: &Facts, out: &mut Vec<Finding>) {
     use crate::units::clock;
     let run_minutes = f.elapsed_seconds.map(|s| s / 60.0);
     for g in &f.gpus {
