@@ -40,24 +40,15 @@ pub struct MetricsArgs {
     pub listen: Option<SocketAddr>,
 }
 
-fn host_short_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer and its length are valid; gethostname NUL-terminates on success.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).into_owned();
-    name.split('.').next().unwrap_or("").to_string()
-}
-
 pub fn run(args: MetricsArgs) -> Result<i32> {
     let config = slurmwatch_core::slurm::plugstack::site_config();
     let spool = match args.spool.clone() {
         Some(s) => s,
         None => {
-            let node = args.node.clone().unwrap_or_else(host_short_name);
+            let node = args
+                .node
+                .clone()
+                .unwrap_or_else(|| slurmwatch_core::sys::short_host_name().unwrap_or_default());
             slurmwatch_core::options::spool_for_node(&config.spool_dir, &node).with_context(
                 || {
                     format!(

@@ -163,9 +163,58 @@ pub fn remove_expired(spool: &Path, now: SystemTime, retain: Duration, budget: D
     out
 }
 
+/// The spool for this node (`%n` expanded), created if missing. It lives under the site's
+/// root-owned spool, so only root can have made it; anything but a real directory is refused.
+pub fn node_spool(config: &crate::options::PluginConfig, node: &str) -> Result<PathBuf, String> {
+    let dir = crate::options::spool_for_node(&config.spool_dir, node)
+        .ok_or("the spool template cannot be expanded for this node")?;
+    if dir != config.spool_dir {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
+        }
+        let md = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
+        if !md.is_dir() {
+            return Err(format!("{} is not a directory", dir.display()));
+        }
+    }
+    Ok(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_spool_is_made_once_and_a_planted_symlink_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let config = crate::options::PluginConfig {
+            spool_dir: d.path().join("%n"),
+            ..Default::default()
+        };
+        let made = node_spool(&config, "sw1").unwrap();
+        assert_eq!(made, d.path().join("sw1"));
+        assert!(made.is_dir());
+        assert_eq!(
+            node_spool(&config, "sw1").unwrap(),
+            made,
+            "a second step finds it"
+        );
+        std::os::unix::fs::symlink("/tmp", d.path().join("sw2")).unwrap();
+        let err = node_spool(&config, "sw2").unwrap_err();
+        assert!(err.contains("is not a directory"), "{err}");
+        assert!(
+            node_spool(&config, "../x").is_err(),
+            "a node name is a plain name"
+        );
+        let plain = crate::options::PluginConfig {
+            spool_dir: d.path().to_path_buf(),
+            ..Default::default()
+        };
+        assert_eq!(node_spool(&plain, "sw3").unwrap(), d.path());
+    }
 
     #[test]
     fn allocation_round_trips_and_refuses_junk() {

@@ -81,6 +81,23 @@ pub fn current_user_name() -> Option<String> {
     user_name(unsafe { libc::getuid() })
 }
 
+/// This machine's host name up to the first dot; `None` when the C library cannot say.
+/// (Slurm's node name can differ: prefer `SLURMD_NODENAME` where slurmd provides it.)
+pub fn short_host_name() -> Option<String> {
+    let mut buf = [0 as libc::c_char; 256];
+    // SAFETY: buf is writable for its length; we NUL-terminate it ourselves.
+    if unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len()) } != 0 {
+        return None;
+    }
+    buf[255] = 0;
+    // SAFETY: NUL-terminated above.
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    name.split('.')
+        .next()
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+}
+
 /// Whether colour may be used: not when `NO_COLOR` is set to anything but the empty string
 /// (<https://no-color.org>).
 pub fn colour_allowed() -> bool {
@@ -103,6 +120,16 @@ mod tests {
         assert_eq!(got.date_time(' '), want.trim());
         assert_eq!(got.date_time('T'), want.trim().replace(' ', "T"));
         assert_eq!(local_time(i64::MAX), None);
+    }
+
+    #[test]
+    fn the_short_host_name_is_hostname_s() {
+        let out = std::process::Command::new("hostname")
+            .arg("-s")
+            .output()
+            .unwrap();
+        let want = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(short_host_name().as_deref(), Some(want.trim()));
     }
 
     #[test]

@@ -268,7 +268,8 @@ fn slurmd_node_name() -> String {
     std::env::var("SLURMD_NODENAME")
         .ok()
         .filter(|n| options::is_plain_name(n))
-        .unwrap_or_else(node_name)
+        .or_else(slurmwatch_core::sys::short_host_name)
+        .unwrap_or_else(|| "unknown".into())
 }
 
 /// Runs once per job and node before the job's first step here (a separate root process in
@@ -291,7 +292,7 @@ pub unsafe extern "C" fn slurm_spank_job_prolog(
         }
         let config = load_config(ac, av)?;
         let job_id = sp.job_id().ok_or("no job id")?;
-        let spool = node_spool(&config, &slurmd_node_name())?;
+        let spool = slurmwatch_core::spool::node_spool(&config, &slurmd_node_name())?;
         let gpus = std::env::var("SLURM_JOB_GPUS").ok();
         let alloc = slurmwatch_core::spool::Allocation::from_job_gpus(gpus.as_deref())
             .ok_or_else(|| format!("SLURM_JOB_GPUS {gpus:?} is not a list of indices"))?;
@@ -435,21 +436,6 @@ fn user_name(uid: u32) -> String {
     slurmwatch_core::sys::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
-/// This node's short host name (Slurm's node name where they agree).
-fn node_name() -> String {
-    let mut buf = [0 as c_char; 256];
-    // SAFETY: buf is writable for its length.
-    if unsafe { libc::gethostname(buf.as_mut_ptr(), buf.len()) } != 0 {
-        return "unknown".into();
-    }
-    buf[255] = 0;
-    // SAFETY: NUL-terminated above.
-    let name = unsafe { CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .into_owned();
-    name.split('.').next().unwrap_or("unknown").to_string()
-}
-
 /// The step's GPUs: the cards Slurm allocated to the job on this node (noted by
 /// `job_prolog` from slurmd's environment), ordered and narrowed by the step's environment
 /// (`cuda:N` follows the job's `CUDA_VISIBLE_DEVICES`). `None` when no card is both named and
@@ -489,26 +475,6 @@ fn plan_gpus(
     })
 }
 
-/// The spool for this node (`%n` expanded), created if missing. It lives under the site's
-/// root-owned spool, so only root can have made it; refuse anything but a real directory.
-fn node_spool(config: &PluginConfig, node: &str) -> Result<std::path::PathBuf, String> {
-    let dir = options::spool_for_node(&config.spool_dir, node)
-        .ok_or("the spool template cannot be expanded for this node")?;
-    if dir != config.spool_dir {
-        use std::os::unix::fs::DirBuilderExt;
-        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot create {}: {e}", dir.display())),
-        }
-        let md = std::fs::symlink_metadata(&dir).map_err(|e| e.to_string())?;
-        if !md.is_dir() {
-            return Err(format!("{} is not a directory", dir.display()));
-        }
-    }
-    Ok(dir)
-}
-
 /// What this step records and where. The file name is built only from Slurm's numeric job
 /// id inside the root-owned spool: nothing the user controls chooses a path.
 fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
@@ -520,7 +486,7 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let user = user_name(uid);
     let node = slurmd_node_name();
     let archive_dir = archive::dir_for(config, &user, uid, job_id, &node)?;
-    let spool = node_spool(config, &node)?;
+    let spool = slurmwatch_core::spool::node_spool(config, &node)?;
     Ok(recorder::Plan {
         archive_dir,
         job_id,
