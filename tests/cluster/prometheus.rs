@@ -286,43 +286,76 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
     assert!(ws_diff <= 0.02, "{} vs {file_ws}", value(&ws[0]));
     assert!(file_ws > 300.0 * 1048576.0, "{file_ws}");
 
-    // The CPU rate over 60 s against the file's effective cores over the same 60 s.
+    // The CPU rate over 60 s. Like with like first: the counter samples Prometheus stored in
+    // the window, over the rows' own times (each scrape also carries its row's time,
+    // `slurmwatch_sample_timestamp_seconds`), against the file's rows at those times.
+    let range = |name: &str| -> Vec<(f64, f64)> {
+        let r = stack.query_at(&format!("{name}{{{sel}}}[60s]"), t);
+        assert_eq!(r.len(), 1, "{name}: {r:?}");
+        r[0]["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                (
+                    p[0].as_f64().unwrap(),
+                    p[1].as_str().unwrap().parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let cpu_samples = range("slurmwatch_cpu_seconds_total");
+    let row_times = range("slurmwatch_sample_timestamp_seconds");
+    assert_eq!(
+        cpu_samples.len(),
+        row_times.len(),
+        "one row time per scrape"
+    );
+    assert!(
+        cpu_samples.len() >= 30,
+        "only {} scrapes in 60 s",
+        cpu_samples.len()
+    );
+    let (c0, c1) = (cpu_samples[0].1, cpu_samples[cpu_samples.len() - 1].1);
+    let (r0, r1) = (row_times[0].1, row_times[row_times.len() - 1].1);
+    let prom_cores = (c1 - c0) / (r1 - r0);
+    let at = |t_s: f64| {
+        let t_ms = (t_s * 1000.0).round() as i64;
+        rows.iter()
+            .find(|r| r.t_unix_ms == t_ms)
+            .unwrap_or_else(|| panic!("Prometheus holds a row time {t_ms} the file lacks"))
+    };
+    let (a, b) = (at(r0), at(r1));
+    let file_cores = (b.usage.cpu_usage_usec.unwrap() - a.usage.cpu_usage_usec.unwrap()) as f64
+        / ((b.t_unix_ms - a.t_unix_ms) as f64 * 1000.0);
+    let cpu_diff = (prom_cores - file_cores).abs() / file_cores;
+    eprintln!(
+        "cpu: Prometheus' samples {prom_cores:.4} cores, file {file_cores:.4} cores between the same rows: {:.3} % apart",
+        cpu_diff * 100.0
+    );
+    assert!(file_cores > 0.3, "the burn got {file_cores} cores");
+    assert!(cpu_diff <= 0.05, "{prom_cores} vs {file_cores}");
+    // Then what a dashboard asks: rate() divides by scrape times, not row times, and
+    // extrapolates to the window's edges, so a scrape that lands late or is missed moves it
+    // a few per cent (measured here: 3.5 % on a quiet machine, 5.4 % with builds running
+    // beside it). Bounded loosely, reported as measured.
     let rate = stack.query_at(
         &format!("rate(slurmwatch_cpu_seconds_total{{{sel}}}[60s])"),
         t,
     );
     assert_eq!(rate.len(), 1, "{rate:?}");
-    let window: Vec<_> = rows
-        .iter()
-        .filter(|r| {
-            (r.t_unix_ms as f64) >= (t - 60.0) * 1000.0 && (r.t_unix_ms as f64) <= t * 1000.0
-        })
-        .collect();
-    let (a, b) = (window.first().unwrap(), window.last().unwrap());
-    let file_cores = (b.usage.cpu_usage_usec.unwrap() - a.usage.cpu_usage_usec.unwrap()) as f64
-        / ((b.t_unix_ms - a.t_unix_ms) as f64 * 1000.0);
-    let cpu_diff = (value(&rate[0]) - file_cores).abs() / file_cores;
+    let rate_diff = (value(&rate[0]) - file_cores).abs() / file_cores;
     eprintln!(
-        "cpu: rate() {:.4} cores, file {file_cores:.4} cores over {} rows: {:.2} % apart",
+        "cpu: rate() {:.4} cores over {} scrapes: {:.2} % from the file",
         value(&rate[0]),
-        window.len(),
-        cpu_diff * 100.0
+        cpu_samples.len(),
+        rate_diff * 100.0
     );
-    // The rows Prometheus itself holds for that window (first and last), for the record.
-    let seen = stack.query_at(
-        &format!("slurmwatch_sample_timestamp_seconds{{{sel}}}[60s]"),
-        t,
+    assert!(
+        rate_diff <= 0.15,
+        "rate() {} vs {file_cores}",
+        value(&rate[0])
     );
-    if let Some(v) = seen.first().and_then(|s| s["values"].as_array()) {
-        eprintln!(
-            "prometheus holds {} samples in the window; rows from {} to {}",
-            v.len(),
-            v.first().unwrap()[1],
-            v.last().unwrap()[1]
-        );
-    }
-    assert!(file_cores > 0.3, "the burn got {file_cores} cores");
-    assert!(cpu_diff <= 0.05, "{} vs {file_cores}", value(&rate[0]));
 
     // jobstats' own queries (jobstats.py get_job_stats), as it sends them.
     let js = |name: &str| {
