@@ -16,21 +16,19 @@ fn card(i: u32, job_pid: Option<u32>) -> serde_json::Value {
     if let Some(p) = job_pid {
         procs.push(json!({ "pid": p, "used_memory": 20 * GIB }));
     }
-    json!({
-        "uuid": format!("GPU-{i:08x}-5f1c-2a3b-4c5d-0123456789ab"),
-        "name": "NVIDIA A100-SXM4-80GB",
-        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x10 + i),
-        "memory_total": 80 * GIB, "memory_used": 51 * GIB,
-        "utilization_gpu": 90 + i, "utilization_memory": 30,
-        "power_usage_mw": 390_000, "power_limit_mw": 400_000, "temperature": 60 + i,
-        "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
-        "energy_mj": 1_000_000, "ecc_uncorrected_volatile": 0,
-        "pcie_tx_kib_per_s": 500_000 + i, "pcie_rx_kib_per_s": 0,
-        // One critical Xid once the job runs: recorded once, never repeated.
-        "xid_events": if job_pid.is_some() { json!([43]) } else { json!([]) },
-        "processes": procs,
-        "errors": if i == 3 { json!({ "power": "NOT_SUPPORTED" }) } else { json!({}) },
-    })
+    let mut c = fake_a100(i);
+    c["pcie_tx_kib_per_s"] = json!(500_000 + i);
+    // One critical Xid once the job runs: recorded once, never repeated.
+    c["xid_events"] = if job_pid.is_some() {
+        json!([43])
+    } else {
+        json!([])
+    };
+    c["processes"] = json!(procs);
+    if i == 3 {
+        c["errors"] = json!({ "power": "NOT_SUPPORTED" });
+    }
+    c
 }
 
 /// A 4-card node; the job gets two cards (GRES `gpu:2` where the cluster has GPU GRES,

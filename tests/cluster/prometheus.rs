@@ -430,19 +430,11 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
 
 /// Cards on the fake NVML: odd NVML indices cannot read power (NOT_SUPPORTED).
 fn card(i: u32) -> Value {
-    json!({
-        "uuid": format!("GPU-{i:08x}-5f1c-2a3b-4c5d-0123456789ab"),
-        "name": "NVIDIA A100-SXM4-80GB",
-        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x10 + i),
-        "memory_total": 80u64 << 30, "memory_used": 51u64 << 30,
-        "utilization_gpu": 90 + i, "utilization_memory": 30,
-        "power_usage_mw": 390_000, "power_limit_mw": 400_000, "temperature": 60 + i,
-        "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
-        "energy_mj": 1_000_000, "ecc_uncorrected_volatile": 0,
-        "pcie_tx_kib_per_s": 0, "pcie_rx_kib_per_s": 0,
-        "xid_events": [], "processes": [],
-        "errors": if i % 2 == 1 { json!({ "power": "NOT_SUPPORTED" }) } else { json!({}) },
-    })
+    let mut c = fake_a100(i);
+    if i % 2 == 1 {
+        c["errors"] = json!({ "power": "NOT_SUPPORTED" });
+    }
+    c
 }
 
 #[test]

@@ -557,6 +557,24 @@ impl Tmux {
     }
 }
 
+/// One card of the fake NVML (tests/fake-nvml) as the GPU tests script it: an A100 80 GB at
+/// NVML index `i`, `utilization_gpu` 90 + i, 51 GiB in use, working at 390 of 400 W with the
+/// power-cap throttle reason; no process, no error, no Xid. Tests override fields.
+pub fn fake_a100(i: u32) -> serde_json::Value {
+    serde_json::json!({
+        "uuid": format!("GPU-{i:08x}-5f1c-2a3b-4c5d-0123456789ab"),
+        "name": "NVIDIA A100-SXM4-80GB",
+        "pci_bus_id": format!("00000000:{:02X}:00.0", 0x10 + i),
+        "memory_total": 80u64 << 30, "memory_used": 51u64 << 30,
+        "utilization_gpu": 90 + i, "utilization_memory": 30,
+        "power_usage_mw": 390_000, "power_limit_mw": 400_000, "temperature": 60 + i,
+        "sm_clock": 1410, "sm_clock_max": 1785, "throttle_reasons": 4,
+        "energy_mj": 1_000_000, "ecc_uncorrected_volatile": 0,
+        "pcie_tx_kib_per_s": 0, "pcie_rx_kib_per_s": 0,
+        "xid_events": [], "processes": [], "errors": {},
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::sacct_duration_seconds;
