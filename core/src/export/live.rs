@@ -168,9 +168,7 @@ fn stat(path: &Path) -> Option<(FileKey, SystemTime)> {
     if !main.file_type().is_file() {
         return None;
     }
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    let wal = std::fs::symlink_metadata(Path::new(&wal)).ok();
+    let wal = std::fs::symlink_metadata(crate::store::paths::wal(path)).ok();
     let t = main.modified().ok()?;
     let last = wal
         .as_ref()

@@ -257,7 +257,7 @@ impl Writer {
     /// Bytes the file takes on disk now: the database and its `-wal`.
     pub fn file_bytes(&self) -> u64 {
         let db = self.file.metadata().map(|m| m.len()).unwrap_or(0);
-        let wal = std::fs::symlink_metadata(super::paths::sidecar(&self.path, "-wal"))
+        let wal = std::fs::symlink_metadata(super::paths::wal(&self.path))
             .map(|m| m.len())
             .unwrap_or(0);
         db + wal
