@@ -21,6 +21,10 @@ LOGDIR=/var/log/slurm
 RUN=/run/slurm
 PLUGIN_DIR=/usr/local/lib/slurmwatch
 SPOOL=/var/spool/slurmwatch
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+# Where the EpilogSlurmctld asks for a job's summary; the slurmdbd test serves it there
+# (tests/cluster/slurmdbd.rs).
+CTLD_SUMMARY_PORT=9944
 DB_USER=slurm
 DB_PASS=slurmwatch-test
 TEST_USERS=(swuser1 swuser2)
@@ -164,6 +168,9 @@ MinJobAge=30
 InactiveLimit=0
 Waittime=0
 PlugStackConfig=$ETC/plugstack.conf
+# Each finished job's summary into slurmdbd (AdminComment): the shipped wrapper, with its
+# settings in $ETC/slurmwatch-ctld.conf. Without a node serving summaries it stores nothing.
+EpilogSlurmctld=$ETC/slurmctld-epilog.sh
 GresTypes=gpu
 $(node_lines "$cpus")
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
@@ -197,6 +204,13 @@ StorageUser=$DB_USER
 StoragePass=$DB_PASS
 CONF
   chmod 600 "$ETC/slurmdbd.conf"
+  install -m 0755 "$REPO/contrib/slurmctld-epilog.sh" "$ETC/slurmctld-epilog.sh"
+  cat > "$ETC/slurmwatch-ctld.conf" <<CONF
+SLURMWATCH_BIN=$REPO/target/release/slurmwatch
+SLURMWATCH_SUMMARY_URL='http://127.0.0.1:$CTLD_SUMMARY_PORT/jobs/{job}/summary'
+SLURMWATCH_TIMEOUT=60
+SLURMWATCH_LOG=$LOGDIR/ctld-epilog.log
+CONF
 }
 
 install_plugin() { # SO ARGS...

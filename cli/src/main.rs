@@ -3,6 +3,7 @@
 //! show (pending, ended, not found) with the reason printed; 2 bad usage or an environment
 //! that cannot answer; 128+N on signal.
 
+mod ctld_epilog;
 mod doctor;
 mod generate;
 mod history;
@@ -44,6 +45,9 @@ enum Command {
     /// The node's running jobs as Prometheus metrics: printed, written for node_exporter's
     /// textfile collector (--textfile), or served on GET /metrics (--listen).
     Metrics(metrics::MetricsArgs),
+    /// For EpilogSlurmctld (slurmctld host): collect the finished job's summary from its
+    /// nodes and store it as its AdminComment in slurmdbd.
+    CtldEpilog(ctld_epilog::CtldEpilogArgs),
     /// Write man pages or print shell completions (for packagers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -55,6 +59,7 @@ fn main() {
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
         Some(Command::Metrics(args)) => metrics::run(args),
+        Some(Command::CtldEpilog(args)) => ctld_epilog::run(args),
         Some(Command::History(args)) => history::run_history(args),
         Some(Command::Sizing(args)) => history::run_sizing(args),
         Some(Command::Generate(args)) => {

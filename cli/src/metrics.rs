@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use slurmwatch_core::export::live::{self, FileState, GatherOptions};
 use slurmwatch_core::export::{http, prometheus, textfile};
+use slurmwatch_core::report::slurmdbd;
 use slurmwatch_core::slurm::conf;
 
 #[derive(Args)]
@@ -71,6 +72,7 @@ pub fn run(args: MetricsArgs) -> Result<i32> {
     let mut reported: HashSet<(PathBuf, String)> = HashSet::new();
     // Ended and unreadable files are not reopened until they change (see `Verdicts`).
     let mut verdicts = live::Verdicts::default();
+    let summary_spool = spool.clone();
     let mut scrape = move || {
         let s = live::gather_with(
             &spool,
@@ -94,8 +96,14 @@ pub fn run(args: MetricsArgs) -> Result<i32> {
     if let Some(addr) = args.listen {
         let listener =
             TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
-        eprintln!("slurmwatch metrics: serving GET /metrics on {addr}");
-        http::serve(&listener, &mut scrape);
+        eprintln!("slurmwatch metrics: serving GET /metrics and /jobs/<id>/summary on {addr}");
+        http::serve(
+            &listener,
+            &mut Node {
+                spool: summary_spool,
+                scrape,
+            },
+        );
     }
     if let Some(path) = &args.textfile {
         if path.extension().and_then(|e| e.to_str()) != Some("prom") {
@@ -112,4 +120,33 @@ pub fn run(args: MetricsArgs) -> Result<i32> {
     }
     crate::output::print(&text).map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// The node's two routes: its running jobs' metrics, and a job's summary for the controller.
+struct Node<F: FnMut() -> String> {
+    spool: PathBuf,
+    scrape: F,
+}
+
+impl<F: FnMut() -> String> http::Routes for Node<F> {
+    fn metrics(&mut self) -> String {
+        (self.scrape)()
+    }
+
+    fn job_summary(&mut self, job_id: u32) -> http::Reply {
+        match slurmdbd::from_spool(&self.spool, job_id) {
+            Ok(Some(n)) => match serde_json::to_string(&n) {
+                Ok(json) => http::Reply::Json(json),
+                Err(e) => http::Reply::Unavailable(e.to_string()),
+            },
+            Ok(None) => http::Reply::NotFound(format!(
+                "job {job_id} was not recorded on this node ({})",
+                self.spool.display()
+            )),
+            Err(e) => {
+                eprintln!("slurmwatch metrics: job {job_id}: {e}");
+                http::Reply::Unavailable(e)
+            }
+        }
+    }
 }

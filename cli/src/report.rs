@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use slurmwatch_core::report::{self, chart, locate, text, Recording};
+use slurmwatch_core::report::{self, chart, locate, slurmdbd, text, Recording};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
@@ -163,7 +163,19 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         .and_then(|a| a.job.fields.get("JobIDRaw").cloned())
         .filter(|r| r.bytes().all(|c| c.is_ascii_digit()) && !r.is_empty())
         .unwrap_or_else(|| args.job.split('_').next().unwrap_or("").to_string());
-    let (recordings, why_none) = find_recordings(&args, &raw_id, acct.as_ref())?;
+    let (mut recordings, why_none) = find_recordings(&args, &raw_id, acct.as_ref())?;
+    // No file here (a login node, or the files are gone): the summary the controller stored
+    // in slurmdbd, when there is one.
+    let mut summary_note = None;
+    if recordings.is_empty() && args.file.is_empty() {
+        if let Some(c) = acct.as_ref().and_then(|a| a.job.admin_comment.as_deref()) {
+            match slurmdbd::decode(c) {
+                Ok(rec) => recordings = rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
+                Err(e @ slurmdbd::DecodeError::Damaged(_)) => summary_note = Some(format!("{e}.")),
+                Err(_) => {}
+            }
+        }
+    }
     if recordings.is_empty() && acct.is_none() {
         if args.no_sacct {
             bail!(
@@ -185,6 +197,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         args.no_sacct.then(|| "--no-sacct was given".to_string()),
         recordings.is_empty().then_some(why_none),
     );
+    rep.notes.extend(summary_note);
     for r in recordings.iter().filter(|_| acct.is_some()) {
         if r.meta.job_id.to_string() != raw_id {
             rep.notes.push(format!(
@@ -323,6 +336,7 @@ mod tests {
         let summary = Summary::compute(&rows, &steps, &[], &[], Vec::new());
         Recording {
             path: "/x/1.sqlite".into(),
+            origin: Default::default(),
             meta: JobMeta {
                 job_id: 1,
                 user: "a<b>".into(),

@@ -37,6 +37,7 @@ fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> Recordin
     let summary = Summary::compute(&rows, &steps, &[], &[], Vec::new());
     Recording {
         path: PathBuf::from(format!("/spool/{name}/77.sqlite")),
+        origin: Default::default(),
         meta: JobMeta {
             job_id: 77,
             user: "alice".into(),

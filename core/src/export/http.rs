@@ -1,4 +1,6 @@
-//! The HTTP endpoint behind `slurmwatch metrics --listen`: `GET /metrics` and nothing else.
+//! The HTTP endpoint behind `slurmwatch metrics --listen`: `GET /metrics` for Prometheus and
+//! `GET /jobs/<id>/summary` for the controller's `slurmwatch slurmdbd-summary` (the job's
+//! summary as JSON, to store in slurmdbd), and nothing else.
 //!
 //! Hand-written on `std::net` rather than a server crate: one request at a time is all a
 //! Prometheus scraper needs, and the whole protocol used is a request line, headers to skip
@@ -26,8 +28,29 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Metrics,
+    /// `GET /jobs/<id>/summary`: the id is all digits and fits a Slurm job id.
+    JobSummary(u32),
     Other,
     Bad,
+}
+
+/// The answer to a [`Request::JobSummary`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// The summary as JSON.
+    Json(String),
+    /// Not recorded on this node (one sentence).
+    NotFound(String),
+    /// Recorded but unreadable now (one sentence): the caller may retry.
+    Unavailable(String),
+}
+
+/// What the server answers with.
+pub trait Routes {
+    /// The exposition text for `GET /metrics`.
+    fn metrics(&mut self) -> String;
+    /// The job's summary for `GET /jobs/<id>/summary`.
+    fn job_summary(&mut self, job_id: u32) -> Reply;
 }
 
 /// Reads the request head from `stream` within the deadlines.
@@ -54,7 +77,8 @@ fn read_request(stream: &mut TcpStream) -> Request {
     parse_request_line(&buf)
 }
 
-/// `GET /metrics HTTP/1.x` (a query string allowed) is the one request answered.
+/// `GET /metrics HTTP/1.x` (a query string allowed) and `GET /jobs/<id>/summary` are the
+/// requests answered.
 pub fn parse_request_line(head: &[u8]) -> Request {
     let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
     let Ok(line) = std::str::from_utf8(line) else {
@@ -70,10 +94,20 @@ pub fn parse_request_line(head: &[u8]) -> Request {
         return Request::Bad;
     }
     let path = target.split('?').next().unwrap_or("");
-    if method == "GET" && path == "/metrics" {
-        Request::Metrics
-    } else {
-        Request::Other
+    if method != "GET" {
+        return Request::Other;
+    }
+    if path == "/metrics" {
+        return Request::Metrics;
+    }
+    let job = path
+        .strip_prefix("/jobs/")
+        .and_then(|p| p.strip_suffix("/summary"))
+        .filter(|id| !id.is_empty() && id.len() <= 10 && id.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|id| id.parse::<u32>().ok());
+    match job {
+        Some(id) => Request::JobSummary(id),
+        None => Request::Other,
     }
 }
 
@@ -89,34 +123,37 @@ fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str)
         .and_then(|_| stream.flush());
 }
 
-/// Answers one connection: `scrape` is called only for `GET /metrics`.
-pub fn handle(mut stream: TcpStream, scrape: &mut dyn FnMut() -> String) {
+/// Answers one connection.
+pub fn handle(mut stream: TcpStream, routes: &mut dyn Routes) {
+    const TEXT: &str = "text/plain; charset=utf-8";
     match read_request(&mut stream) {
         Request::Metrics => {
-            let body = scrape();
+            let body = routes.metrics();
             respond(&mut stream, "200 OK", CONTENT_TYPE, &body);
         }
+        Request::JobSummary(id) => match routes.job_summary(id) {
+            Reply::Json(body) => respond(&mut stream, "200 OK", "application/json", &body),
+            Reply::NotFound(why) => respond(&mut stream, "404 Not Found", TEXT, &(why + "\n")),
+            Reply::Unavailable(why) => {
+                respond(&mut stream, "503 Service Unavailable", TEXT, &(why + "\n"))
+            }
+        },
         Request::Other => respond(
             &mut stream,
             "404 Not Found",
-            "text/plain; charset=utf-8",
-            "only GET /metrics is served here\n",
+            TEXT,
+            "only GET /metrics and GET /jobs/<id>/summary are served here\n",
         ),
-        Request::Bad => respond(
-            &mut stream,
-            "400 Bad Request",
-            "text/plain; charset=utf-8",
-            "bad request\n",
-        ),
+        Request::Bad => respond(&mut stream, "400 Bad Request", TEXT, "bad request\n"),
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// Serves `listener` forever, one connection at a time.
-pub fn serve(listener: &TcpListener, scrape: &mut dyn FnMut() -> String) -> ! {
+pub fn serve(listener: &TcpListener, routes: &mut dyn Routes) -> ! {
     loop {
         if let Ok((stream, _)) = listener.accept() {
-            handle(stream, scrape);
+            handle(stream, routes);
         }
     }
 }
@@ -135,10 +172,19 @@ mod tests {
             parse_request_line(b"GET /metrics?x=1 HTTP/1.0\r\n\r\n"),
             Request::Metrics
         );
+        assert_eq!(
+            parse_request_line(b"GET /jobs/4242/summary HTTP/1.1\r\n\r\n"),
+            Request::JobSummary(4242)
+        );
         for other in [
             &b"GET / HTTP/1.1\r\n\r\n"[..],
             b"POST /metrics HTTP/1.1\r\n\r\n",
             b"GET /metrics/x HTTP/1.1\r\n\r\n",
+            b"GET /jobs/../summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/12a/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/99999999999/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs//summary HTTP/1.1\r\n\r\n",
+            b"POST /jobs/1/summary HTTP/1.1\r\n\r\n",
         ] {
             assert_eq!(parse_request_line(other), Request::Other);
         }
@@ -165,19 +211,40 @@ mod tests {
     fn the_server_answers_and_a_silent_client_cannot_hold_it() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        std::thread::spawn(move || {
-            let mut n = 0;
-            serve(&listener, &mut || {
-                n += 1;
-                format!("scrapes {n}\n")
-            })
-        });
+        struct Counting(u32);
+        impl Routes for Counting {
+            fn metrics(&mut self) -> String {
+                self.0 += 1;
+                format!("scrapes {}\n", self.0)
+            }
+            fn job_summary(&mut self, job_id: u32) -> Reply {
+                match job_id {
+                    7 => Reply::Json("{\"job_id\":\"7\"}".into()),
+                    8 => Reply::Unavailable("busy".into()),
+                    _ => Reply::NotFound(format!("job {job_id} was not recorded here")),
+                }
+            }
+        }
+        std::thread::spawn(move || serve(&listener, &mut Counting(0)));
         let ok = get(addr, b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
         assert!(ok.starts_with("HTTP/1.1 200 OK\r\n"), "{ok}");
         assert!(ok.contains(CONTENT_TYPE), "{ok}");
         assert!(ok.ends_with("\r\n\r\nscrapes 1\n"), "{ok}");
         let nf = get(addr, b"GET /other HTTP/1.1\r\n\r\n");
         assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
+        let js = get(addr, b"GET /jobs/7/summary HTTP/1.1\r\n\r\n");
+        assert!(js.starts_with("HTTP/1.1 200 OK\r\n"), "{js}");
+        assert!(
+            js.contains("application/json") && js.ends_with("{\"job_id\":\"7\"}"),
+            "{js}"
+        );
+        let busy = get(addr, b"GET /jobs/8/summary HTTP/1.1\r\n\r\n");
+        assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
+        let none = get(addr, b"GET /jobs/9/summary HTTP/1.1\r\n\r\n");
+        assert!(
+            none.starts_with("HTTP/1.1 404") && none.contains("job 9 was not recorded"),
+            "{none}"
+        );
         let silent = TcpStream::connect(addr).unwrap();
         let t = Instant::now();
         let ok = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");

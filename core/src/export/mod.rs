@@ -10,9 +10,13 @@
 //! - [`prometheus`]: those readings as Prometheus text exposition (native `slurmwatch_*`
 //!   series, and optionally the names jobstats queries);
 //! - [`textfile`]: the atomic write for node_exporter's textfile collector;
-//! - [`http`]: the small bounded HTTP server behind `--listen`.
+//! - [`http`]: the small bounded HTTP server behind `--listen` (metrics, and each finished
+//!   job's summary for the controller);
+//! - [`slurmdbd`]: the controller's side, from `EpilogSlurmctld`: the nodes' summaries of a
+//!   job collected and stored as its AdminComment.
 
 pub mod http;
 pub mod live;
 pub mod prometheus;
+pub mod slurmdbd;
 pub mod textfile;

@@ -72,8 +72,10 @@ impl Outcome {
 /// What a job's recorded file says, where one was found for the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Recorded {
-    /// The file read (on a multi-node job, the first node's).
+    /// The file read (on a multi-node job, the first node's), or [`SLURMDBD_LABEL`].
     pub file: PathBuf,
+    /// Read from the job's summary in slurmdbd (no file opened).
+    pub summary_in_slurmdbd: bool,
     /// How many nodes' files were merged. Peaks are the largest node's (what `--mem` and
     /// `--gres` apply to), CPU seconds and kills are summed.
     pub nodes_recorded: usize,
@@ -178,7 +180,10 @@ impl Run {
             cpu_seconds: r.cpu_seconds().map(|(c, _)| c),
             max_rss_bytes: r.max_rss_bytes(),
             sacct_memory: r.memory_per_node(),
-            recorded: None,
+            recorded: j
+                .admin_comment
+                .as_deref()
+                .and_then(Recorded::from_admin_comment),
         })
     }
 
@@ -272,7 +277,8 @@ pub fn workload_name(job_name: &str) -> String {
     out
 }
 
-/// Finds each run's recorded file (`<dir>/<raw id>.sqlite` in the spool, or
+/// For each run without a summary from slurmdbd ([`Recorded::from_admin_comment`], set by
+/// [`Run::from_record`]), finds its recorded file (`<dir>/<raw id>.sqlite` in the spool, or
 /// `<raw id>.sqlite` / `<raw id>.<node>.sqlite` in an archive directory) and reads its
 /// summary (the epilog's, else computed). A file whose recording started outside the run
 /// (a job id reused after the accounting was wiped) is not this run's and is ignored, as is
@@ -280,6 +286,10 @@ pub fn workload_name(job_name: &str) -> String {
 pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
     let mut used = 0;
     for run in runs.iter_mut() {
+        // The summary from slurmdbd came with sacct's answer: no file to open.
+        if run.recorded.is_some() {
+            continue;
+        }
         if run.raw_id.is_empty() || !run.raw_id.bytes().all(|b| b.is_ascii_digit()) {
             continue;
         }
@@ -369,10 +379,15 @@ fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
         Some(s) => s,
         None => crate::analysis::summary::from_reader(&reader).ok()?,
     };
-    Some((
-        meta.node.clone(),
+    Some((meta.node.clone(), Recorded::from_summary(path, false, &s)))
+}
+
+impl Recorded {
+    /// One node's figures from its summary (`file`: where it was read).
+    fn from_summary(file: &Path, in_slurmdbd: bool, s: &crate::analysis::Summary) -> Recorded {
         Recorded {
-            file: path.to_path_buf(),
+            file: file.to_path_buf(),
+            summary_in_slurmdbd: in_slurmdbd,
             nodes_recorded: 1,
             peak_working_set_bytes: s.peak_working_set_bytes,
             peak_effective_cores: s.peak_effective_cores,
@@ -384,9 +399,25 @@ fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
                 .iter()
                 .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
                 .count(),
-        },
-    ))
+        }
+    }
+
+    /// From the job's summary in slurmdbd (its AdminComment), all nodes merged; `None` when
+    /// the comment is not ours or is damaged (the files are then looked for).
+    pub fn from_admin_comment(comment: &str) -> Option<Recorded> {
+        let rec = crate::report::slurmdbd::decode(comment).ok()?;
+        let label = Path::new(SLURMDBD_LABEL);
+        merge_nodes(
+            rec.nodes
+                .iter()
+                .map(|n| Recorded::from_summary(label, true, &n.summary))
+                .collect(),
+        )
+    }
 }
+
+/// `Recorded::file` for a summary read from slurmdbd.
+pub const SLURMDBD_LABEL: &str = "slurmdbd:AdminComment";
 
 /// Runs of one job name pattern and user, with their totals and advice.
 #[derive(Debug, Clone, Serialize)]

@@ -8,6 +8,7 @@ pub mod chart;
 pub mod joblog;
 pub mod locate;
 pub mod nodes;
+pub mod slurmdbd;
 pub mod text;
 
 use std::path::{Path, PathBuf};
@@ -29,7 +30,9 @@ pub const CHART_POINTS: usize = 1200;
 
 /// What the recording holds, read once.
 pub struct Recording {
+    /// The file read; for a summary from slurmdbd, a label naming it.
     pub path: PathBuf,
+    pub origin: Origin,
     pub meta: JobMeta,
     pub steps: Vec<StepInfo>,
     pub events: Vec<Event>,
@@ -42,8 +45,18 @@ pub struct Recording {
     pub step_figures: std::collections::BTreeMap<String, StepFigures>,
 }
 
+/// Where a [`Recording`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Origin {
+    /// The node's SQLite file (rows and all).
+    #[default]
+    File,
+    /// The job's summary in slurmdbd's AdminComment ([`slurmdbd`]): figures, no rows.
+    SlurmdbdSummary,
+}
+
 /// A recorded step's CPU total and working-set peak, from the step's own series.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct StepFigures {
     pub cpu_seconds: Option<f64>,
     pub peak_working_set_bytes: Option<u64>,
@@ -100,6 +113,7 @@ impl Recording {
         }
         Ok(Recording {
             path: path.to_path_buf(),
+            origin: Origin::File,
             meta,
             steps,
             events,
@@ -212,7 +226,8 @@ pub struct Point {
 pub struct Report {
     pub schema: u32,
     pub job_id: String,
-    /// `recorded_file` or `sacct_only`.
+    /// `recorded_file`, `slurmdbd_summary` (the epilog's summary from the job's
+    /// AdminComment: figures without charts) or `sacct_only`.
     pub source: &'static str,
     pub file: Option<String>,
     /// The epilog's summary was in the file (`true`) or computed by the report (`false`).
@@ -564,12 +579,14 @@ pub fn build(
     Report {
         schema: SCHEMA,
         job_id: job_id.to_string(),
-        source: if rec.is_some() {
-            "recorded_file"
-        } else {
-            "sacct_only"
+        source: match rec.map(|r| r.origin) {
+            Some(Origin::File) => "recorded_file",
+            Some(Origin::SlurmdbdSummary) => "slurmdbd_summary",
+            None => "sacct_only",
         },
-        file: rec.map(|r| r.path.display().to_string()),
+        file: rec
+            .filter(|r| r.origin == Origin::File)
+            .map(|r| r.path.display().to_string()),
         summary_stored: rec.map(|r| r.summary_stored),
         state: facts.state.clone(),
         exit_code: facts.exit_code,

@@ -65,6 +65,18 @@ pub fn render(r: &Report, _colour: bool) -> String {
                     ""
                 }
             ),
+            (None, "slurmdbd_summary") => format!(
+                "the job's summary in slurmdbd (AdminComment{}; no file, so no charts)",
+                if r.nodes.len() > 1 {
+                    format!(
+                        ", {} of {} nodes recorded",
+                        r.nodes.iter().filter(|n| n.recorded).count(),
+                        r.nodes.len()
+                    )
+                } else {
+                    String::new()
+                }
+            ),
             (None, _) => "sacct only (no recording)".into(),
         }
     );

@@ -82,6 +82,9 @@ pub const FIELDS: &[&str] = &[
     "MaxDiskRead",
     "MaxDiskWrite",
     "WorkDir",
+    // Last: an AdminComment another tool wrote may hold anything; ours is base64
+    // (report::slurmdbd).
+    "AdminComment",
 ];
 
 /// Fields known under two names across Slurm releases (newer, older).
@@ -316,6 +319,9 @@ pub struct Line {
     /// `TRESUsageInMax` `mem=`: the largest task's (the same figure as `MaxRSS`).
     pub tres_usage_in_max_mem_bytes: Option<u64>,
     pub work_dir: Option<String>,
+    /// `AdminComment`: where slurmwatch's summary of the job lives (`SW1:…`), or another
+    /// tool's note; empty on step lines.
+    pub admin_comment: Option<String>,
     pub fields: BTreeMap<String, String>,
 }
 
@@ -453,6 +459,7 @@ impl Line {
             tres_usage_in_max_mem_bytes: tres_usage(get("TRESUsageInMax"), "mem")
                 .and_then(|v| parse_size(v, 1)),
             work_dir: non_empty(fields.get("WorkDir")),
+            admin_comment: non_empty(fields.get("AdminComment")),
             job_id,
             fields,
         })

@@ -1,0 +1,334 @@
+//! The controller's half of "every job's summary in slurmdbd": run from `EpilogSlurmctld`
+//! (as SlurmUser, on the slurmctld host), it asks each node of the finished job for its
+//! summary over the node's `slurmwatch metrics --listen` endpoint
+//! (`GET /jobs/<id>/summary`), joins them into one `SW1:` string (`report::slurmdbd`) and
+//! stores it as the job's `AdminComment` with `sacctmgr` — as jobstats does. Nothing here
+//! runs on a compute node, so no node's epilog ever calls a Slurm command.
+//!
+//! Every wait has a deadline: each node's answer ([`NODE_TIMEOUT`], nodes asked at once), and
+//! the store (retried until slurmdbd has the job record, within the caller's deadline). An
+//! AdminComment another tool wrote (jobstats' `JS1:`, an admin's note) is never overwritten.
+//!
+//! The HTTP client is written here on `std::net` (no client crate): one `GET` to our own
+//! server (`export::http`), `Connection: close`, the body capped at [`MAX_REPLY_BYTES`].
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use crate::report::slurmdbd::{self as record, JobSummaryRecord, NodeSummary};
+use crate::slurm::command;
+
+/// How long one node may take to answer (connect, request, whole reply).
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest reply read from a node.
+pub const MAX_REPLY_BYTES: u64 = 8 << 20;
+/// The default URL of a node's summary: `{node}` is Slurm's node name, `{job}` the job id.
+pub const DEFAULT_URL: &str = "http://{node}:9944/jobs/{job}/summary";
+
+/// What one node said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeAnswer {
+    Recorded(Box<NodeSummary>),
+    /// The node answered that the job was not recorded there.
+    NotRecorded,
+    /// No usable answer (one sentence: unreachable, timed out, refused, unreadable).
+    Failed(String),
+}
+
+/// `http://host:port/path` with `{node}` and `{job}` filled in. Node names are checked to
+/// be plain host names (they go into a URL).
+pub fn url_for(template: &str, node: &str, job_id: u32) -> Result<String, String> {
+    if node.is_empty()
+        || !node
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!("{node:?} is not a node name"));
+    }
+    Ok(template
+        .replace("{node}", node)
+        .replace("{job}", &job_id.to_string()))
+}
+
+/// One bounded `GET`; returns the status code and body.
+pub fn get(url: &str, timeout: Duration) -> Result<(u16, String), String> {
+    let start = Instant::now();
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = authority
+        .to_socket_addrs()
+        .map_err(|e| format!("{authority}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{authority}: no address"))?;
+    let mut s =
+        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{authority}: {e}"))?;
+    let left = |start: Instant| {
+        timeout
+            .saturating_sub(start.elapsed())
+            .max(Duration::from_millis(1))
+    };
+    s.set_write_timeout(Some(left(start)))
+        .and_then(|_| {
+            write!(
+                s,
+                "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+            )
+        })
+        .map_err(|e| format!("{authority}: {e}"))?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if start.elapsed() >= timeout {
+            return Err(format!(
+                "{authority}: no answer within {} s",
+                timeout.as_secs()
+            ));
+        }
+        s.set_read_timeout(Some(left(start)))
+            .map_err(|e| format!("{authority}: {e}"))?;
+        match s.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(format!("{authority}: {e}")),
+        }
+        if raw.len() as u64 > MAX_REPLY_BYTES {
+            return Err(format!(
+                "{authority}: reply larger than {MAX_REPLY_BYTES} bytes"
+            ));
+        }
+    }
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| format!("{authority}: not an HTTP reply"))?;
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| format!("{authority}: not an HTTP reply"))?;
+    Ok((code, body.to_string()))
+}
+
+/// Asks one node for the job's summary.
+pub fn ask(template: &str, node: &str, job_id: u32, timeout: Duration) -> NodeAnswer {
+    let url = match url_for(template, node, job_id) {
+        Ok(u) => u,
+        Err(e) => return NodeAnswer::Failed(e),
+    };
+    match get(&url, timeout) {
+        Ok((200, body)) => match serde_json::from_str::<NodeSummary>(&body) {
+            Ok(n) if n.meta.job_id == u64::from(job_id) => NodeAnswer::Recorded(Box::new(n)),
+            Ok(n) => NodeAnswer::Failed(format!(
+                "{node}: answered for job {}, not {job_id}",
+                n.meta.job_id
+            )),
+            Err(e) => NodeAnswer::Failed(format!("{node}: unreadable summary ({e})")),
+        },
+        Ok((404, _)) => NodeAnswer::NotRecorded,
+        Ok((code, body)) => NodeAnswer::Failed(format!(
+            "{node}: HTTP {code}: {}",
+            body.lines().next().unwrap_or("").trim()
+        )),
+        Err(e) => NodeAnswer::Failed(e),
+    }
+}
+
+/// Every node asked at once; answers in `nodes`' order.
+pub fn collect(template: &str, nodes: &[String], job_id: u32) -> Vec<(String, NodeAnswer)> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = nodes
+            .iter()
+            .map(|n| scope.spawn(move || ask(template, n, job_id, NODE_TIMEOUT)))
+            .collect();
+        nodes
+            .iter()
+            .cloned()
+            .zip(handles.into_iter().map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| NodeAnswer::Failed("internal error".into()))
+            }))
+            .collect()
+    })
+}
+
+/// The job as `sacctmgr … where jobid=` and `sacct -j` must name it: an array task by
+/// `<array id>_<task>` (its own id would also match the whole array in sacctmgr).
+pub fn job_ref(job_id: u32, array_job_id: Option<&str>, array_task_id: Option<&str>) -> String {
+    match (array_job_id, array_task_id) {
+        (Some(a), Some(t))
+            if a == job_id.to_string()
+                && t.bytes().all(|b| b.is_ascii_digit())
+                && !t.is_empty() =>
+        {
+            format!("{a}_{t}")
+        }
+        _ => job_id.to_string(),
+    }
+}
+
+/// What [`store`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    Written,
+    /// Another tool's AdminComment was there: left as it was.
+    LeftOthers(String),
+}
+
+/// Stores `comment` as the job's AdminComment, retrying until slurmdbd has the job's record
+/// or `deadline` passes. `sacct`/`sacctmgr` are the programs (tests name the real ones).
+pub fn store(
+    job: &str,
+    comment: &str,
+    sacct: &str,
+    sacctmgr: &str,
+    deadline: Instant,
+) -> Result<Stored, String> {
+    let mut last = String::from("no attempt");
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(format!("gave up storing the summary of job {job}: {last}"));
+        }
+        let step = left.min(command::DEFAULT_TIMEOUT);
+        // A comment already there that is not ours stays.
+        match command::run(
+            sacct,
+            &["-j", job, "-X", "-n", "-P", "-o", "AdminComment"],
+            step,
+        ) {
+            Ok(f) if f.success => {
+                let existing = f.stdout.lines().next().unwrap_or("").trim().to_string();
+                if !existing.is_empty() && !existing.starts_with(record::PREFIX) {
+                    return Ok(Stored::LeftOthers(existing));
+                }
+            }
+            // Unchecked is unwritten: try again.
+            Ok(f) => {
+                last = format!("sacct: {}", f.reason());
+                pause(deadline);
+                continue;
+            }
+            Err(e) => {
+                last = e.to_string();
+                pause(deadline);
+                continue;
+            }
+        }
+        let set = format!("AdminComment={comment}");
+        let where_ = format!("jobid={job}");
+        match command::run(
+            sacctmgr,
+            &["-i", "modify", "job", "where", &where_, "set", &set],
+            step,
+        ) {
+            // sacctmgr says "Nothing modified" (exit 0 or 1 by release) until slurmdbd has
+            // the job: try again shortly.
+            Ok(f)
+                if f.success && !f.stdout.contains("Nothing") && !f.stderr.contains("Nothing") =>
+            {
+                return Ok(Stored::Written)
+            }
+            Ok(f) => {
+                last = format!("sacctmgr: {} {}", f.stdout.trim(), f.reason())
+                    .trim()
+                    .to_string()
+            }
+            Err(e) => last = e.to_string(),
+        }
+        pause(deadline);
+    }
+}
+
+/// Two seconds between tries, or what is left of `deadline`.
+fn pause(deadline: Instant) {
+    std::thread::sleep(
+        Duration::from_secs(2).min(deadline.saturating_duration_since(Instant::now())),
+    );
+}
+
+/// The AdminComment for the nodes that recorded the job; `None` when none did.
+pub fn comment_for(
+    job_id: u32,
+    answers: &[(String, NodeAnswer)],
+) -> Option<Result<String, String>> {
+    let mut nodes: Vec<NodeSummary> = Vec::new();
+    for (_, a) in answers {
+        // One per recorded node: a URL without {node} (one server for several node names)
+        // answers every name with the same file.
+        if let NodeAnswer::Recorded(n) = a {
+            if !nodes.iter().any(|m| m.meta.node == n.meta.node) {
+                nodes.push((**n).clone());
+            }
+        }
+    }
+    (!nodes.is_empty()).then(|| {
+        record::encode(&JobSummaryRecord {
+            job_id: job_id.to_string(),
+            nodes,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_filled_and_node_names_checked() {
+        assert_eq!(
+            url_for(DEFAULT_URL, "gpu-01", 42).unwrap(),
+            "http://gpu-01:9944/jobs/42/summary"
+        );
+        for bad in ["", "a/b", "x y", "n1?x", "n@1"] {
+            assert!(url_for(DEFAULT_URL, bad, 1).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_array_task_is_named_by_array_and_task() {
+        assert_eq!(job_ref(7, Some("7"), Some("3")), "7_3");
+        assert_eq!(job_ref(7, Some("5"), Some("3")), "7");
+        assert_eq!(job_ref(7, None, None), "7");
+        assert_eq!(job_ref(7, Some("7"), Some("3;x")), "7");
+    }
+
+    #[test]
+    fn a_silent_or_absent_node_is_a_failure_within_the_bound() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        // Accepts (the kernel's backlog) and never answers.
+        let t = Instant::now();
+        let a = ask(
+            &format!("http://{addr}/jobs/{{job}}/summary"),
+            "n1",
+            1,
+            Duration::from_millis(300),
+        );
+        assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        drop(l);
+        let a = ask(
+            &format!("http://{addr}/jobs/{{job}}/summary"),
+            "n1",
+            1,
+            Duration::from_millis(300),
+        );
+        assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
+    }
+
+    #[test]
+    fn no_recorded_node_means_no_comment() {
+        let answers = vec![
+            ("n1".to_string(), NodeAnswer::NotRecorded),
+            ("n2".to_string(), NodeAnswer::Failed("down".into())),
+        ];
+        assert_eq!(comment_for(1, &answers), None);
+    }
+}

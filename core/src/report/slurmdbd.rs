@@ -1,0 +1,268 @@
+//! The job's summary as slurmdbd keeps it: one compact, versioned string in the job's
+//! `AdminComment` (jobstats' convention), readable with `sacct -o AdminComment` from any login
+//! node for as long as accounting keeps the job.
+//!
+//! Format: `SW1:` then standard base64 of the raw-deflated JSON of a [`JobSummaryRecord`]
+//! (one [`NodeSummary`] per recorded node). The prefix names the format; the JSON carries the
+//! epilog's `summary_version`, so a newer epilog's keys are ignored by an older reader and an
+//! older summary is read with the defaults of what it lacks. Base64 keeps `|` and the unit
+//! separator out of sacct's columns.
+//!
+//! Decoding is bounded ([`MAX_JSON_BYTES`] after inflating): AdminComment is writable by
+//! admins and other tools, so a string that is not ours, or is damaged, is refused with one
+//! sentence and never trusted.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+use super::{Origin, Recording, StepFigures};
+use crate::analysis::Summary;
+use crate::store::{Event, JobMeta, StepInfo};
+
+/// The prefix of our AdminComment strings (format 1).
+pub const PREFIX: &str = "SW1:";
+/// The largest encoded string written: slurmdbd keeps AdminComment in a MariaDB `TEXT`
+/// column (64 KiB); a summary is normally 1–3 KB.
+pub const MAX_ENCODED_BYTES: usize = 60_000;
+/// The most JSON a decoder inflates (a compressed bomb stops here).
+pub const MAX_JSON_BYTES: u64 = 4 << 20;
+/// Events kept per node: the report reads OOM kills, step ends and errors from them.
+pub const MAX_EVENTS: usize = 100;
+
+/// What one node recorded, as much of its file as the report needs without the rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    pub meta: JobMeta,
+    pub steps: Vec<StepInfo>,
+    #[serde(default)]
+    pub events: Vec<Event>,
+    #[serde(default)]
+    pub step_figures: BTreeMap<String, StepFigures>,
+    pub summary: Summary,
+}
+
+/// The whole AdminComment: every recorded node of one job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobSummaryRecord {
+    pub job_id: String,
+    pub nodes: Vec<NodeSummary>,
+}
+
+/// Why an AdminComment could not be read as ours. Each `Display` is one sentence.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("the AdminComment is empty")]
+    Empty,
+    #[error("the AdminComment is not a slurmwatch summary (another tool's, e.g. jobstats' JS1:)")]
+    NotOurs,
+    #[error("the slurmwatch summary in the AdminComment is damaged ({0})")]
+    Damaged(String),
+}
+
+impl NodeSummary {
+    /// From a node's file as the report loaded it.
+    pub fn from_recording(r: &Recording) -> NodeSummary {
+        let mut events = r.events.clone();
+        // The latest events are the ones that explain an end (a kill, a failed step).
+        if events.len() > MAX_EVENTS {
+            events.drain(..events.len() - MAX_EVENTS);
+        }
+        NodeSummary {
+            meta: r.meta.clone(),
+            steps: r.steps.clone(),
+            events,
+            step_figures: r.step_figures.clone(),
+            summary: r.summary.clone(),
+        }
+    }
+
+    /// A recording with no rows: figures from the summary, no charts.
+    pub fn into_recording(self) -> Recording {
+        Recording {
+            path: format!("slurmdbd:AdminComment/{}", self.meta.node).into(),
+            origin: Origin::SlurmdbdSummary,
+            meta: self.meta,
+            steps: self.steps,
+            events: self.events,
+            job_rows: Vec::new(),
+            summary: self.summary,
+            summary_stored: true,
+            step_figures: self.step_figures,
+        }
+    }
+}
+
+/// The job's summary from its file in this node's `spool`, for the controller to collect:
+/// `Ok(None)` when the job was not recorded here, `Err` (one sentence) when its file is there
+/// but cannot be read now. Read-only, through the hardened reader (this runs as root).
+pub fn from_spool(spool: &Path, job_id: u32) -> Result<Option<NodeSummary>, String> {
+    let path = spool.join(crate::store::paths::live_name(&job_id.to_string()));
+    match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Ok(_) => {}
+    }
+    let rec = Recording::load(&path).map_err(|e| e.to_string())?;
+    if rec.meta.job_id != u64::from(job_id) {
+        return Err(format!(
+            "{} records job {}, not {job_id}",
+            path.display(),
+            rec.meta.job_id
+        ));
+    }
+    Ok(Some(NodeSummary::from_recording(&rec)))
+}
+
+/// The AdminComment string for `record`; `Err` with a sentence when it would not fit.
+pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
+    let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
+    let packed = z.finish().map_err(|e| e.to_string())?;
+    let s = format!(
+        "{PREFIX}{}",
+        base64::engine::general_purpose::STANDARD.encode(packed)
+    );
+    if s.len() > MAX_ENCODED_BYTES {
+        return Err(format!(
+            "the summary is {} bytes encoded, more than the {} an AdminComment is given",
+            s.len(),
+            MAX_ENCODED_BYTES
+        ));
+    }
+    Ok(s)
+}
+
+/// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
+pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
+    let c = comment.trim();
+    if c.is_empty() {
+        return Err(DecodeError::Empty);
+    }
+    let Some(body) = c.strip_prefix(PREFIX) else {
+        return Err(DecodeError::NotOurs);
+    };
+    let packed = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .map_err(|e| DecodeError::Damaged(format!("base64: {e}")))?;
+    let mut json = Vec::new();
+    flate2::read::DeflateDecoder::new(&packed[..])
+        .take(MAX_JSON_BYTES + 1)
+        .read_to_end(&mut json)
+        .map_err(|e| DecodeError::Damaged(format!("deflate: {e}")))?;
+    if json.len() as u64 > MAX_JSON_BYTES {
+        return Err(DecodeError::Damaged(format!(
+            "more than {MAX_JSON_BYTES} bytes inflated"
+        )));
+    }
+    let rec: JobSummaryRecord =
+        serde_json::from_slice(&json).map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
+    if rec.nodes.is_empty() {
+        return Err(DecodeError::Damaged("no node in it".into()));
+    }
+    Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Source;
+
+    fn node(name: &str) -> NodeSummary {
+        NodeSummary {
+            meta: JobMeta {
+                job_id: 42,
+                user: "alice".into(),
+                uid: 1000,
+                node: name.into(),
+                cluster: Some("c".into()),
+                plugin_version: "0.1.0".into(),
+                interval_seconds: 5,
+                source: Source::CgroupV2,
+                cores_allocated: Some(4),
+                memory_allocated_bytes: Some(8 << 30),
+                started_unix_ms: 1_700_000_000_000,
+                incarnation: None,
+            },
+            steps: vec![StepInfo {
+                step: "batch".into(),
+                started_unix_ms: Some(1_700_000_000_000),
+                ended_unix_ms: Some(1_700_000_600_000),
+                tasks: Some(1),
+                exit_status: Some(0),
+            }],
+            events: Vec::new(),
+            step_figures: BTreeMap::new(),
+            summary: Summary {
+                summary_version: crate::analysis::summary::SUMMARY_VERSION,
+                peak_working_set_bytes: Some(3 << 30),
+                ..Summary::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_record_comes_back_as_it_went() {
+        let rec = JobSummaryRecord {
+            job_id: "42".into(),
+            nodes: vec![node("n1"), node("n2")],
+        };
+        let s = encode(&rec).unwrap();
+        assert!(s.starts_with(PREFIX), "{s}");
+        assert!(!s.contains('|') && !s.contains('\n') && !s.contains('\u{1f}'));
+        assert_eq!(decode(&format!("{s}\n")).unwrap(), rec);
+    }
+
+    #[test]
+    fn what_is_not_ours_or_is_damaged_is_refused_with_a_reason() {
+        assert_eq!(decode("  "), Err(DecodeError::Empty));
+        assert_eq!(decode("JS1:H4sIAAAA"), Err(DecodeError::NotOurs));
+        assert!(matches!(decode("SW1:!!!"), Err(DecodeError::Damaged(_))));
+        assert!(matches!(
+            decode("SW1:aGVsbG8="),
+            Err(DecodeError::Damaged(_))
+        ));
+        // Valid deflate of something that is not a record.
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, b"{\"job_id\":\"1\",\"nodes\":[]}").unwrap();
+        let s = format!(
+            "{PREFIX}{}",
+            base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap())
+        );
+        assert_eq!(
+            decode(&s),
+            Err(DecodeError::Damaged("no node in it".into()))
+        );
+    }
+
+    /// 64 MiB of zeros deflate to ~64 KB: the decoder stops at its bound.
+    #[test]
+    fn a_compressed_bomb_is_refused_at_the_bound() {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        let zeros = vec![b' '; 1 << 20];
+        for _ in 0..64 {
+            std::io::Write::write_all(&mut z, &zeros).unwrap();
+        }
+        let s = format!(
+            "{PREFIX}{}",
+            base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap())
+        );
+        match decode(&s) {
+            Err(DecodeError::Damaged(why)) => assert!(why.contains("inflated"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_node_summary_becomes_a_recording_without_rows() {
+        let r = node("n1").into_recording();
+        assert_eq!(r.origin, Origin::SlurmdbdSummary);
+        assert!(r.job_rows.is_empty());
+        assert_eq!(r.summary.peak_working_set_bytes, Some(3 << 30));
+        assert_eq!(NodeSummary::from_recording(&r), node("n1"));
+    }
+}
