@@ -31,6 +31,7 @@ install -D -m 0644 README.md "$root/usr/share/doc/slurmwatch/README.md"
 # The user guide, admin guide and reference the README links to.
 for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$root/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugstack.conf.example"
+install -D -m 0755 contrib/slurmctld-epilog.sh "$root/usr/share/slurmwatch/slurmctld-epilog.sh"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -58,6 +59,7 @@ cp -a $root/. %{buildroot}/
 /usr/lib64/slurm/slurmwatch.so
 /usr/bin/slurmwatch
 /usr/sbin/slurmwatch-epilog
+/usr/share/slurmwatch/slurmctld-epilog.sh
 /usr/share/man/man1/*
 /usr/share/man/man8/slurmwatch-plugin.8*
 /usr/share/bash-completion/completions/slurmwatch

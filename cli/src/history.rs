@@ -142,6 +142,11 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
     let (mut runs, unfinished) = history::runs_from(&batch.records);
     let mut dirs = vec![w.spool.clone()];
     dirs.extend(w.archive.iter().cloned());
+    // Summaries from slurmdbd (set from sacct's AdminComment) first; files only for the rest.
+    let summaries = runs
+        .iter()
+        .filter(|r| r.recorded.as_ref().is_some_and(|x| x.summary_in_slurmdbd))
+        .count();
     let files = history::attach_recordings(&mut runs, &dirs);
     let meta = json!({
         "since_unix": since,
@@ -152,6 +157,7 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         "jobs": runs.len(),
         "jobs_unfinished": unfinished,
         "recorded_files": files,
+        "slurmdbd_summaries": summaries,
         "sacct_skipped_lines": batch.skipped_lines,
         "gpu_hour_in_core_hours": GPU_HOUR_IN_CORE_HOURS,
     });

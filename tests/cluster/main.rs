@@ -15,3 +15,4 @@ mod queue;
 mod recorder;
 mod report;
 mod security;
+mod slurmdbd;

@@ -205,7 +205,7 @@ pub fn store(
         ) {
             Ok(f) if f.success => {
                 let existing = f.stdout.lines().next().unwrap_or("").trim().to_string();
-                if !existing.is_empty() && !existing.starts_with(record::PREFIX) {
+                if !existing.is_empty() && !record::is_ours(&existing) {
                     return Ok(Stored::LeftOthers(existing));
                 }
             }

@@ -296,7 +296,7 @@ fn memory(runs: &[&Run]) -> Advice {
     let basis = match (recorded, peaks.len(), sacct_basis) {
         (0, _, Some(sb)) => format!("{sb}; sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes"),
         (0, _, None) => "sacct MaxRSS: sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes (jobacct_gather/cgroup counts page cache, jobacct_gather/linux sums per-task RSS)".to_string(),
-        (r, n, _) if r == n => format!("recorded working-set peak ({r} runs with a file)"),
+        (r, n, _) if r == n => format!("recorded working-set peak ({r} recorded runs)"),
         (r, n, sb) => format!(
             "recorded working-set peak ({r} of {n} runs; for the rest {}, a sampled floor)",
             sb.unwrap_or_else(|| "sacct MaxRSS".into())
@@ -413,7 +413,7 @@ fn cpus(runs: &[&Run]) -> Advice {
     let usable = figures.len();
     let basis = match recorded {
         0 => "average cores in use (sacct TotalCPU / elapsed): a floor on the peak".to_string(),
-        r if r == usable => format!("recorded peak cores in use ({r} runs with a file)"),
+        r if r == usable => format!("recorded peak cores in use ({r} recorded runs)"),
         r => format!("recorded peak cores ({r} of {usable} runs; sacct's average for the rest)"),
     };
     let most = figures.iter().copied().fold(0.0, f64::max);

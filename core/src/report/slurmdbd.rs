@@ -2,11 +2,14 @@
 //! `AdminComment` (jobstats' convention), readable with `sacct -o AdminComment` from any login
 //! node for as long as accounting keeps the job.
 //!
-//! Format: `SW1:` then standard base64 of the raw-deflated JSON of a [`JobSummaryRecord`]
-//! (one [`NodeSummary`] per recorded node). The prefix names the format; the JSON carries the
-//! epilog's `summary_version`, so a newer epilog's keys are ignored by an older reader and an
-//! older summary is read with the defaults of what it lacks. Base64 keeps `|` and the unit
-//! separator out of sacct's columns.
+//! Format: `SW1:` then unpadded base32 (RFC 4648, written in lower case) of the raw-deflated
+//! JSON of a [`JobSummaryRecord`] (one [`NodeSummary`] per recorded node). The prefix names
+//! the format; the JSON carries the epilog's `summary_version`, so a newer epilog's keys are
+//! ignored by an older reader and an older summary is read with the defaults of what it
+//! lacks. Base32, not base64: `sacctmgr modify job … set AdminComment=` lowercases the value
+//! it stores (seen on 22.05.8, quoted or not), which destroys base64; base32 read
+//! case-insensitively survives it, and keeps `|` and the unit separator out of sacct's
+//! columns.
 //!
 //! Decoding is bounded ([`MAX_JSON_BYTES`] after inflating): AdminComment is writable by
 //! admins and other tools, so a string that is not ours, or is damaged, is refused with one
@@ -16,7 +19,6 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 use super::{Origin, Recording, StepFigures};
@@ -100,7 +102,7 @@ impl NodeSummary {
 /// `Ok(None)` when the job was not recorded here, `Err` (one sentence) when its file is there
 /// but cannot be read now. Read-only, through the hardened reader (this runs as root).
 pub fn from_spool(spool: &Path, job_id: u32) -> Result<Option<NodeSummary>, String> {
-    let path = spool.join(crate::store::paths::live_name(&job_id.to_string()));
+    let path = spool.join(crate::store::paths::live_name(job_id.to_string()));
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
@@ -123,10 +125,7 @@ pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
     let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
     std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
     let packed = z.finish().map_err(|e| e.to_string())?;
-    let s = format!(
-        "{PREFIX}{}",
-        base64::engine::general_purpose::STANDARD.encode(packed)
-    );
+    let s = format!("{PREFIX}{}", text_of(&packed));
     if s.len() > MAX_ENCODED_BYTES {
         return Err(format!(
             "the summary is {} bytes encoded, more than the {} an AdminComment is given",
@@ -137,18 +136,32 @@ pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
     Ok(s)
 }
 
+/// Whether `comment` is one of ours (whatever its case: see the module doc).
+pub fn is_ours(comment: &str) -> bool {
+    comment
+        .get(..PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX))
+}
+
+/// The encoded text of `packed`, in lower case.
+fn text_of(packed: &[u8]) -> String {
+    data_encoding::BASE32_NOPAD
+        .encode(packed)
+        .to_ascii_lowercase()
+}
+
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
 pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
     let c = comment.trim();
     if c.is_empty() {
         return Err(DecodeError::Empty);
     }
-    let Some(body) = c.strip_prefix(PREFIX) else {
+    if !is_ours(c) {
         return Err(DecodeError::NotOurs);
-    };
-    let packed = base64::engine::general_purpose::STANDARD
-        .decode(body)
-        .map_err(|e| DecodeError::Damaged(format!("base64: {e}")))?;
+    }
+    let packed = data_encoding::BASE32_NOPAD
+        .decode(c[PREFIX.len()..].to_ascii_uppercase().as_bytes())
+        .map_err(|e| DecodeError::Damaged(format!("base32: {e}")))?;
     let mut json = Vec::new();
     flate2::read::DeflateDecoder::new(&packed[..])
         .take(MAX_JSON_BYTES + 1)
@@ -215,6 +228,9 @@ mod tests {
         assert!(s.starts_with(PREFIX), "{s}");
         assert!(!s.contains('|') && !s.contains('\n') && !s.contains('\u{1f}'));
         assert_eq!(decode(&format!("{s}\n")).unwrap(), rec);
+        // What sacctmgr stores: the whole string lowercased.
+        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), rec);
+        assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), rec);
     }
 
     #[test]
@@ -229,10 +245,7 @@ mod tests {
         // Valid deflate of something that is not a record.
         let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
         std::io::Write::write_all(&mut z, b"{\"job_id\":\"1\",\"nodes\":[]}").unwrap();
-        let s = format!(
-            "{PREFIX}{}",
-            base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap())
-        );
+        let s = format!("{PREFIX}{}", text_of(&z.finish().unwrap()));
         assert_eq!(
             decode(&s),
             Err(DecodeError::Damaged("no node in it".into()))
@@ -247,10 +260,7 @@ mod tests {
         for _ in 0..64 {
             std::io::Write::write_all(&mut z, &zeros).unwrap();
         }
-        let s = format!(
-            "{PREFIX}{}",
-            base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap())
-        );
+        let s = format!("{PREFIX}{}", text_of(&z.finish().unwrap()));
         match decode(&s) {
             Err(DecodeError::Damaged(why)) => assert!(why.contains("inflated"), "{why}"),
             other => panic!("{other:?}"),

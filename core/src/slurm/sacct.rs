@@ -82,7 +82,7 @@ pub const FIELDS: &[&str] = &[
     "MaxDiskRead",
     "MaxDiskWrite",
     "WorkDir",
-    // Last: an AdminComment another tool wrote may hold anything; ours is base64
+    // Last: an AdminComment another tool wrote may hold anything; ours is base32
     // (report::slurmdbd).
     "AdminComment",
 ];
