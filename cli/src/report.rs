@@ -54,6 +54,27 @@ pub struct ReportArgs {
 /// How long `scontrol show job` may take for the log's location.
 const SCONTROL_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// `scontrol show job -o JOB`'s output, asked on a thread while sacct answers: the two go to
+/// different daemons (slurmctld, slurmdbd), so the report waits for the slower, not the sum.
+type Controller = std::thread::JoinHandle<Option<String>>;
+
+/// Starts [`Controller`] when the log will be looked for (no `--log`, `--no-log`, `--no-sacct`).
+fn ask_controller(args: &ReportArgs) -> Option<Controller> {
+    if args.no_log || args.no_sacct || !args.logs.is_empty() {
+        return None;
+    }
+    let job = args.job.clone();
+    let timeout = SCONTROL_TIMEOUT.min(Duration::from_secs(args.sacct_timeout.max(1)));
+    std::thread::Builder::new()
+        .spawn(move || {
+            slurmwatch_core::slurm::command::run("scontrol", &["show", "job", "-o", &job], timeout)
+                .ok()
+                .filter(|f| f.success)
+                .map(|f| f.stdout)
+        })
+        .ok()
+}
+
 /// Finds the job's stdout/stderr, reads their tails, scans them (see report::joblog).
 ///
 /// The owner whose files may be read: what the controller says (`scontrol`), else the uid the
@@ -64,6 +85,7 @@ fn attach_log(
     args: &ReportArgs,
     acct: Option<&sacct::Record>,
     recorded_uid: Option<u32>,
+    controller: Option<Controller>,
 ) {
     use slurmwatch_core::report::joblog;
     let mut owner = recorded_uid.or(rep.job.uid);
@@ -84,28 +106,18 @@ fn attach_log(
         rep.attach_log(info, &Default::default());
         return;
     } else {
-        let timeout = SCONTROL_TIMEOUT.min(Duration::from_secs(args.sacct_timeout.max(1)));
-        let from_ctl = slurmwatch_core::slurm::command::run(
-            "scontrol",
-            &["show", "job", "-o", &args.job],
-            timeout,
-        )
-        .ok()
-        .filter(|f| f.success)
-        .and_then(|f| joblog::from_scontrol(&f.stdout))
-        // The controller may answer for another job of an array; keep only this one.
-        .filter(|l| {
-            acct.and_then(|a| a.job.fields.get("JobIDRaw"))
-                .is_none_or(|raw| raw.trim() == l.vars.job_id.to_string())
-        });
+        let from_ctl = controller
+            .and_then(|h| h.join().ok().flatten())
+            .and_then(|out| joblog::from_scontrol(&out))
+            // The controller may answer for another job of an array; keep only this one.
+            .filter(|l| {
+                acct.and_then(|a| a.job.fields.get("JobIDRaw"))
+                    .is_none_or(|raw| raw.trim() == l.vars.job_id.to_string())
+            });
+        // sacct's one answer already holds the SubmitLine: no second query.
         let located = from_ctl.or_else(|| {
             let a = acct?;
-            let q = sacct::Query {
-                timeout: Duration::from_secs(args.sacct_timeout.max(1)),
-                ..sacct::Query::default()
-            };
-            let line = q.submit_line(&args.job).ok().flatten();
-            joblog::from_sacct(a, line.as_deref())
+            joblog::from_sacct(a, a.job.submit_line.as_deref())
         });
         match located {
             Some(l) => {
@@ -144,6 +156,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             args.job
         );
     }
+    let controller = ask_controller(&args);
     // sacct first: an array task's file is named by its raw job id.
     let acct = if args.no_sacct {
         None
@@ -214,6 +227,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             &args,
             acct.as_ref(),
             recordings.first().map(|r| r.meta.uid),
+            controller,
         );
     }
     if let Some(p) = &args.svg {

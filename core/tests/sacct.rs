@@ -210,10 +210,11 @@ fn hanging_sacct_is_cut_off() {
 }
 
 #[test]
-fn pinned_environment_and_renamed_field_retry() {
-    // Refuses Planned like 22.05 does; prints the env it saw in the job name column.
+fn pinned_environment_and_invalid_field_retry() {
+    // Refuses SubmitLine as a release before 20.11 would; prints the env it saw in the job
+    // name column. The field is dropped and the query asked again.
     let (_d, p) = fake(
-        r#"case "$*" in *Planned*) echo 'sacct: error: Invalid field requested: "Planned"' >&2; exit 1;; esac
+        r#"case "$*" in *SubmitLine*) echo 'sacct: error: Invalid field requested: "SubmitLine"' >&2; exit 1;; esac
 printf 'JobID\037JobName\037State\037Reserved\n1\037%s-%s\037COMPLETED\03700:00:09\n' "$SLURM_TIME_FORMAT" "$LC_ALL""#,
     );
     let q = Query {
@@ -224,6 +225,54 @@ printf 'JobID\037JobName\037State\037Reserved\n1\037%s-%s\037COMPLETED\03700:00:
     let r = q.job("1").unwrap();
     assert_eq!(r.job.job_name, "standard-C");
     assert_eq!(r.job.planned_seconds, Some(9.0));
+    assert_eq!(r.job.submit_line, None);
+}
+
+/// The report's one slurmdbd round trip: `q.job` asks sacct once, with a field list every
+/// supported release accepts (no `Planned`, which 22.05 refuses, nor `Reserved`, which 23.02+
+/// renamed), and the answer carries what the report used to ask a second query for.
+#[test]
+fn one_job_is_one_sacct_call() {
+    let d = tempfile::tempdir().unwrap();
+    let calls = d.path().join("calls");
+    let (_f, p) = fake(&format!(
+        r#"echo "$*" >> {calls}
+case "$*" in *Planned*|*Reserved*) echo 'sacct: error: Invalid field requested: "Planned"' >&2; exit 1;; esac
+printf 'JobID\037JobIDRaw\037State\037Eligible\037Start\037SubmitLine\037AdminComment\n'
+printf '5\0375\037COMPLETED\0372026-12-01T10:00:00\0372026-12-01T10:00:07\037sbatch -o out.%%j job.sh\037SW1:x\n'"#,
+        calls = calls.display()
+    ));
+    let q = Query {
+        program: p,
+        timeout: Duration::from_secs(5),
+        ..Query::default()
+    };
+    let r = q.job("5").unwrap();
+    let asked = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(asked.lines().count(), 1, "{asked}");
+    assert_eq!(r.job.planned_seconds, Some(7.0));
+    assert_eq!(
+        r.job.submit_line.as_deref(),
+        Some("sbatch -o out.%j job.sh")
+    );
+    assert_eq!(r.job.admin_comment.as_deref(), Some("SW1:x"));
+}
+
+/// A newline typed into a field (here the job name and the SubmitLine) splits sacct's record
+/// over physical lines: it is joined back, and the next record still parses.
+#[test]
+fn a_newline_inside_a_field_does_not_lose_the_record() {
+    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\x1fAdminComment\n\
+                7\x1fa\nb\x1fCOMPLETED\x1fsbatch --comment=x\ny job.sh\x1f\n\
+                7.batch\x1fbatch\x1fCOMPLETED\x1f\x1f\n";
+    let r = slurmwatch_core::slurm::sacct::parse(text, '\x1f').unwrap();
+    assert_eq!(r.skipped_lines, 0);
+    assert_eq!(r.job.job_name, "a\nb");
+    assert_eq!(
+        r.job.submit_line.as_deref(),
+        Some("sbatch --comment=x\ny job.sh")
+    );
+    assert_eq!(r.steps.len(), 1);
 }
 
 #[test]

@@ -20,15 +20,20 @@
 //!   check squeue or the recording before believing the elapsed time;
 //! - GPUs are spelled `gres/gpu=4`, `gres/gpu:a100=4` (usually beside the untyped one) or, before
 //!   20.11, `AllocGRES=gpu:4`;
-//! - `Reserved` was renamed `Planned` in 23.02: a field that this `sacct` calls invalid is
-//!   swapped for its other name (or dropped) and the query retried once;
+//! - `Reserved` was renamed `Planned` in 23.02, and 22.05 refuses `Planned`: neither is asked
+//!   (each costs a second slurmdbd round trip on one release or the other); the time from
+//!   eligible to start is computed from `Eligible` and `Start`, which every release has. Any
+//!   other field a release calls invalid is swapped for its other name (or dropped) and the
+//!   query retried, as a fallback;
+//! - one query answers the whole report: `SubmitLine` (where the job's output went) and
+//!   `AdminComment` (slurmwatch's summary) ride along; both are typed by people, so a record
+//!   split over several physical lines (a newline inside a field) is joined back;
 //! - `sacct` missing, hanging (slurmdbd down: it can wait for minutes) or failing gets one
 //!   sentence, after a bounded wait.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -45,7 +50,6 @@ pub const FIELDS: &[&str] = &[
     "Group",
     "Account",
     "Partition",
-    "QOS",
     "Cluster",
     "State",
     "ExitCode",
@@ -59,7 +63,6 @@ pub const FIELDS: &[&str] = &[
     "ElapsedRaw",
     "Timelimit",
     "TimelimitRaw",
-    "Planned",
     "NNodes",
     "NCPUS",
     "ReqCPUS",
@@ -82,12 +85,14 @@ pub const FIELDS: &[&str] = &[
     "MaxDiskRead",
     "MaxDiskWrite",
     "WorkDir",
+    "SubmitLine",
     // Last: an AdminComment another tool wrote may hold anything; ours is base32
     // (report::slurmdbd).
     "AdminComment",
 ];
 
-/// Fields known under two names across Slurm releases (newer, older).
+/// Fields known under two names across Slurm releases (newer, older). Neither of these is in
+/// [`FIELDS`] (see the module doc); the table is the fallback for a list that names one.
 const RENAMED: &[(&str, &str)] = &[("Planned", "Reserved")];
 
 /// The unit separator: never in a job name typed at a shell, unlike `|`.
@@ -294,7 +299,8 @@ pub struct Line {
     pub elapsed_seconds: Option<u64>,
     /// Minutes; `None` for UNLIMITED (and on step lines).
     pub timelimit_minutes: Option<u64>,
-    /// `Planned` (23.02+) or `Reserved`: time between eligible and start.
+    /// Time between eligible and start: `Planned`/`Reserved` where sacct printed one, else
+    /// `Start` − `Eligible`.
     pub planned_seconds: Option<f64>,
     pub nodes: Option<u64>,
     pub cpus: Option<u64>,
@@ -322,6 +328,8 @@ pub struct Line {
     /// `AdminComment`: where slurmwatch's summary of the job lives (`SW1:…`), or another
     /// tool's note; empty on step lines.
     pub admin_comment: Option<String>,
+    /// `SubmitLine`: sbatch's command line as typed (job line only; 20.11+).
+    pub submit_line: Option<String>,
     pub fields: BTreeMap<String, String>,
 }
 
@@ -418,10 +426,15 @@ impl Line {
             return None;
         }
         let step = job_id.split_once('.').map(|(_, s)| s.to_string());
+        let (eligible, start) = (parse_time(get("Eligible")), parse_time(get("Start")));
         let planned = fields
             .get("Planned")
             .or_else(|| fields.get("Reserved"))
-            .and_then(|v| parse_duration(v));
+            .and_then(|v| parse_duration(v))
+            .or_else(|| {
+                let (e, s) = (eligible?, start?);
+                (s >= e).then(|| (s - e) as f64)
+            });
         let gpus_gres = fields.get("AllocGRES").and_then(|v| parse_gres_gpus(v));
         Some(Line {
             step,
@@ -431,8 +444,8 @@ impl Line {
             state: State::parse(get("State")),
             exit_code: ExitCode::parse(get("ExitCode")),
             submit_unix: parse_time(get("Submit")),
-            eligible_unix: parse_time(get("Eligible")),
-            start_unix: parse_time(get("Start")),
+            eligible_unix: eligible,
+            start_unix: start,
             end_unix: parse_time(get("End")),
             elapsed_seconds: num("ElapsedRaw")
                 .or_else(|| parse_duration(get("Elapsed")).map(|s| s as u64)),
@@ -460,6 +473,7 @@ impl Line {
                 .and_then(|v| parse_size(v, 1)),
             work_dir: non_empty(fields.get("WorkDir")),
             admin_comment: non_empty(fields.get("AdminComment")),
+            submit_line: non_empty(fields.get("SubmitLine")),
             job_id,
             fields,
         })
@@ -663,7 +677,26 @@ fn parse_lines(text: &str, delimiter: char) -> (Vec<Line>, usize) {
     let header: Vec<&str> = first.split(delimiter).map(str::trim).collect();
     let mut out = Vec::new();
     let mut skipped = 0;
-    for l in lines {
+    let mut lines = lines.peekable();
+    while let Some(l) = lines.next() {
+        let mut record = l.to_string();
+        // With the unit separator, a record short of fields continues on the next line (a
+        // newline typed into a job name, work dir, SubmitLine or AdminComment). Bounded: a
+        // field holds at most a few newlines.
+        if delimiter == DELIMITER {
+            let mut joined = 0;
+            while record.matches(delimiter).count() + 1 < header.len() && joined < 16 {
+                match lines.next_if(|n| n.matches(delimiter).count() + 1 < header.len()) {
+                    Some(n) => {
+                        record.push('\n');
+                        record.push_str(n);
+                        joined += 1;
+                    }
+                    None => break,
+                }
+            }
+        }
+        let l = record.as_str();
         let mut vals: Vec<String> = l.split(delimiter).map(str::to_string).collect();
         if vals.len() > header.len() && delimiter != DELIMITER {
             match repair(&header, &vals, delimiter) {
@@ -757,32 +790,6 @@ impl Query {
         let (text, delimiter) =
             self.run_fields(&["-j".to_string(), job.to_string()], self.timeout)?;
         parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
-    }
-
-    /// The sbatch command line as typed (`SubmitLine`), for where the job's output went;
-    /// `Ok(None)` when sacct has none (older Slurm, or the job was not submitted by sbatch).
-    pub fn submit_line(&self, job: &str) -> Result<Option<String>, SacctError> {
-        if job.is_empty()
-            || !job
-                .chars()
-                .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
-        {
-            return Err(SacctError::Failed(format!("{job:?} is not a job id")));
-        }
-        let args: Vec<String> = ["-j", job, "-X", "-n", "--parsable2", "-o", "SubmitLine"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let out = run_bounded(&self.program, &args, self.timeout)?;
-        if !out.status_ok {
-            return Ok(None);
-        }
-        Ok(out
-            .stdout
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_string))
     }
 
     /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
@@ -978,62 +985,33 @@ struct Output {
     stderr: String,
 }
 
-/// Runs a Slurm command with a pinned time format and locale and a bounded wait; kills it
-/// on timeout. (Private: core/src/slurm/command.rs will hold the shared runner.)
+/// sacct through [`command::run_command`](super::command::run_command) (pinned time format and
+/// locale, bounded wait, killed at the deadline; the child's exit is waited for, not polled,
+/// so the answer is read the moment sacct exits), without a user's `SACCT_FORMAT`.
 fn run_bounded(
     program: &PathBuf,
     args: &[String],
     timeout: Duration,
 ) -> Result<Output, SacctError> {
-    let mut child = Command::new(program)
-        .args(args)
-        .env("SLURM_TIME_FORMAT", "standard")
-        .env("LC_ALL", "C")
-        .env_remove("SACCT_FORMAT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => {
-                SacctError::Missing(format!("{} not found", program.display()))
-            }
-            _ => SacctError::Missing(format!("cannot run {}: {e}", program.display())),
-        })?;
-    let mut so = child.stdout.take().expect("piped");
-    let mut se = child.stderr.take().expect("piped");
-    // Readers on threads: a full pipe must never block the child while we wait.
-    let t_out = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = so.read_to_end(&mut b);
-        b
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = se.read_to_end(&mut b);
-        b
-    });
-    let end = Instant::now() + timeout;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break s,
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
-            Ok(None) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                // The pipes may be held open by a grandchild: do not join the readers.
-                return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
-            }
-            Err(e) => return Err(SacctError::Failed(format!("cannot wait for sacct: {e}"))),
-        }
-    };
-    let stdout = String::from_utf8_lossy(&t_out.join().unwrap_or_default()).into_owned();
-    let stderr = String::from_utf8_lossy(&t_err.join().unwrap_or_default()).into_owned();
-    Ok(Output {
-        status_ok: status.success(),
-        stdout,
-        stderr,
-    })
+    use super::command::{run_command, CommandError};
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_remove("SACCT_FORMAT");
+    match run_command(cmd, timeout, None) {
+        Ok(f) => Ok(Output {
+            status_ok: f.success,
+            stdout: f.stdout,
+            stderr: f.stderr,
+        }),
+        Err(CommandError::NotFound { .. }) => Err(SacctError::Missing(format!(
+            "{} not found",
+            program.display()
+        ))),
+        Err(CommandError::Spawn { message, .. }) => Err(SacctError::Missing(format!(
+            "cannot run {}: {message}",
+            program.display()
+        ))),
+        Err(CommandError::Timeout { .. }) => Err(SacctError::TimedOut(timeout.as_secs().max(1))),
+    }
 }
 
 #[cfg(test)]

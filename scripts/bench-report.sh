@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The post-mortem's latency against its floor, on the same finished job (issue 19): one bare
+# `sacct -j JOB` (what any report must pay), `slurmwatch report JOB --json`, and reportseff
+# 2.10.3 (PyPI) when pip can install it. Prints medians of N runs, the difference to sacct,
+# and how many times each report ran sacct (a logging `sacct` wrapper first on PATH).
+# Needs the test cluster (scripts/cluster.sh up) and a release build of the CLI.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-21}
+ours=${SLURMWATCH:-$PWD/target/release/slurmwatch}
+[ -x "$ours" ] || cargo build -q --release -p slurmwatch-cli --bin slurmwatch
+venv=/tmp/slurmwatch-bench-venv
+[ -x "$venv/bin/reportseff" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q reportseff==2.10.3; } || true
+
+dir=$(mktemp -d /tmp/sw-bench-report.XXXX); chmod 1777 "$dir"
+trap 'rm -rf "$dir"' EXIT
+printf '#!/bin/bash\npython3 -c "a = bytearray(100 << 20); import time; t = time.time()\nwhile time.time() - t < 2: pass"\n' > "$dir/job.sh"
+id=$(cd "$dir" && sbatch --parsable --slurmwatch=1 --mem=500M -o /dev/null job.sh)
+# shellcheck source=scripts/wait-until.sh
+. scripts/wait-until.sh
+done_() { sacct -j "$id" -X -n -o State | grep -q COMPLETED; }
+wait_until 120 "job $id to complete" done_
+sleep 2
+
+# Counts sacct calls: a wrapper named sacct, first on PATH.
+real_sacct=$(command -v sacct)
+mkdir -p "$dir/bin"
+printf '#!/bin/sh\necho x >> %s/calls\nexec %s "$@"\n' "$dir" "$real_sacct" > "$dir/bin/sacct"
+chmod 755 "$dir/bin/sacct"
+calls() { : > "$dir/calls"; PATH=$dir/bin:$PATH "$@" >/dev/null 2>&1 || true; wc -l < "$dir/calls"; }
+
+median_ms() { # COMMAND...
+  for _ in $(seq "$N"); do
+    s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))
+  done | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
+}
+sacct_ms=$(median_ms sacct -j "$id")
+ours_ms=$(median_ms "$ours" report "$id" --json)
+ours_calls=$(calls "$ours" report "$id" --json)
+printf 'report of finished job %s, median of %s runs (2-core host):\n' "$id" "$N"
+printf '  %-36s %6s ms\n' "sacct -j $id (the floor)" "$sacct_ms"
+printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "slurmwatch report --json" "$ours_ms" $((ours_ms - sacct_ms)) "$ours_calls"
+if [ -x "$venv/bin/reportseff" ]; then
+  rs_ms=$(median_ms "$venv/bin/reportseff" "$id")
+  rs_calls=$(calls "$venv/bin/reportseff" "$id")
+  printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "reportseff 2.10.3" "$rs_ms" $((rs_ms - sacct_ms)) "$rs_calls"
+else
+  echo "  reportseff 2.10.3: not installed (pip could not fetch it); not compared"
+fi
