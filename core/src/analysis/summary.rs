@@ -575,7 +575,7 @@ fn job_series_writer(steps: &[StepInfo]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{SampleKind, Series};
 
