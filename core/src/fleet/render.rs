@@ -272,12 +272,13 @@ pub fn nothing(w: &Window, g: &Gathered) -> String {
 /// The text view.
 pub fn text(w: &Window, g: &Gathered, a: &Analysis) -> String {
     let mut s = format!(
-        "GPU cards {} – {}: {} recorded GPU jobs, {} cards on {} nodes ({} job files read{})\n\n",
+        "GPU cards {} – {}: {} recorded GPU jobs, {} cards on {} node{} ({} job files read{})\n\n",
         clock(w.since_unix_ms),
         clock(w.until_unix_ms),
         a.gpu_jobs,
         a.cards.len(),
         a.nodes.len(),
+        if a.nodes.len() == 1 { "" } else { "s" },
         g.read,
         if g.skipped_count > 0 {
             format!(", {} unreadable", g.skipped_count)
