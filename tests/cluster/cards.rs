@@ -46,8 +46,8 @@ fn devices(card2_slow: bool) -> Value {
 /// Waits until every card of the job's file has at least `n` readings.
 fn wait_for_card_rows(job: u32, n: usize) {
     let end = Instant::now() + Duration::from_secs(90);
-    loop {
-        let enough = Reader::open(&spool_file(job)).ok().and_then(|r| {
+    let enough = || {
+        Reader::open(&spool_file(job)).ok().and_then(|r| {
             let gpus = r.gpus().ok()?;
             Some(
                 gpus.len() == 4
@@ -55,10 +55,9 @@ fn wait_for_card_rows(job: u32, n: usize) {
                         .iter()
                         .all(|g| r.gpu_samples(g.id).is_ok_and(|rows| rows.len() >= n)),
             )
-        });
-        if enough == Some(true) {
-            return;
-        }
+        }) == Some(true)
+    };
+    while !enough() {
         assert!(
             Instant::now() < end,
             "job {job}: its four cards never had {n} readings"

@@ -536,14 +536,26 @@ impl GpuSummary {
             .iter()
             .any(Option::is_some)
             .then(|| throttled.iter().filter(|t| **t == Some(true)).count() as u64);
-        g.throttled_sm_clock_mhz = crate::history::stats::median(&slow_clock);
-        g.throttled_power_watts = crate::history::stats::median(&slow_power);
-        g.throttled_power_limit_watts = crate::history::stats::median(&slow_limit);
+        g.throttled_sm_clock_mhz = median(slow_clock);
+        g.throttled_power_watts = median(slow_power);
+        g.throttled_power_limit_watts = median(slow_limit);
         g.minutes_idle = minutes_where(rows, &idle);
         g.throttle_reasons = derive::throttle_names(reasons & !derive::THROTTLE_GPU_IDLE);
         let keep = g.xid_events.len().saturating_sub(MAX_XID_EVENTS);
         g.xid_events.drain(..keep);
         g
+    }
+}
+
+/// The median of readings (the mean of the middle two for an even count); `None` when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 
