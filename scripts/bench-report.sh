@@ -35,10 +35,14 @@ median_ms() { # COMMAND...
   done | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
 sacct_ms=$(median_ms sacct -j "$id")
+# Any TRES field makes sacct fetch slurmdbd's TRES table (one more RPC): the floor of a report
+# that must read memory and GPUs from AllocTRES/TRESUsageInTot.
+tres_ms=$(median_ms sacct -j "$id" -o JobID,AllocTRES)
 ours_ms=$(median_ms "$ours" report "$id" --json)
 ours_calls=$(calls "$ours" report "$id" --json)
 printf 'report of finished job %s, median of %s runs (2-core host):\n' "$id" "$N"
 printf '  %-36s %6s ms\n' "sacct -j $id (the floor)" "$sacct_ms"
+printf '  %-36s %6s ms\n' "sacct -j $id -o JobID,AllocTRES" "$tres_ms"
 printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "slurmwatch report --json" "$ours_ms" $((ours_ms - sacct_ms)) "$ours_calls"
 if [ -x "$venv/bin/reportseff" ]; then
   rs_ms=$(median_ms "$venv/bin/reportseff" "$id")

@@ -3,6 +3,7 @@
 //! show (pending, ended, not found) with the reason printed; 2 bad usage or an environment
 //! that cannot answer; 128+N on signal.
 
+mod cards;
 mod ctld_epilog;
 mod doctor;
 mod generate;
@@ -39,6 +40,10 @@ enum Command {
     /// `#SBATCH` advice per workload (--time, --mem, --cpus-per-task, --gres) from measured
     /// peaks over a window of finished jobs.
     Sizing(history::SizingArgs),
+    /// GPU cards and nodes that keep slowing jobs down, across the recorded jobs of a window
+    /// (default four weeks): held back per card by UUID and per node, the cards named with
+    /// their counts, an `#SBATCH --exclude=` line and the facts a drain needs.
+    Cards(cards::CardsArgs),
     /// Check this node's set-up (plugstack line, plugin version, spool, archive, cgroups,
     /// NVML, sacct); exit 0 only when it is ready to record jobs.
     Doctor(doctor::DoctorArgs),
@@ -58,6 +63,7 @@ fn main() {
     let result = match cli.command {
         Some(Command::Report(args)) => report::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
+        Some(Command::Cards(args)) => cards::run(args),
         Some(Command::Metrics(args)) => metrics::run(args),
         Some(Command::CtldEpilog(args)) => ctld_epilog::run(args),
         Some(Command::History(args)) => history::run_history(args),

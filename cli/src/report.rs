@@ -230,6 +230,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             controller,
         );
     }
+    attach_card_history(&mut rep, &args, &recordings);
     if let Some(p) = &args.svg {
         write_file(p, &chart::svg(&rep))?;
     }
@@ -312,6 +313,70 @@ fn find_recordings(
     }
     let why = format!("no file for it in {}", spool.display());
     Ok((out, why))
+}
+
+/// How far back the other jobs on a held-back card are looked for: the cards view's window.
+const CARD_HISTORY_DAYS: i64 = slurmwatch_core::fleet::cards::DEFAULT_WINDOW_DAYS;
+
+/// For each card held back in this job: how the other recorded jobs that used it fared
+/// (`gpu_card_history`), from four weeks before the job started until now. The spool and
+/// archives are read only when a card was held back.
+fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Recording]) {
+    use slurmwatch_core::fleet::{self, cards, files::Files, history, JobSource, Window};
+    let Some(first) = recs.first() else {
+        return;
+    };
+    // A multi-node job's cards carry their node; a single node's are the file's.
+    let mine: Vec<(String, slurmwatch_core::analysis::summary::GpuSummary)> = rep
+        .gpus
+        .iter()
+        .map(|g| {
+            (
+                g.node.clone().unwrap_or_else(|| first.meta.node.clone()),
+                g.clone(),
+            )
+        })
+        .collect();
+    if !mine
+        .iter()
+        .any(|(_, g)| cards::seen(g) == cards::Seen::HeldBack)
+    {
+        return;
+    }
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(i64::MAX);
+    let start = rep
+        .job
+        .start_unix
+        .map(|s| s * 1000)
+        .unwrap_or(first.meta.started_unix_ms);
+    let w = Window {
+        since_unix_ms: start - CARD_HISTORY_DAYS * 86_400_000,
+        until_unix_ms: now_ms.max(start),
+    };
+    let files = Files::site(args.spool.as_deref(), &args.archive);
+    // The summaries in slurmdbd (other users' jobs too, where sacct shows them), then files.
+    let summaries = fleet::slurmdbd::Summaries {
+        query: sacct::Query {
+            timeout: Duration::from_secs(args.sacct_timeout.max(1)),
+            ..sacct::Query::default()
+        },
+        users: Vec::new(),
+    };
+    let sources: Vec<&dyn JobSource> = if args.no_sacct {
+        vec![&files]
+    } else {
+        vec![&summaries, &files]
+    };
+    let others = fleet::gather(&sources, &w);
+    let job_id = first.meta.job_id.to_string();
+    for h in history::for_job(&job_id, &mine, &others.jobs) {
+        if let Some(f) = history::finding(&h) {
+            rep.findings.push(f);
+        }
+    }
 }
 
 fn write_file(p: &Path, content: &str) -> anyhow::Result<()> {

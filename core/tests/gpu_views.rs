@@ -262,3 +262,40 @@ fn live_snapshot_lists_the_cards() {
     // Only "gpu_idle" raised: the card rests, nothing holds it back.
     assert_eq!(g1["throttle_reasons"], serde_json::json!([]));
 }
+
+/// The recorded file as the cross-job view's source: one entry with the job's cards, in the
+/// window it ran in and in no other; its held-back card keeps the clock and power it ran at.
+#[test]
+fn the_file_is_a_card_job_for_the_cross_job_view() {
+    use slurmwatch_core::fleet::{self, files::Files, JobSource, Window};
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path());
+    std::fs::write(dir.path().join("43.sqlite"), b"not a database").unwrap();
+    let files = Files::new([dir.path().display().to_string()]);
+    let during = Window {
+        since_unix_ms: T0 - 1000,
+        until_unix_ms: T0 + 1000,
+    };
+    let g = files.gather(&during);
+    assert_eq!((g.read, g.skipped_count), (2, 1), "{:?}", g.skipped);
+    assert!(g.skipped[0].contains("43.sqlite"), "{:?}", g.skipped);
+    let [j] = &g.jobs[..] else {
+        panic!("{:?}", g.jobs)
+    };
+    assert_eq!((j.job_id.as_str(), j.node.as_str()), ("42", "n1"));
+    assert_eq!(j.end_unix_ms, Some(T0 + (READINGS - 1) * STEP_MS));
+    let slow = &j.gpus[0];
+    assert_eq!(slow.throttled_sm_clock_mhz, Some(385.0));
+    assert_eq!(slow.throttled_power_watts, Some(163.0));
+    assert_eq!(slow.throttled_power_limit_watts, Some(400.0));
+    assert_eq!(slow.throttled_readings, Some(61));
+    let a = fleet::cards::analyse(&g.jobs);
+    let c = a.cards.iter().find(|c| c.uuid == "GPU-00000000").unwrap();
+    assert_eq!((c.held_back, c.jobs, c.held_back_by_xid), (1, 1, 1));
+    assert_eq!(c.figures.hardware_xids, [79]);
+    let after = Window {
+        since_unix_ms: T0 + 3_600_000,
+        until_unix_ms: T0 + 7_200_000,
+    };
+    assert!(files.gather(&after).jobs.is_empty());
+}

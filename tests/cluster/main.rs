@@ -2,6 +2,7 @@
 //! `scripts/test.sh` starts, with the real plugin loaded through plugstack.conf. Every test is
 //! `#[ignore]`d so plain `cargo test` stays fast; `scripts/test.sh` runs them with `--ignored`.
 
+mod cards;
 mod cli;
 mod doctor;
 mod efficiency;

@@ -34,16 +34,23 @@ fn tag() -> String {
 }
 
 /// The node's summary server, as a site runs it (root, the node's spool); stopped on drop.
-struct Server(Child);
+/// One at a time (it has the port the cluster's EpilogSlurmctld asks).
+pub struct Server(
+    Child,
+    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
+);
+
+static PORT_HELD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 impl Server {
-    fn start() -> Server {
+    pub fn start() -> Server {
+        let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
         let child = Command::new(slurmwatch_bin())
             .args(["metrics", "--spool", SPOOL, "--listen"])
             .arg(format!("127.0.0.1:{SUMMARY_PORT}"))
             .spawn()
             .expect("start slurmwatch metrics");
-        let s = Server(child);
+        let s = Server(child, held);
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", SUMMARY_PORT)).is_err() {
             assert!(
@@ -63,29 +70,25 @@ impl Drop for Server {
     }
 }
 
-/// The job's files moved out of the spool for the life of the guard, then put back.
-struct FilesAway {
+/// The jobs' files moved out of the spool for the life of the guard, then put back.
+pub struct FilesAway {
     moved: Vec<(PathBuf, PathBuf)>,
 }
 
 impl FilesAway {
-    fn new(jobs: &[&Job], to: &Path) -> FilesAway {
+    pub fn new(jobs: &[u32], to: &Path) -> FilesAway {
         std::fs::create_dir_all(to).unwrap();
         let mut moved = Vec::new();
         for j in jobs {
             for entry in std::fs::read_dir(SPOOL).unwrap().flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with(&format!("{}.", j.id)) {
+                if name.starts_with(&format!("{j}.")) {
                     let dst = to.join(&name);
                     std::fs::rename(entry.path(), &dst).unwrap();
                     moved.push((entry.path(), dst));
                 }
             }
-            assert!(
-                !exists(&spool_file(j.id)),
-                "job {}'s file is still there",
-                j.id
-            );
+            assert!(!exists(&spool_file(*j)), "job {j}'s file is still there");
         }
         FilesAway { moved }
     }
@@ -100,7 +103,7 @@ impl Drop for FilesAway {
 }
 
 /// `sacct -o AdminComment` for the job, once the EpilogSlurmctld has stored it.
-fn admin_comment(job: &Job) -> String {
+pub fn admin_comment(job: &Job) -> String {
     let t = Instant::now();
     loop {
         let o = run(
@@ -249,7 +252,7 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
     let mem_with_files = sizing("files");
 
     let away = std::env::temp_dir().join(format!("slurmwatch-dbd-{}", std::process::id()));
-    let _gone = FilesAway::new(&jobs.iter().collect::<Vec<_>>(), &away);
+    let _gone = FilesAway::new(&jobs.iter().map(|j| j.id).collect::<Vec<_>>(), &away);
     for (j, with_file) in jobs.iter().zip(&reports_with_files) {
         let r = cli_json(&["report", &j.id.to_string(), "--json", "--no-log"]);
         assert_eq!(r["source"], "slurmdbd_summary", "{:#}", r["notes"]);
@@ -338,7 +341,7 @@ fn slurmdbd_summary_never_overwrites_another_tools_admin_comment() {
     assert!(line.contains("another tool's text"), "{line}");
     assert_eq!(admin_comment(&job), theirs);
     let away = std::env::temp_dir().join(format!("slurmwatch-dbdo-{}", std::process::id()));
-    let _gone = FilesAway::new(&[&job], &away);
+    let _gone = FilesAway::new(&[job.id], &away);
     let r = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
     assert_eq!(r["source"], "sacct_only", "{:#}", r["notes"]);
 }

@@ -13,7 +13,10 @@ use crate::store::{Event, GpuRow, StepInfo, EXTERN_STEP};
 /// 2: per-card `xid_events`; CPU totals kept across a new job-series writer's counter.
 /// 3: `limit_hit_events[]` keep the hits in `limit_hits` and only kills in `kills`.
 /// 4: per-card `peak_job_memory_bytes` and `memory_total_bytes` (GPU-memory efficiency).
-pub const SUMMARY_VERSION: u32 = 4;
+/// 5: per-card `nvml_index`, `pci_bus_id`, `sm_clock_max_mhz` and, while held back,
+///    `throttled_readings` with the median `throttled_sm_clock_mhz`, `throttled_power_watts`
+///    and `throttled_power_limit_watts` (the cross-job card view, `fleet`).
+pub const SUMMARY_VERSION: u32 = 5;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
 pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
@@ -54,6 +57,11 @@ pub struct GpuSummary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub uuid: Option<String>,
+    /// NVML's (nvidia-smi's) index on the node and the PCI bus id: where an admin finds it.
+    #[serde(default)]
+    pub nvml_index: Option<u32>,
+    #[serde(default)]
+    pub pci_bus_id: Option<String>,
     pub name: Option<String>,
     pub peak_memory_used_bytes: Option<u64>,
     /// The job's own processes' memory on the card at its largest (others' never counted).
@@ -68,6 +76,21 @@ pub struct GpuSummary {
     pub energy_joules: Option<f64>,
     pub minutes_throttled: Option<f64>,
     pub throttle_reasons: Vec<String>,
+    /// The card's rated maximum SM clock.
+    #[serde(default)]
+    pub sm_clock_max_mhz: Option<u32>,
+    /// Readings held back by a slowdown ([`is_slowdown`]); `None` when no reading's throttle
+    /// state was readable (or the summary predates version 5).
+    #[serde(default)]
+    pub throttled_readings: Option<u64>,
+    /// Medians over the held-back readings that had the figure (`None` when none had it):
+    /// the SM clock, the power drawn and the power limit then.
+    #[serde(default)]
+    pub throttled_sm_clock_mhz: Option<f64>,
+    #[serde(default)]
+    pub throttled_power_watts: Option<f64>,
+    #[serde(default)]
+    pub throttled_power_limit_watts: Option<f64>,
     pub minutes_idle: Option<f64>,
     /// Critical Xid events NVML reported for the card (the latest [`MAX_XID_EVENTS`]).
     #[serde(default)]
@@ -448,10 +471,15 @@ impl GpuSummary {
         let mut g = GpuSummary {
             label: card.label(),
             uuid: Some(card.uuid.clone()),
+            nvml_index: Some(card.nvml_index),
+            pci_bus_id: card.pci_bus_id.clone(),
             name: card.name.clone(),
             memory_total_bytes: card.memory_total_bytes,
+            sm_clock_max_mhz: card.sm_clock_max_mhz,
             ..GpuSummary::default()
         };
+        // While held back: the clock, draw and limit of each such reading that had them.
+        let (mut slow_clock, mut slow_power, mut slow_limit) = (Vec::new(), Vec::new(), Vec::new());
         let (mut util_sum, mut util_n) = (0.0, 0u64);
         let mut energy: Option<(u64, u64)> = None;
         let mut reasons: u64 = 0;
@@ -484,6 +512,9 @@ impl GpuSummary {
             let slow = is_slowdown(t);
             if slow {
                 reasons |= s.throttle_reasons.unwrap_or(0);
+                slow_clock.extend(s.sm_clock_mhz.ok().map(f64::from));
+                slow_power.extend(s.power_draw_milliwatts.ok().map(|w| f64::from(w) / 1000.0));
+                slow_limit.extend(s.power_limit_milliwatts.ok().map(|w| f64::from(w) / 1000.0));
             }
             throttled.push((t != ThrottleState::Unknown).then_some(slow));
             if let Ok(codes) = &s.xid_errors {
@@ -501,11 +532,30 @@ impl GpuSummary {
             .filter(|(a, b)| b >= a)
             .map(|(a, b)| (b - a) as f64 / 1000.0);
         g.minutes_throttled = minutes_where(rows, &throttled);
+        g.throttled_readings = throttled
+            .iter()
+            .any(Option::is_some)
+            .then(|| throttled.iter().filter(|t| **t == Some(true)).count() as u64);
+        g.throttled_sm_clock_mhz = median(slow_clock);
+        g.throttled_power_watts = median(slow_power);
+        g.throttled_power_limit_watts = median(slow_limit);
         g.minutes_idle = minutes_where(rows, &idle);
         g.throttle_reasons = derive::throttle_names(reasons & !derive::THROTTLE_GPU_IDLE);
         let keep = g.xid_events.len().saturating_sub(MAX_XID_EVENTS);
         g.xid_events.drain(..keep);
         g
+    }
+}
+
+/// The median of readings (the mean of the middle two for an even count); `None` when empty.
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
     }
 }
 
@@ -537,7 +587,7 @@ fn job_series_writer(steps: &[StepInfo]) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::model::{SampleKind, Series};
 
@@ -655,6 +705,77 @@ mod tests {
         let empty = Summary::compute(&[], &[], &[], &[], Vec::new());
         assert_eq!(empty.peak_working_set_bytes, None);
         assert_eq!(empty.cpu_usage_seconds_total, None);
+    }
+
+    /// A card reading as the GPU tests script it: busy, `mhz` SM clock, `mw` of a 400 W limit.
+    pub(crate) fn card_reading(t_s: i64, mhz: u32, mw: u32, reasons: u64) -> GpuRow {
+        let mut s = crate::sample::GpuSample::all_failed(crate::sample::GpuError::NotSupported);
+        s.utilization_percent = Ok(97);
+        s.sm_clock_mhz = Ok(mhz);
+        s.power_draw_milliwatts = Ok(mw);
+        s.power_limit_milliwatts = Ok(400_000);
+        s.throttle_reasons = Ok(reasons);
+        GpuRow {
+            t_unix_ms: t_s * 1000,
+            gpu: 1,
+            sample: s,
+        }
+    }
+
+    pub(crate) fn a100(i: u32) -> GpuCard {
+        GpuCard {
+            uuid: format!("GPU-{i:08x}"),
+            cuda_index: Some(i),
+            nvml_index: i,
+            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x10 + i)),
+            name: Some("NVIDIA A100-SXM4-80GB".into()),
+            memory_total_bytes: Some(80 << 30),
+            sm_clock_max_mhz: Some(1785),
+            power_limit_watts: Some(400.0),
+            nvlink_links: None,
+        }
+    }
+
+    /// The field record (hardware slowdown, SM 385 of 1785 MHz, 163 of 400 W) is held back,
+    /// with its clock and power while held back; a card at its power cap is not, and a card
+    /// whose throttle reasons are unreadable says nothing either way.
+    #[test]
+    fn held_back_card_keeps_its_clock_and_power_and_a_power_capped_one_is_not_held_back() {
+        let slow: Vec<GpuRow> = (0..5)
+            .map(|t| card_reading(t, 385, 163_000, derive::THROTTLE_HW_SLOWDOWN))
+            .collect();
+        let g = GpuSummary::from_rows(&a100(2), &slow);
+        assert_eq!(g.throttled_readings, Some(5));
+        assert_eq!(g.throttled_sm_clock_mhz, Some(385.0));
+        assert_eq!(g.throttled_power_watts, Some(163.0));
+        assert_eq!(g.throttled_power_limit_watts, Some(400.0));
+        assert_eq!(g.sm_clock_max_mhz, Some(1785));
+        assert_eq!(
+            (g.nvml_index, g.pci_bus_id.as_deref()),
+            (Some(2), Some("00000000:12:00.0"))
+        );
+        assert!((g.minutes_throttled.unwrap() - 4.0 / 60.0).abs() < 1e-9);
+        assert_eq!(g.throttle_reasons, vec!["hardware_slowdown"]);
+
+        let capped: Vec<GpuRow> = (0..5)
+            .map(|t| card_reading(t, 1410, 398_000, derive::THROTTLE_SW_POWER_CAP))
+            .collect();
+        let g = GpuSummary::from_rows(&a100(1), &capped);
+        assert_eq!(
+            (g.throttled_readings, g.minutes_throttled),
+            (Some(0), Some(0.0))
+        );
+        assert_eq!(
+            g.throttled_sm_clock_mhz, None,
+            "no held-back reading: no clock"
+        );
+
+        let mut blind = card_reading(0, 385, 163_000, 0);
+        blind.sample.throttle_reasons = Err(crate::sample::GpuError::NotSupported);
+        let g = GpuSummary::from_rows(&a100(0), &[blind]);
+        assert_eq!((g.throttled_readings, g.minutes_throttled), (None, None));
+        let back: GpuSummary = serde_json::from_str(&serde_json::to_string(&g).unwrap()).unwrap();
+        assert_eq!(back, g);
     }
 
     #[test]

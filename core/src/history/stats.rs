@@ -92,6 +92,22 @@ pub fn wilson(k: u64, n: u64, alpha: f64) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
+/// The interval of the difference of two rates, `k1/n1 − k2/n2`, at two-sided level `alpha`:
+/// Newcombe's hybrid score interval (1998, method 10), built from the two Wilson intervals.
+/// Whether one rate is above another is a question about their difference: two intervals
+/// that overlap can still have a difference whose interval clears 0 (4 of 6 against 0 of 18
+/// at the 4-comparison Bonferroni level overlap, yet the gap is real), so this is the test.
+pub fn newcombe_difference(k1: u64, n1: u64, k2: u64, n2: u64, alpha: f64) -> (f64, f64) {
+    let (l1, u1) = wilson(k1, n1, alpha);
+    let (l2, u2) = wilson(k2, n2, alpha);
+    let p1 = if n1 == 0 { 0.5 } else { k1 as f64 / n1 as f64 };
+    let p2 = if n2 == 0 { 0.5 } else { k2 as f64 / n2 as f64 };
+    let d = p1 - p2;
+    let lo = d - ((p1 - l1).powi(2) + (u2 - p2).powi(2)).sqrt();
+    let hi = d + ((u1 - p1).powi(2) + (p2 - l2).powi(2)).sqrt();
+    (lo.max(-1.0), hi.min(1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,5 +127,21 @@ mod tests {
         assert_eq!(percentile(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
         assert_eq!(median(&[1.0, 4.0, 2.0, 3.0]), Some(2.5));
         assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn difference_interval() {
+        // Newcombe (1998) table II, example (a): 56/70 − 48/80, 95 %: 0.0524 to 0.3339.
+        let (lo, hi) = newcombe_difference(56, 70, 48, 80, 0.05);
+        assert!(
+            (lo - 0.0524).abs() < 0.0005 && (hi - 0.3339).abs() < 0.0005,
+            "{lo} {hi}"
+        );
+        // 4 of 6 against 0 of 18 at 0.05 / 4: the Wilson intervals overlap, the gap clears 0.
+        let a = 0.05 / 4.0;
+        assert!(wilson(4, 6, a).0 < wilson(0, 18, a).1);
+        assert!(newcombe_difference(4, 6, 0, 18, a).0 > 0.0);
+        // 2 of 5 against 0 of 18 does not (Fisher's exact p ≈ 0.04, ×4 comparisons).
+        assert!(newcombe_difference(2, 5, 0, 18, a).0 < 0.0);
     }
 }
