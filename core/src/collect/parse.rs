@@ -56,7 +56,7 @@ impl KeptFile {
     /// The file's text in `buf`, or `None` when it cannot be read now.
     pub(crate) fn read<'b>(&mut self, buf: &'b mut String) -> Option<&'b str> {
         if let Some((file, check_links)) = &self.open {
-            let ok = matches!(read_from_start(file, buf), Ok(n) if n > 0)
+            let ok = matches!(read_from_start(file, buf, !*check_links), Ok(n) if n > 0)
                 && (!*check_links || file.metadata().is_ok_and(|m| m.nlink() > 0));
             if ok {
                 return Some(buf.as_str());
@@ -64,9 +64,9 @@ impl KeptFile {
             self.open = None;
         }
         let file = File::open(&self.path).ok()?;
-        read_from_start(&file, buf).ok()?;
-        let check_links = !on_kernfs(&file);
-        self.open = Some((file, check_links));
+        let kernfs = on_kernfs(&file);
+        read_from_start(&file, buf, kernfs).ok()?;
+        self.open = Some((file, !kernfs));
         Some(buf.as_str())
     }
 
@@ -84,7 +84,10 @@ fn on_kernfs(file: &File) -> bool {
 
 /// Reads all of `file` from offset 0 into `buf` (cleared first, capacity reused), bounded by
 /// [`MAX_READ`]; the byte count. Text that is not UTF-8 is an error, as with `read_to_string`.
-fn read_from_start(file: &File, buf: &mut String) -> io::Result<usize> {
+/// `short_read_is_whole`: a kernfs file's text is generated whole at each read from offset 0
+/// (seq_file), so a read that returns less than asked has returned all of it, and the read
+/// that would return 0 is saved (half the sampler's fast-read syscalls).
+fn read_from_start(file: &File, buf: &mut String, short_read_is_whole: bool) -> io::Result<usize> {
     let mut v = std::mem::take(buf).into_bytes();
     v.clear();
     let res = loop {
@@ -101,7 +104,13 @@ fn read_from_start(file: &File, buf: &mut String) -> io::Result<usize> {
                 v.truncate(start);
                 break Ok(());
             }
-            Ok(n) => v.truncate(start + n),
+            Ok(n) => {
+                let asked = v.len() - start;
+                v.truncate(start + n);
+                if short_read_is_whole && n < asked {
+                    break Ok(());
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => v.truncate(start),
             Err(e) => {
                 v.truncate(start);
@@ -340,6 +349,39 @@ fn is_dir_at(dir: RawFd, name: &CStr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Kernel files read through a kept descriptor (one pread when the text fits, the
+    /// buffer grown when it does not) give exactly what a fresh read gives.
+    #[test]
+    fn kept_kernfs_files_read_whole() {
+        let stat = [
+            "/sys/fs/cgroup/memory/memory.stat",
+            "/sys/fs/cgroup/memory.stat",
+        ]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("the root cgroup's memory.stat (v1 or v2)");
+        for path in ["/sys/devices/system/cpu/possible", stat] {
+            let mut kept = KeptFile::new(PathBuf::from(path));
+            let mut buf = String::new();
+            for _ in 0..3 {
+                let got = kept.read(&mut buf).map(str::to_string);
+                let fresh = std::fs::read_to_string(path).unwrap();
+                let got = got.unwrap();
+                assert!(
+                    got.len() > 1 && on_kernfs(&File::open(path).unwrap()),
+                    "{path}"
+                );
+                // memory.stat moves between the two reads: the same keys, in order.
+                let keys = |t: &str| -> Vec<String> {
+                    t.lines()
+                        .map(|l| l.split(' ').next().unwrap_or("").to_string())
+                        .collect()
+                };
+                assert_eq!(keys(&got), keys(&fresh), "{path}");
+            }
+        }
+    }
 
     #[test]
     fn keyed_matches_whole_key_only() {
