@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::bail;
 use serde_json::{json, Value};
 use slurmwatch_core::history::{self, Analysis, Workload, GPU_HOUR_IN_CORE_HOURS, SCHEMA};
-use slurmwatch_core::slurm::sacct::{self, Window};
+use slurmwatch_core::slurm::sacct::{self, Kept, Window};
+
+use crate::progress::Progress;
 
 const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
 
@@ -130,19 +132,28 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         timeout: Duration::from_secs(w.sacct_timeout.max(1)),
         ..sacct::Query::default()
     };
-    let batch = q
-        .window(&Window {
-            since_unix: since,
-            until_unix: until,
-            users: w.users.clone(),
-            all_users: w.all_users,
-            partition: w.partition.clone(),
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (mut runs, unfinished) = history::runs_from(&batch.records);
     let mut dirs = vec![w.spool.clone()];
     dirs.extend(w.archive.iter().cloned());
-    let files = history::attach_recordings(&mut runs, &dirs);
+    // Streamed: each job becomes a run as sacct prints it; sacct's text is never held.
+    let mut runs = history::Runs::new(Some(&dirs));
+    let progress = Progress::start("sacct", "jobs");
+    let tally = q
+        .window_each(
+            &Window {
+                since_unix: since,
+                until_unix: until,
+                users: w.users.clone(),
+                all_users: w.all_users,
+                partition: w.partition.clone(),
+            },
+            Kept::Ids,
+            &mut |r| {
+                runs.add_record(&r);
+                progress.add(1);
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(progress);
     let meta = json!({
         "since_unix": since,
         "until_unix": until,
@@ -150,12 +161,12 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         "all_users": w.all_users,
         "partition": w.partition,
         "jobs": runs.len(),
-        "jobs_unfinished": unfinished,
-        "recorded_files": files,
-        "sacct_skipped_lines": batch.skipped_lines,
+        "jobs_unfinished": runs.unfinished(),
+        "recorded_files": runs.recorded_files(),
+        "sacct_skipped_lines": tally.skipped_lines,
         "gpu_hour_in_core_hours": GPU_HOUR_IN_CORE_HOURS,
     });
-    Ok((history::analyse(runs), meta))
+    Ok((runs.finish(), meta))
 }
 
 fn r2(v: f64) -> Value {
