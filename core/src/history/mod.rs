@@ -293,20 +293,26 @@ impl Recordings {
         }
     }
 
+    /// `dir`'s file names, listed the first time it is asked for.
+    fn listing(&mut self, dir: &Path) -> Option<&std::collections::HashSet<std::ffi::OsString>> {
+        if !self.listed.contains_key(dir) {
+            let names = match std::fs::read_dir(dir) {
+                Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
+                // Gone: no file in it. Unlistable: probe each name.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
+                Err(_) => None,
+            };
+            self.listed.insert(dir.to_path_buf(), names);
+        }
+        self.listed.get(dir).and_then(Option::as_ref)
+    }
+
     /// Whether `path` may be a file, without a `stat` where its directory was listed.
     fn may_exist(&mut self, path: &Path) -> bool {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return true;
         };
-        let names = self.listed.entry(dir.to_path_buf()).or_insert_with(|| {
-            match std::fs::read_dir(dir) {
-                Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
-                // Gone: no file in it. Unlistable: probe each name.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
-                Err(_) => None,
-            }
-        });
-        names.as_ref().is_none_or(|n| n.contains(name))
+        self.listing(dir).is_none_or(|n| n.contains(name))
     }
 
     /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
@@ -315,7 +321,8 @@ impl Recordings {
             return false;
         }
         let mut candidates: Vec<PathBuf> = Vec::new();
-        for dir in &self.dirs {
+        let dirs = std::mem::take(&mut self.dirs);
+        for dir in &dirs {
             // A spool with `%n` (several slurmd on one host) is one directory per node.
             let per_node: Vec<PathBuf> = if dir.to_str().is_some_and(|d| d.contains('%')) {
                 run.node_names
@@ -326,12 +333,16 @@ impl Recordings {
                 vec![dir.clone()]
             };
             for d in per_node {
+                if self.listing(&d).is_some_and(|n| n.is_empty()) {
+                    continue; // most runs of a window: no recording anywhere to look at
+                }
                 candidates.push(d.join(paths::live_name(&run.raw_id)));
                 for n in &run.node_names {
                     candidates.push(d.join(paths::archive_name(&run.raw_id, n)));
                 }
             }
         }
+        self.dirs = dirs;
         candidates.retain(|p| self.may_exist(p));
         // One recording per node (the first found), merged.
         let mut per_node: Vec<(String, Recorded)> = Vec::new();

@@ -6,19 +6,19 @@
 //! place (the order sacct first listed it in breaks ties between runs submitted in the same
 //! second, as it did when the whole answer was held).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{workload, workload_name, Analysis, Brief, Recordings, Run};
+use crate::fasthash::FastMap;
 use crate::slurm::sacct::Record;
 
 /// A job's key in a window: a canonical decimal id as a number (a JobIDRaw, always), any
 /// other spelling as text.
 #[derive(Default)]
 struct Seen {
-    ids: HashMap<u64, u32>,
-    other: HashMap<String, u32>,
+    ids: FastMap<u64, u32>,
+    other: FastMap<String, u32>,
 }
 
 impl Seen {
@@ -35,7 +35,7 @@ impl Seen {
         (*e.or_insert(next), fresh)
     }
 
-    fn other(m: &mut HashMap<String, u32>, key: &str, next: u32) -> (u32, bool) {
+    fn other(m: &mut FastMap<String, u32>, key: &str, next: u32) -> (u32, bool) {
         match m.get(key) {
             Some(&i) => (i, false),
             None => {
@@ -61,10 +61,10 @@ pub struct Runs {
     slots: Vec<Slot>,
     seen: Seen,
     workloads: Vec<(Option<String>, String)>,
-    workload_ids: HashMap<(Option<String>, String), u32>,
-    states: HashMap<String, Arc<str>>,
-    nodes: HashMap<Vec<String>, Arc<[Arc<str>]>>,
-    node_names: HashMap<String, Arc<str>>,
+    workload_ids: FastMap<(Option<String>, String), u32>,
+    states: FastMap<String, Arc<str>>,
+    nodes: FastMap<Vec<String>, Arc<[Arc<str>]>>,
+    node_names: FastMap<String, Arc<str>>,
     recordings: Option<Recordings>,
 }
 
@@ -76,10 +76,10 @@ impl Runs {
             slots: Vec::new(),
             seen: Seen::default(),
             workloads: Vec::new(),
-            workload_ids: HashMap::new(),
-            states: HashMap::new(),
-            nodes: HashMap::new(),
-            node_names: HashMap::new(),
+            workload_ids: FastMap::default(),
+            states: FastMap::default(),
+            nodes: FastMap::default(),
+            node_names: FastMap::default(),
             recordings: recording_dirs.map(Recordings::new),
         }
     }

@@ -33,11 +33,12 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::units::{parse_duration, parse_size};
+use super::units::{parse_duration, parse_size, split_ascii, split_once_ascii};
 
 mod columns;
 mod group;
 mod stream;
+mod times;
 
 use columns::Columns;
 pub use columns::Kept;
@@ -179,8 +180,11 @@ impl Tres {
         let mut t = Tres::default();
         let mut untyped = None;
         let mut typed: Option<u64> = None;
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let Some((k, v)) = part.split_once('=') else {
+        for part in split_ascii(s, b',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let Some((k, v)) = split_once_ascii(part, b'=') else {
                 continue;
             };
             match k {
@@ -413,11 +417,15 @@ impl CpuBasis {
 
 impl Line {
     /// The typed members from `field` (a column's value, `None` where sacct printed no such
-    /// column); `fields` is left empty for the caller to fill.
-    fn typed<'v>(field: &dyn Fn(&str) -> Option<&'v str>) -> Option<Line> {
-        let get = |k: &str| -> &'v str { field(k).unwrap_or("") };
-        let num = |k: &str| get(k).trim().parse::<u64>().ok();
-        let non_empty = |k: &str| {
+    /// column), timestamps read by `time` ([`parse_time`] or its cache); `fields` is left
+    /// empty for the caller to fill.
+    fn typed<'v>(
+        field: &dyn Fn(&'static str) -> Option<&'v str>,
+        time: &dyn Fn(&str) -> Option<i64>,
+    ) -> Option<Line> {
+        let get = |k: &'static str| -> &'v str { field(k).unwrap_or("") };
+        let num = |k: &'static str| get(k).trim().parse::<u64>().ok();
+        let non_empty = |k: &'static str| {
             Some(get(k).trim())
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
@@ -438,10 +446,10 @@ impl Line {
             uid: num("UID").map(|u| u as u32),
             state: State::parse(get("State")),
             exit_code: ExitCode::parse(get("ExitCode")),
-            submit_unix: parse_time(get("Submit")),
-            eligible_unix: parse_time(get("Eligible")),
-            start_unix: parse_time(get("Start")),
-            end_unix: parse_time(get("End")),
+            submit_unix: time(get("Submit")),
+            eligible_unix: time(get("Eligible")),
+            start_unix: time(get("Start")),
+            end_unix: time(get("End")),
             elapsed_seconds: num("ElapsedRaw")
                 .or_else(|| parse_duration(get("Elapsed")).map(|s| s as u64)),
             timelimit_minutes: num("TimelimitRaw")
@@ -655,7 +663,7 @@ fn parse_lines(text: &str, delimiter: char) -> (Vec<Line>, usize) {
     let Some(first) = lines.next() else {
         return (Vec::new(), 0);
     };
-    let cols = Columns::new(first, delimiter);
+    let mut cols = Columns::new(first, delimiter);
     let mut out = Vec::new();
     let mut skipped = 0;
     for l in lines {

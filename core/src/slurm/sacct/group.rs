@@ -46,7 +46,7 @@ impl Grouper {
 
     /// One line; returns the job it completed, if any.
     pub fn push(&mut self, raw: &str) -> Option<Record> {
-        let Some(cols) = &self.columns else {
+        let Some(cols) = &mut self.columns else {
             self.columns = Some(Columns::new(raw, self.delimiter));
             return None;
         };

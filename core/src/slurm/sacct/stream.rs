@@ -158,7 +158,10 @@ pub(super) fn run_lines(
 /// Returns 1 when a line was delivered.
 fn deliver(raw: &[u8], on_line: &mut dyn FnMut(&str)) -> usize {
     let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    let line = String::from_utf8_lossy(raw);
+    let line = match std::str::from_utf8(raw) {
+        Ok(l) => std::borrow::Cow::Borrowed(l),
+        Err(_) => String::from_utf8_lossy(raw),
+    };
     if line.trim().is_empty() {
         return 0;
     }
