@@ -50,6 +50,8 @@ install -D -m 0644 README.md "$stage/usr/share/doc/slurmwatch/README.md"
 # The user guide, admin guide and reference the README links to.
 for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$stage/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugstack.conf.example"
+# The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
+install -D -m 0644 docs/grafana/slurmwatch-job.json "$stage/usr/share/slurmwatch/grafana/slurmwatch-job.json"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"
 cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
