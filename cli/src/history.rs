@@ -148,7 +148,7 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
             },
             Kept::Ids,
             &mut |r| {
-                runs.add_record(&r);
+                runs.add_record(r);
                 progress.add(1);
             },
         )
@@ -219,6 +219,36 @@ fn who(w: &Workload) -> String {
     }
 }
 
+/// The `history --json` / `sizing --json` document (keys in this order).
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    schema: u32,
+    window: Value,
+    workloads: Vec<Value>,
+    below_fold: Value,
+    /// Borrowed, not copied into a `Value`: over a site's month they are most of the output.
+    patterns: &'a [history::Pattern],
+    exclude: Option<String>,
+}
+
+fn print_document(a: &Analysis, window: Value, top: usize, advice: bool) -> anyhow::Result<i32> {
+    let d = Document {
+        schema: SCHEMA,
+        window,
+        workloads: a
+            .workloads
+            .iter()
+            .take(top)
+            .map(|x| workload_json(x, advice))
+            .collect(),
+        below_fold: fold_json(a, top),
+        patterns: &a.patterns,
+        exclude: a.exclude.as_ref().map(|e| format!("--exclude={e}")),
+    };
+    crate::output::print_json(&d).map_err(anyhow::Error::msg)?;
+    Ok(0)
+}
+
 fn print(out: &str) -> anyhow::Result<i32> {
     crate::output::print(out).map_err(anyhow::Error::msg)?;
     Ok(0)
@@ -245,15 +275,7 @@ pub fn run_history(args: HistoryArgs) -> anyhow::Result<i32> {
     }
     let top = w.top;
     if w.json {
-        let v = json!({
-            "schema": SCHEMA,
-            "window": meta,
-            "workloads": a.workloads.iter().take(top).map(|x| workload_json(x, false)).collect::<Vec<_>>(),
-            "below_fold": fold_json(&a, top),
-            "patterns": a.patterns,
-            "exclude": a.exclude.as_ref().map(|e| format!("--exclude={e}")),
-        });
-        return print(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        return print_document(&a, meta, top, false);
     }
     let mut s = format!(
         "{} finished jobs in {} workloads ({} recorded files); cost = core-hours + {GPU_HOUR_IN_CORE_HOURS:.0} × GPU-hours\n\n",
@@ -307,15 +329,7 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<i32> {
     }
     let top = w.top;
     if w.json {
-        let v = json!({
-            "schema": SCHEMA,
-            "window": meta,
-            "workloads": a.workloads.iter().take(top).map(|x| workload_json(x, true)).collect::<Vec<_>>(),
-            "below_fold": fold_json(&a, top),
-            "patterns": a.patterns,
-            "exclude": a.exclude.as_ref().map(|e| format!("--exclude={e}")),
-        });
-        return print(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        return print_document(&a, meta, top, true);
     }
     let mut s = String::new();
     for x in a.workloads.iter().take(top) {

@@ -191,15 +191,14 @@ impl Runs {
             workloads: keys,
             ..
         } = self;
-        let live: Vec<bool> = briefs.iter().map(Option::is_some).collect();
-        // In place (the same allocation): a second copy of a million runs would double the
-        // peak.
-        let runs: Vec<Brief> = briefs.into_iter().flatten().collect();
-        let slots: Vec<Slot> = slots
-            .into_iter()
-            .zip(live)
-            .filter_map(|(s, l)| l.then_some(s))
-            .collect();
+        // The listed-but-unfinished slots dropped in place: a second vector of a million
+        // runs would double the peak.
+        let mut live = briefs.iter().map(Option::is_some);
+        let mut slots = slots;
+        slots.retain(|_| live.next().unwrap_or(false));
+        // `filter_map`, not `flatten`: std collects it into the same allocation.
+        #[allow(clippy::filter_map_identity)]
+        let runs: Vec<Brief> = briefs.into_iter().filter_map(|b| b).collect();
         let mut groups: Vec<Vec<usize>> = vec![Vec::new(); keys.len()];
         for (i, s) in slots.iter().enumerate() {
             groups[s.workload as usize].push(i);
