@@ -4,7 +4,8 @@
 # days, `--all-users`), served by a fake `sacct` first on PATH that `cat`s the pre-generated
 # answer for each chunk the real slurmwatch binary asks for. Prints a table: wall time
 # (median of RUNS), the `cat` floor (the same files through a pipe: what serving them costs
-# alone), time over that floor, peak memory (max RSS, /usr/bin/time -v) and time per job.
+# alone), time over that floor, CPU time (user + system: what a loaded machine's wall time
+# hides), peak memory (max RSS, /usr/bin/time's %M) and CPU per job.
 #
 #   scripts/bench-history.sh                 # SIZES="10000 100000 1000000" RUNS=3
 #   SIZES="10000 100000" RUNS=1 scripts/bench-history.sh
@@ -27,16 +28,16 @@ gen=$target/release/examples/history_bench_data
 
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-# One timed command: "wall_s max_rss_kb".
+# One timed command: "wall_s max_rss_kb cpu_s" (user + system).
 timed() {
   local out=$1
   shift
-  /usr/bin/time -o "$out.time" -f '%e %M' "$@" > "$out" 2> "$out.err" || {
+  /usr/bin/time -o "$out.time" -f '%e %M %U %S' "$@" > "$out" 2> "$out.err" || {
     echo "bench-history: failed: $* (see $out.err)" >&2
     cat "$out.err" >&2
     exit 1
   }
-  cat "$out.time"
+  awk '{printf "%s %s %.2f\n", $1, $2, $3 + $4}' "$out.time"
 }
 
 rows=()
@@ -79,7 +80,8 @@ EOF
     fi
     wall=$(printf '%s\n' "${ts[@]}" | cut -d' ' -f1 | median)
     rss=$(printf '%s\n' "${ts[@]}" | cut -d' ' -f2 | sort -n | tail -1)
-    line="$line $wall $rss"
+    cpu=$(printf '%s\n' "${ts[@]}" | cut -d' ' -f3 | median)
+    line="$line $wall $rss $cpu"
   done
   rows+=("$line")
 done
@@ -87,19 +89,19 @@ done
 echo "$("$sw" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), median of $RUNS"
 printf '%s\n' "${rows[@]}" | awk '
 BEGIN {
-  printf "| jobs | sacct text | cat floor | history | over floor | max RSS | sizing | over floor | max RSS | history per job |\n"
-  printf "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+  printf "| jobs | sacct text | cat floor | history wall | over floor | CPU | max RSS | sizing wall | over floor | CPU | max RSS | CPU per job |\n"
+  printf "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
 }
 {
-  n = $1; over_h = $4 - $3; over_s = $6 - $3
+  n = $1; over_h = $4 - $3; over_s = $7 - $3
   if (over_h < 0) over_h = 0
   if (over_s < 0) over_s = 0
-  printf "| %d | %d MB | %.2f s | %.2f s | %.2f s | %.0f MB | %.2f s | %.2f s | %.0f MB | %.2f µs |\n",
-    n, $2, $3, $4, over_h, $5 / 1024, $6, over_s, $7 / 1024, over_h * 1e6 / n
-  N[NR] = n; T[NR] = over_h; M[NR] = $5
+  printf "| %d | %d MB | %.2f s | %.2f s | %.2f s | %.2f s | %.0f MB | %.2f s | %.2f s | %.2f s | %.0f MB | %.1f µs |\n",
+    n, $2, $3, $4, over_h, $6, $5 / 1024, $7, over_s, $9, $8 / 1024, $6 * 1e6 / n
+  N[NR] = n; T[NR] = over_h; C[NR] = $6; M[NR] = $5
 }
 END {
   for (i = 2; i <= NR; i++)
-    printf "jobs ×%.0f: history time over the floor ×%.1f, max RSS ×%.1f\n",
-      N[i] / N[i - 1], T[i] / (T[i - 1] > 0 ? T[i - 1] : 1e-9), M[i] / M[i - 1]
+    printf "jobs ×%.0f: history wall over the floor ×%.1f, CPU ×%.1f, max RSS ×%.1f\n",
+      N[i] / N[i - 1], T[i] / (T[i - 1] > 0 ? T[i - 1] : 1e-9), C[i] / (C[i - 1] > 0 ? C[i - 1] : 1e-9), M[i] / M[i - 1]
 }'
