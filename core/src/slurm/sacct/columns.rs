@@ -46,6 +46,9 @@ fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
     spans.push((start, raw.len()));
 }
 
+/// A name's (address, length) and its column.
+type AddressSlot = ((usize, usize), Option<usize>);
+
 /// Slots of [`Columns::by_address`].
 const ADDRESS_SLOTS: usize = 251;
 
@@ -61,7 +64,7 @@ pub struct Columns {
     /// Columns found by the address of the name asked for: [`Line::typed`] asks for the same
     /// ~40 names (the same `&'static str`s) on every line, and hashing them was a seventh of
     /// the parse.
-    by_address: RefCell<Vec<Option<((usize, usize), Option<usize>)>>>,
+    by_address: RefCell<Vec<Option<AddressSlot>>>,
 }
 
 impl Columns {
