@@ -52,6 +52,8 @@ for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$stage/u
 install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugstack.conf.example"
 # The EpilogSlurmctld that stores each job's summary in slurmdbd (docs/admin.md).
 install -D -m 0755 contrib/slurmctld-epilog.sh "$stage/usr/share/slurmwatch/slurmctld-epilog.sh"
+# The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
+install -D -m 0644 docs/grafana/slurmwatch-job.json "$stage/usr/share/slurmwatch/grafana/slurmwatch-job.json"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"
 cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF

@@ -32,6 +32,8 @@ install -D -m 0644 README.md "$root/usr/share/doc/slurmwatch/README.md"
 for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$root/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugstack.conf.example"
 install -D -m 0755 contrib/slurmctld-epilog.sh "$root/usr/share/slurmwatch/slurmctld-epilog.sh"
+# The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
+install -D -m 0644 docs/grafana/slurmwatch-job.json "$root/usr/share/slurmwatch/grafana/slurmwatch-job.json"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -63,6 +65,7 @@ cp -a $root/. %{buildroot}/
 /usr/share/man/man1/*
 /usr/share/man/man8/slurmwatch-plugin.8*
 /usr/share/bash-completion/completions/slurmwatch
+/usr/share/slurmwatch
 %doc /usr/share/doc/slurmwatch
 %dir /var/spool/slurmwatch
 %config(noreplace) /etc/slurm/plugstack.conf.d/slurmwatch.conf

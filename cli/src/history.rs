@@ -11,7 +11,9 @@ use std::time::Duration;
 use anyhow::bail;
 use serde_json::{json, Value};
 use slurmwatch_core::history::{self, Analysis, Workload, GPU_HOUR_IN_CORE_HOURS, SCHEMA};
-use slurmwatch_core::slurm::sacct::{self, Window};
+use slurmwatch_core::slurm::sacct::{self, Kept, Window};
+
+use crate::progress::Progress;
 
 const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
 
@@ -130,24 +132,28 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         timeout: Duration::from_secs(w.sacct_timeout.max(1)),
         ..sacct::Query::default()
     };
-    let batch = q
-        .window(&Window {
-            since_unix: since,
-            until_unix: until,
-            users: w.users.clone(),
-            all_users: w.all_users,
-            partition: w.partition.clone(),
-        })
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (mut runs, unfinished) = history::runs_from(&batch.records);
     let mut dirs = vec![w.spool.clone()];
     dirs.extend(w.archive.iter().cloned());
-    // Summaries from slurmdbd (set from sacct's AdminComment) first; files only for the rest.
-    let summaries = runs
-        .iter()
-        .filter(|r| r.recorded.as_ref().is_some_and(|x| x.summary_in_slurmdbd))
-        .count();
-    let files = history::attach_recordings(&mut runs, &dirs);
+    // Streamed: each job becomes a run as sacct prints it; sacct's text is never held.
+    let mut runs = history::Runs::new(Some(&dirs));
+    let progress = Progress::start("sacct", "jobs");
+    let tally = q
+        .window_each(
+            &Window {
+                since_unix: since,
+                until_unix: until,
+                users: w.users.clone(),
+                all_users: w.all_users,
+                partition: w.partition.clone(),
+            },
+            Kept::Ids,
+            &mut |r| {
+                runs.add_record(r);
+                progress.add(1);
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    drop(progress);
     let meta = json!({
         "since_unix": since,
         "until_unix": until,
@@ -155,13 +161,13 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         "all_users": w.all_users,
         "partition": w.partition,
         "jobs": runs.len(),
-        "jobs_unfinished": unfinished,
-        "recorded_files": files,
-        "slurmdbd_summaries": summaries,
-        "sacct_skipped_lines": batch.skipped_lines,
+        "jobs_unfinished": runs.unfinished(),
+        "recorded_files": runs.recorded_files(),
+        "slurmdbd_summaries": runs.slurmdbd_summaries(),
+        "sacct_skipped_lines": tally.skipped_lines,
         "gpu_hour_in_core_hours": GPU_HOUR_IN_CORE_HOURS,
     });
-    Ok((history::analyse(runs), meta))
+    Ok((runs.finish(), meta))
 }
 
 fn r2(v: f64) -> Value {
@@ -214,6 +220,36 @@ fn who(w: &Workload) -> String {
     }
 }
 
+/// The `history --json` / `sizing --json` document (keys in this order).
+#[derive(serde::Serialize)]
+struct Document<'a> {
+    schema: u32,
+    window: Value,
+    workloads: Vec<Value>,
+    below_fold: Value,
+    /// Borrowed, not copied into a `Value`: over a site's month they are most of the output.
+    patterns: &'a [history::Pattern],
+    exclude: Option<String>,
+}
+
+fn print_document(a: &Analysis, window: Value, top: usize, advice: bool) -> anyhow::Result<i32> {
+    let d = Document {
+        schema: SCHEMA,
+        window,
+        workloads: a
+            .workloads
+            .iter()
+            .take(top)
+            .map(|x| workload_json(x, advice))
+            .collect(),
+        below_fold: fold_json(a, top),
+        patterns: &a.patterns,
+        exclude: a.exclude.as_ref().map(|e| format!("--exclude={e}")),
+    };
+    crate::output::print_json(&d).map_err(anyhow::Error::msg)?;
+    Ok(0)
+}
+
 fn print(out: &str) -> anyhow::Result<i32> {
     crate::output::print(out).map_err(anyhow::Error::msg)?;
     Ok(0)
@@ -240,15 +276,7 @@ pub fn run_history(args: HistoryArgs) -> anyhow::Result<i32> {
     }
     let top = w.top;
     if w.json {
-        let v = json!({
-            "schema": SCHEMA,
-            "window": meta,
-            "workloads": a.workloads.iter().take(top).map(|x| workload_json(x, false)).collect::<Vec<_>>(),
-            "below_fold": fold_json(&a, top),
-            "patterns": a.patterns,
-            "exclude": a.exclude.as_ref().map(|e| format!("--exclude={e}")),
-        });
-        return print(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        return print_document(&a, meta, top, false);
     }
     let mut s = format!(
         "{} finished jobs in {} workloads ({} recorded files); cost = core-hours + {GPU_HOUR_IN_CORE_HOURS:.0} × GPU-hours\n\n",
@@ -302,15 +330,7 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<i32> {
     }
     let top = w.top;
     if w.json {
-        let v = json!({
-            "schema": SCHEMA,
-            "window": meta,
-            "workloads": a.workloads.iter().take(top).map(|x| workload_json(x, true)).collect::<Vec<_>>(),
-            "below_fold": fold_json(&a, top),
-            "patterns": a.patterns,
-            "exclude": a.exclude.as_ref().map(|e| format!("--exclude={e}")),
-        });
-        return print(&format!("{}\n", serde_json::to_string_pretty(&v)?));
+        return print_document(&a, meta, top, true);
     }
     let mut s = String::new();
     for x in a.workloads.iter().take(top) {

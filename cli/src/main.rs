@@ -10,6 +10,7 @@ mod generate;
 mod history;
 mod metrics;
 mod output;
+mod progress;
 mod report;
 mod watch;
 

@@ -196,3 +196,46 @@ fn exit_codes() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
 }
+
+/// A slow sacct (2 s before its answer): progress shows on a terminal after 1.5 s, and never
+/// on a pipe. The terminal is `script`'s pseudo-terminal (util-linux); without `script` the
+/// terminal half is not checked.
+#[test]
+fn progress_only_on_a_terminal() {
+    let d = TempDir::new("progress");
+    std::fs::write(d.path().join("h.txt"), history_text()).unwrap();
+    let path = fake_path(
+        d.path(),
+        &format!("sleep 2; cat {}/h.txt", d.path().display()),
+    );
+    let win = ["history", "-S", "2026-11-01", "-E", "2026-11-03"];
+    // A pipe: the answer, and not a carriage return on stderr.
+    let o = slurmwatch(&path, d.path(), &win);
+    assert_eq!(o.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains('\r') && !err.contains("sacct"), "{err:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("s#e#"));
+    // A terminal.
+    let cmd = format!(
+        "{} {} --spool {}",
+        env!("CARGO_BIN_EXE_slurmwatch"),
+        win.join(" "),
+        d.path().display()
+    );
+    let Ok(o) = Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("PATH", &path)
+        .env_remove("SLURMWATCH_SACCT")
+        .output()
+    else {
+        eprintln!("no script(1): the terminal half is not checked");
+        return;
+    };
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("waiting for sacct, 2 s") || out.contains("waiting for sacct, 1 s"),
+        "{out:?}"
+    );
+    assert!(out.contains("\r\x1b[2K"), "the line is cleared: {out:?}");
+    assert!(out.contains("s#e#"), "{out:?}");
+}

@@ -16,7 +16,10 @@ use slurmwatch_core::sample::Source;
 use slurmwatch_core::store::JobMeta;
 
 fn env(k: &str, d: usize) -> usize {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 /// A small deterministic generator (no rand dependency for an example).

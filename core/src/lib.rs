@@ -5,6 +5,7 @@ pub mod analysis;
 pub mod collect;
 pub mod error;
 pub mod export;
+pub(crate) mod fasthash;
 pub mod fleet;
 pub mod history;
 pub mod model;

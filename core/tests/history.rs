@@ -377,6 +377,103 @@ fn hanging_sacct_bounds_the_whole_window() {
     assert!(t.elapsed() < Duration::from_secs(5));
 }
 
+/// A fake `sacct` answering each chunk of a window with its own text, picked by `-S`.
+fn chunked_sacct(answers: &[(String, String)]) -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    let mut script = String::from(
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -S) s=$2;; esac; shift; done\ncase $s in\n",
+    );
+    for (i, (since, text)) in answers.iter().enumerate() {
+        std::fs::write(d.path().join(format!("{i}.txt")), text).unwrap();
+        script += &format!("  {since}) cat {}/{i}.txt ;;\n", d.path().display());
+    }
+    script += "  *) echo \"sacct: no answer for $s\" >&2; exit 1 ;;\nesac\n";
+    let p = d.path().join("sacct");
+    std::fs::write(&p, script).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (d, p)
+}
+
+/// The [`gen::HEADER`] text of `rows`, each row edited by `edit(id, column, value)`.
+fn answer(rows: &[Vec<String>], edit: impl Fn(&str, &str, &mut String)) -> String {
+    let mut s = gen::HEADER.join("\u{1f}") + "\n";
+    for r in rows {
+        let mut r: Vec<String> = r[..gen::HEADER.len()].to_vec();
+        let id = r[0].split('.').next().unwrap().to_string();
+        for (c, v) in gen::HEADER.iter().zip(r.iter_mut()) {
+            edit(&id, c, v);
+        }
+        s += &(r.join("\u{1f}") + "\n");
+    }
+    s
+}
+
+/// A job listed by both chunks is kept once, as the later chunk lists it; one still running
+/// in the first chunk and finished in the second is a run; one running in both is counted
+/// unfinished — streamed, exactly as the whole-answer query and analysis say.
+#[test]
+fn a_streamed_window_keeps_each_job_once_as_last_listed() {
+    let jobs: Vec<Job> = (0..4).map(|i| Job::new(&format!("w{i}"))).collect();
+    let rows = gen::rows(&jobs, T0, 500);
+    let running = |id: &str, c: &str, v: &mut String, which: &[&str]| {
+        if which.contains(&id) {
+            match c {
+                "State" => *v = "RUNNING".into(),
+                "End" => *v = "Unknown".into(),
+                _ => {}
+            }
+        }
+    };
+    let first = answer(&rows, |id, c, v| running(id, c, v, &["501", "503"]));
+    let second = answer(&rows[..], |id, c, v| {
+        running(id, c, v, &["503"]);
+        if id == "500" && c == "ElapsedRaw" && !v.is_empty() {
+            *v = "999".into(); // the later listing of job 500 is the one kept
+        }
+    });
+    let w = Window {
+        since_unix: T0 - 3600,
+        until_unix: T0 - 3600 + 14 * 86400,
+        users: vec!["alice".into()],
+        ..Window::default()
+    };
+    let (_d, p) = chunked_sacct(&[
+        (sacct::sacct_time(w.since_unix), first),
+        (sacct::sacct_time(w.since_unix + 7 * 86400), second),
+    ]);
+    let q = Query {
+        program: p,
+        timeout: Duration::from_secs(10),
+        ..Query::default()
+    };
+    let mut runs = history::Runs::new(None);
+    let tally = q
+        .window_each(&w, sacct::Kept::Ids, &mut |r| runs.add_record(r))
+        .unwrap();
+    assert_eq!(tally, sacct::Tally::default());
+    assert_eq!((runs.len(), runs.unfinished()), (3, 1));
+    let streamed = runs.finish();
+    let elapsed: Vec<f64> = streamed
+        .runs
+        .iter()
+        .filter_map(|r| r.elapsed_seconds())
+        .collect();
+    assert_eq!(
+        elapsed,
+        [999.0, 600.0, 600.0],
+        "sacct's order, 500 as last listed"
+    );
+    // The same as holding the whole answer.
+    let b = q.window(&w).unwrap();
+    let (held, unfinished) = history::runs_from(&b.records);
+    assert_eq!((held.len(), unfinished), (3, 1));
+    let held = history::analyse(held);
+    let json =
+        |a: &Analysis| serde_json::to_string(&(&a.workloads, &a.patterns, &a.exclude)).unwrap();
+    assert_eq!(json(&streamed), json(&held));
+}
+
 /// Generated 10,000-job history: parse + analyse (after sacct returned).
 #[test]
 fn ten_thousand_jobs_are_analysed_quickly() {

@@ -3,7 +3,7 @@
 //! readings as absent series, ended and stale jobs with no series, and a broken file
 //! skipped with its error series while the rest of the scrape goes on.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
@@ -411,4 +411,303 @@ fn verdicts_are_kept_until_the_file_changes() {
     let _now_live = recording(spool.path(), 46, t0);
     let third = live::gather_with(spool.path(), &opts(t0 + 11_000), &mut v);
     assert_eq!(third.files[2].state, FileState::Live);
+}
+
+// --- the Grafana dashboard (docs/grafana/slurmwatch-job.json) ------------------------------
+
+/// Each metric family a scrape of a job with every reading present publishes (natively), with
+/// the label names its series carry: taken from the exporter's own output.
+fn published() -> BTreeMap<String, BTreeSet<String>> {
+    let spool = tempfile::tempdir().unwrap();
+    let t0 = live::now_unix_ms() - 20_000;
+    let path = spool.path().join("42.sqlite");
+    let mut w = Writer::create(&path, &meta(42, t0)).unwrap();
+    w.begin_step("batch", t0, Some(1)).unwrap();
+    let ids = w.register_gpus("batch", t0, &[card()], &[]).unwrap();
+    let mut full_gpu = gpu_sample();
+    full_gpu.power_draw_milliwatts = Ok(250_000);
+    full_gpu.ecc_uncorrected = Ok(0);
+    for i in 0..3 {
+        let mut r = row(t0, i, Series::Job);
+        r.usage.io_read_bytes = Some(i * 4096);
+        r.usage.io_write_bytes = Some(i * 8192);
+        r.usage.pressure = slurmwatch_core::sample::Pressure {
+            cpu_some_avg10: Some(1.5),
+            memory_some_avg10: Some(0.5),
+            memory_full_avg10: Some(0.25),
+            io_some_avg10: Some(2.0),
+            io_full_avg10: Some(1.0),
+        };
+        w.push(r);
+        w.push_gpu(t0 + i as i64 * 5_000, ids[0].0, full_gpu.clone());
+    }
+    w.flush().unwrap();
+    let scrape = live::gather(spool.path(), &opts(t0 + 11_000));
+    assert_eq!(scrape.jobs.len(), 1, "{:?}", scrape.files);
+    let text = render(&scrape, &RenderOptions::default());
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for line in samples(&text) {
+        let (series, _) = line.rsplit_once(' ').unwrap();
+        let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+        let e = out.entry(name.to_string()).or_default();
+        for kv in labels
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|kv| !kv.is_empty())
+        {
+            e.insert(kv.split_once('=').unwrap().0.to_string());
+        }
+    }
+    out
+}
+
+/// What one PromQL expression uses: each selector's metric name with the label names it
+/// matches on, and the label names of `by (…)` / `without (…)` / `on (…)` clauses.
+#[derive(Debug, Default)]
+struct Uses {
+    selectors: Vec<(String, Vec<String>)>,
+    grouping: Vec<String>,
+}
+
+const PROMQL_WORDS: &[&str] = &[
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "offset",
+];
+
+fn promql_uses(expr: &str) -> Uses {
+    let c: Vec<char> = expr.chars().collect();
+    let mut u = Uses::default();
+    let ident = |i: usize| {
+        let mut j = i;
+        while j < c.len() && (c[j].is_ascii_alphanumeric() || c[j] == '_' || c[j] == ':') {
+            j += 1;
+        }
+        (c[i..j].iter().collect::<String>(), j)
+    };
+    let skip_ws = |mut i: usize| {
+        while i < c.len() && c[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    // Label names of a `{…}` or `(…)` list starting at `i` (the opening bracket).
+    let labels = |i: usize, close: char| {
+        let mut names = Vec::new();
+        let mut j = i + 1;
+        while j < c.len() && c[j] != close {
+            if c[j] == '"' {
+                j += 1;
+                while j < c.len() && c[j] != '"' {
+                    j += if c[j] == '\\' { 2 } else { 1 };
+                }
+                j += 1;
+            } else if c[j].is_ascii_alphabetic() || c[j] == '_' {
+                let (name, k) = ident(j);
+                names.push(name);
+                j = k;
+            } else {
+                j += 1;
+            }
+        }
+        (names, j + 1)
+    };
+    let mut i = 0;
+    let mut grouping_next = false;
+    while i < c.len() {
+        match c[i] {
+            '"' => {
+                i += 1;
+                while i < c.len() && c[i] != '"' {
+                    i += if c[i] == '\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            '[' => {
+                i = c[i..]
+                    .iter()
+                    .position(|&x| x == ']')
+                    .map_or(c.len(), |p| i + p + 1)
+            }
+            '$' => i = ident(i + 1).1,
+            '(' if grouping_next => {
+                let (names, j) = labels(i, ')');
+                u.grouping.extend(names);
+                grouping_next = false;
+                i = j;
+            }
+            '{' => {
+                // A selector with no name (`{jobid="1"}`) has no metric to check against.
+                let (names, j) = labels(i, '}');
+                u.selectors.push((String::new(), names));
+                i = j;
+            }
+            ch if ch.is_ascii_alphabetic() || ch == '_' || ch == ':' => {
+                let (word, j) = ident(i);
+                let next = skip_ws(j);
+                if PROMQL_WORDS.contains(&word.as_str()) {
+                    grouping_next = matches!(word.as_str(), "by" | "without" | "on" | "ignoring");
+                    i = j;
+                } else if c.get(next) == Some(&'(')
+                    || matches!(ident(next).0.as_str(), "by" | "without")
+                {
+                    i = j; // a function or an aggregation (`max by (…) (…)`)
+                } else if c.get(next) == Some(&'{') {
+                    let (names, k) = labels(next, '}');
+                    u.selectors.push((word, names));
+                    i = k;
+                } else {
+                    u.selectors.push((word, Vec::new()));
+                    i = j;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    u
+}
+
+/// Every PromQL expression in the dashboard (panel targets, nested rows, and the template
+/// variables' `label_values(selector, label)`), with the legend of each target.
+fn dashboard_queries(v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            if let Some(e) = m.get("expr").and_then(|e| e.as_str()) {
+                let legend = m.get("legendFormat").and_then(|l| l.as_str()).unwrap_or("");
+                out.push((e.to_string(), legend.to_string()));
+            }
+            for (k, x) in m {
+                if k != "expr" {
+                    dashboard_queries(x, out);
+                }
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| dashboard_queries(x, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_grafana_dashboard_queries_only_series_the_exporter_publishes() {
+    let published = published();
+    // The exporter's own families, not a list typed here: the bare minimum it must offer.
+    for f in [
+        "slurmwatch_memory_working_set_bytes",
+        "slurmwatch_gpu_throttle_reason",
+    ] {
+        assert!(published.contains_key(f), "{published:?}");
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana/slurmwatch-job.json");
+    let dash: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let vars = dash["templating"]["list"].as_array().unwrap();
+    let var = |name: &str| vars.iter().find(|v| v["name"] == name);
+    let jobid = var("jobid").expect("a jobid template variable");
+    let mut queries = Vec::new();
+    dashboard_queries(&dash["panels"], &mut queries);
+    assert!(queries.len() >= 10, "{queries:?}");
+    for v in vars.iter().filter(|v| v["type"] == "query") {
+        let q = v["query"]["query"]
+            .as_str()
+            .or(v["query"].as_str())
+            .unwrap();
+        let inner = q
+            .strip_prefix("label_values(")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{q}"));
+        let (selector, label) = inner.rsplit_once(',').unwrap();
+        queries.push((
+            selector.trim().to_string(),
+            format!("{{{{{}}}}}", label.trim()),
+        ));
+    }
+    assert!(jobid["query"]["query"]
+        .as_str()
+        .unwrap()
+        .contains(", jobid)"));
+    let mut checked = BTreeSet::new();
+    for (expr, legend) in &queries {
+        let u = promql_uses(expr);
+        assert!(!u.selectors.is_empty(), "no metric in {expr}");
+        let mut labels_here: BTreeSet<&str> = BTreeSet::new();
+        for (metric, labels) in &u.selectors {
+            let have = published
+                .get(metric)
+                .unwrap_or_else(|| panic!("{expr}: {metric} is not published"));
+            for l in labels {
+                assert!(
+                    have.contains(l),
+                    "{expr}: {metric} has no label {l}: {have:?}"
+                );
+            }
+            labels_here.extend(have.iter().map(String::as_str));
+            checked.insert(metric.clone());
+        }
+        for l in &u.grouping {
+            assert!(
+                labels_here.contains(l.as_str()),
+                "{expr}: no metric in it has label {l}"
+            );
+        }
+        for l in legend
+            .split("{{")
+            .skip(1)
+            .filter_map(|p| p.split_once("}}"))
+        {
+            assert!(
+                labels_here.contains(l.0.trim()),
+                "{expr}: legend label {}",
+                l.0
+            );
+        }
+    }
+    // Every panel is about the chosen job.
+    let panel_exprs: Vec<&String> = queries.iter().map(|(e, _)| e).collect();
+    for e in panel_exprs
+        .iter()
+        .filter(|e| !e.starts_with("slurmwatch_sample_timestamp_seconds"))
+    {
+        assert!(e.contains(r#"jobid="$jobid""#), "{e}");
+    }
+    // What the issue asks the dashboard to show.
+    for must in [
+        "slurmwatch_memory_working_set_bytes",
+        "slurmwatch_memory_limit_bytes",
+        "slurmwatch_cpu_seconds_total",
+        "slurmwatch_cores_allocated",
+        "slurmwatch_gpu_utilization_ratio",
+        "slurmwatch_gpu_throttle_reason",
+    ] {
+        assert!(checked.contains(must), "the dashboard does not show {must}");
+    }
+}
+
+#[test]
+fn the_dashboard_check_catches_a_wrong_name_or_label() {
+    let published = published();
+    let u = promql_uses(
+        r#"max by (node, reason) (rate(slurmwatch_gpu_throttle_reasons{jobid="$jobid", card="0"}[$__rate_interval]))"#,
+    );
+    assert_eq!(u.selectors.len(), 1, "{u:?}");
+    assert_eq!(u.selectors[0].0, "slurmwatch_gpu_throttle_reasons");
+    assert_eq!(u.selectors[0].1, ["jobid", "card"]);
+    assert_eq!(u.grouping, ["node", "reason"]);
+    assert!(!published.contains_key("slurmwatch_gpu_throttle_reasons"));
+    assert!(!published["slurmwatch_gpu_throttle_reason"].contains("card"));
+    let u = promql_uses(r#"time() - slurmwatch_sample_timestamp_seconds{step=""} > bool 60"#);
+    assert_eq!(
+        u.selectors,
+        [(
+            "slurmwatch_sample_timestamp_seconds".to_string(),
+            vec!["step".to_string()]
+        )]
+    );
 }

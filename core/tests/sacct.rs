@@ -490,3 +490,19 @@ fn sacct_only_text_has_no_doubled_na() {
     assert!(!text.contains("n/an/a"), "{text}");
     assert!(text.contains("sacct per node 1.18 GiB"), "{text}");
 }
+
+/// The same through the window path (the streaming grouper): a record split by a newline is
+/// joined back and keeps its steps; a short line nothing continues is counted as skipped.
+#[test]
+fn a_newline_inside_a_field_in_a_window_answer() {
+    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\n\
+                7\x1fa\nb\x1fCOMPLETED\x1fsbatch job.sh\n\
+                7.batch\x1fbatch\x1fCOMPLETED\x1f\n\
+                8\x1fbroken\n\
+                9\x1fz\x1fFAILED\x1fsbatch\n";
+    let b = slurmwatch_core::slurm::sacct::parse_many(text, '\x1f');
+    let names: Vec<&str> = b.records.iter().map(|r| r.job.job_name.as_str()).collect();
+    assert_eq!(names, ["a\nb", "z"]);
+    assert_eq!(b.records[0].steps.len(), 1);
+    assert_eq!(b.skipped_lines, 1);
+}

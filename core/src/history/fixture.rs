@@ -134,123 +134,127 @@ pub fn rows(jobs: &[Job], t0: i64, first_id: u64) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(jobs.len() * 2);
     let mut t = t0;
     for (i, j) in jobs.iter().enumerate() {
-        let id = first_id + i as u64;
         let start = t + 5;
-        let end = start + j.elapsed as i64;
         t = start + 60;
-        let mut tres = format!("billing={0},cpu={0},mem={1}M,node=1", j.cpus, j.mem_mb);
-        if j.gpus > 0 {
-            tres += &format!(",gres/gpu={}", j.gpus);
-        }
-        let cputime = j.elapsed * j.cpus;
-        let (user_cpu, sys_cpu) = (j.cpu_s * 0.9, j.cpu_s * 0.1);
-        let job = [
-            // HEADER
-            id.to_string(),
-            id.to_string(),
-            j.name.clone(),
-            j.user.clone(),
-            "1001".into(),
-            "batch".into(),
-            j.state.clone(),
-            j.exit.clone(),
-            sacct_time(t - 60),
-            sacct_time(start),
-            sacct_time(end),
-            j.elapsed.to_string(),
-            j.limit_min.to_string(),
-            "1".into(),
-            j.cpus.to_string(),
-            format!("{}M", j.mem_mb),
-            tres.clone(),
-            j.node.clone(),
-            dur(j.cpu_s),
-            String::new(),
-            // WIDE
-            "users".into(),
-            "lab".into(),
-            "cluster".into(),
-            "normal".into(),
-            sacct_time(t - 60),
-            hms(j.elapsed),
-            hms(j.limit_min * 60),
-            j.cpus.to_string(),
-            j.cpus.to_string(),
-            "1".into(),
-            "1".into(),
-            tres.clone(),
-            String::new(),
-            hms(cputime),
-            cputime.to_string(),
-            dur(user_cpu),
-            dur(sys_cpu),
-            String::new(),
-            String::new(),
-            String::new(),
-            "0:0".into(),
-            "None".into(),
-            "SchedMain".into(),
-            format!("/home/{}", j.user),
-        ];
-        let step_state = if j.state == "TIMEOUT" {
-            "CANCELLED"
-        } else {
-            &j.state
-        };
-        let rss = format!("{}K", j.maxrss_mb * 1024);
-        let step = [
-            format!("{id}.batch"),
-            format!("{id}.batch"),
-            "batch".into(),
-            String::new(),
-            String::new(),
-            String::new(),
-            step_state.to_string(),
-            j.exit.clone(),
-            sacct_time(start),
-            sacct_time(start),
-            sacct_time(end),
-            j.elapsed.to_string(),
-            String::new(),
-            "1".into(),
-            j.cpus.to_string(),
-            String::new(),
-            tres.clone(),
-            j.node.clone(),
-            dur(j.cpu_s),
-            rss.clone(),
-            // WIDE
-            String::new(),
-            "lab".into(),
-            "cluster".into(),
-            String::new(),
-            sacct_time(start),
-            hms(j.elapsed),
-            String::new(),
-            j.cpus.to_string(),
-            j.cpus.to_string(),
-            "1".into(),
-            "1".into(),
-            String::new(),
-            "1".into(),
-            hms(cputime),
-            cputime.to_string(),
-            dur(user_cpu),
-            dur(sys_cpu),
-            j.node.clone(),
-            "0".into(),
-            rss,
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-        ];
-        debug_assert_eq!(job.len(), HEADER.len() + EXTRA.len());
-        debug_assert_eq!(step.len(), HEADER.len() + EXTRA.len());
-        out.push(job.to_vec());
-        out.push(step.to_vec());
+        out.extend(job_rows(j, first_id + i as u64, start, start));
     }
     out
+}
+
+/// One job's two rows (job line, `.batch` step), every [`wide`] column in that order:
+/// submitted (and eligible) at `submit`, started at `start`.
+pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
+    let end = start + j.elapsed as i64;
+    let mut tres = format!("billing={0},cpu={0},mem={1}M,node=1", j.cpus, j.mem_mb);
+    if j.gpus > 0 {
+        tres += &format!(",gres/gpu={}", j.gpus);
+    }
+    let cputime = j.elapsed * j.cpus;
+    let (user_cpu, sys_cpu) = (j.cpu_s * 0.9, j.cpu_s * 0.1);
+    let job = [
+        // HEADER
+        id.to_string(),
+        id.to_string(),
+        j.name.clone(),
+        j.user.clone(),
+        "1001".into(),
+        "batch".into(),
+        j.state.clone(),
+        j.exit.clone(),
+        sacct_time(submit),
+        sacct_time(start),
+        sacct_time(end),
+        j.elapsed.to_string(),
+        j.limit_min.to_string(),
+        "1".into(),
+        j.cpus.to_string(),
+        format!("{}M", j.mem_mb),
+        tres.clone(),
+        j.node.clone(),
+        dur(j.cpu_s),
+        String::new(),
+        // WIDE
+        "users".into(),
+        "lab".into(),
+        "cluster".into(),
+        "normal".into(),
+        sacct_time(submit),
+        hms(j.elapsed),
+        hms(j.limit_min * 60),
+        j.cpus.to_string(),
+        j.cpus.to_string(),
+        "1".into(),
+        "1".into(),
+        tres.clone(),
+        String::new(),
+        hms(cputime),
+        cputime.to_string(),
+        dur(user_cpu),
+        dur(sys_cpu),
+        String::new(),
+        String::new(),
+        String::new(),
+        "0:0".into(),
+        "None".into(),
+        "SchedMain".into(),
+        format!("/home/{}", j.user),
+    ];
+    let step_state = if j.state == "TIMEOUT" {
+        "CANCELLED"
+    } else {
+        &j.state
+    };
+    let rss = format!("{}K", j.maxrss_mb * 1024);
+    let step = [
+        format!("{id}.batch"),
+        format!("{id}.batch"),
+        "batch".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        step_state.to_string(),
+        j.exit.clone(),
+        sacct_time(start),
+        sacct_time(start),
+        sacct_time(end),
+        j.elapsed.to_string(),
+        String::new(),
+        "1".into(),
+        j.cpus.to_string(),
+        String::new(),
+        tres.clone(),
+        j.node.clone(),
+        dur(j.cpu_s),
+        rss.clone(),
+        // WIDE
+        String::new(),
+        "lab".into(),
+        "cluster".into(),
+        String::new(),
+        sacct_time(start),
+        hms(j.elapsed),
+        String::new(),
+        j.cpus.to_string(),
+        j.cpus.to_string(),
+        "1".into(),
+        "1".into(),
+        String::new(),
+        "1".into(),
+        hms(cputime),
+        cputime.to_string(),
+        dur(user_cpu),
+        dur(sys_cpu),
+        j.node.clone(),
+        "0".into(),
+        rss,
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+    ];
+    debug_assert_eq!(job.len(), HEADER.len() + EXTRA.len());
+    debug_assert_eq!(step.len(), HEADER.len() + EXTRA.len());
+    [job.to_vec(), step.to_vec()]
 }
 
 /// The [`HEADER`] columns of [`rows`], as `sacct --parsable2 --delimiter=$'\x1f'` prints them.
@@ -264,10 +268,16 @@ pub fn text(jobs: &[Job], t0: i64, first_id: u64) -> String {
     s
 }
 
-/// The 10,000-job history of the bench and the speed test: 20 users, twelve kinds of work
-/// (`align_123`, …), half the runs completed and the rest failed, timed out (at the limit)
-/// or killed for memory; CPU and memory use vary by kind, a fifth of the kinds ask for GPUs.
+/// The 10,000-job history of the bench and the speed test: [`mixed_jobs`]`(10_000)`.
 pub fn ten_thousand_jobs() -> Vec<Job> {
+    mixed_jobs(10_000).collect()
+}
+
+/// `n` jobs of the bench's mix: 20 users, twelve kinds of work (`align_123`, …), half the
+/// runs completed and the rest failed, timed out (at the limit) or killed for memory; CPU and
+/// memory use vary by kind, a fifth of the kinds ask for GPUs; 64 nodes. Job `i` is the same
+/// whatever `n` is.
+pub fn mixed_jobs(n: u64) -> impl Iterator<Item = Job> {
     const KINDS: &[&str] = &[
         "align", "train", "assemble", "fetch", "render", "sim", "blast", "qc", "merge", "index",
         "plot", "convert",
@@ -282,47 +292,45 @@ pub fn ten_thousand_jobs() -> Vec<Job> {
     ];
     // Spread so that user, kind, state and memory are not locked together by `i % n`.
     let mix = |i: u64, salt: u64| (i ^ salt).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 40;
-    (0..10_000u64)
-        .map(|i| {
-            let k = ((i / 20) % KINDS.len() as u64) as usize;
-            let state = STATES[(mix(i, 1) % 6) as usize];
-            let limit_min = 180;
-            let cpus = [1, 2, 4, 8][k % 4];
-            let mem_mb = 1024 * (1 + mix(i, 2) % 8);
-            let elapsed = if state == "TIMEOUT" {
-                limit_min * 60 + 30
-            } else {
-                300 + (i * 37) % 7000
-            };
-            // CPU efficiency by kind: 95 %, 75 %, 50 %, 25 %, 10 %.
-            let eff = [0.95, 0.75, 0.5, 0.25, 0.1][k % 5];
-            let maxrss_mb = if state == "OUT_OF_MEMORY" {
-                mem_mb
-            } else {
-                mem_mb * [9, 6, 3, 1][k % 4] / 10
-            };
-            Job {
-                state: state.into(),
-                exit: match state {
-                    "FAILED" => "1:0",
-                    "TIMEOUT" => "0:15",
-                    "OUT_OF_MEMORY" => "0:125",
-                    _ => "0:0",
-                }
-                .into(),
-                elapsed,
-                limit_min,
-                cpus,
-                mem_mb,
-                node: format!("cn{:03}", i % 64),
-                cpu_s: elapsed as f64 * cpus as f64 * eff,
-                maxrss_mb,
-                gpus: if k % 5 == 1 { 2 } else { 0 },
-                user: format!("u{}", i % 20),
-                ..Job::new(&format!("{}_{i}", KINDS[k]))
+    (0..n).map(move |i| {
+        let k = ((i / 20) % KINDS.len() as u64) as usize;
+        let state = STATES[(mix(i, 1) % 6) as usize];
+        let limit_min = 180;
+        let cpus = [1, 2, 4, 8][k % 4];
+        let mem_mb = 1024 * (1 + mix(i, 2) % 8);
+        let elapsed = if state == "TIMEOUT" {
+            limit_min * 60 + 30
+        } else {
+            300 + (i * 37) % 7000
+        };
+        // CPU efficiency by kind: 95 %, 75 %, 50 %, 25 %, 10 %.
+        let eff = [0.95, 0.75, 0.5, 0.25, 0.1][k % 5];
+        let maxrss_mb = if state == "OUT_OF_MEMORY" {
+            mem_mb
+        } else {
+            mem_mb * [9, 6, 3, 1][k % 4] / 10
+        };
+        Job {
+            state: state.into(),
+            exit: match state {
+                "FAILED" => "1:0",
+                "TIMEOUT" => "0:15",
+                "OUT_OF_MEMORY" => "0:125",
+                _ => "0:0",
             }
-        })
-        .collect()
+            .into(),
+            elapsed,
+            limit_min,
+            cpus,
+            mem_mb,
+            node: format!("cn{:03}", i % 64),
+            cpu_s: elapsed as f64 * cpus as f64 * eff,
+            maxrss_mb,
+            gpus: if k % 5 == 1 { 2 } else { 0 },
+            user: format!("u{}", i % 20),
+            ..Job::new(&format!("{}_{i}", KINDS[k]))
+        }
+    })
 }
 
 /// [`ten_thousand_jobs`] as sacct text, ids from 1, from [`T0`].

@@ -3,24 +3,27 @@
 //! single job cannot show (repeated failure, memory hand-searched across OOM kills, nodes that
 //! eat jobs). Pure once the runs are built: [`analyse`] does no I/O.
 
+pub mod brief;
 #[doc(hidden)]
 #[cfg(feature = "test-support")]
 pub mod fixture;
 pub mod patterns;
+pub mod runs;
 pub mod sizing;
 pub mod stats;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
 use crate::slurm::hostlist;
 use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
 use crate::store::paths;
 
+pub use brief::Brief;
 pub use patterns::Pattern;
+pub use runs::Runs;
 pub use sizing::{Advice, Verdict};
 
 /// Version of the `history --json` / `sizing --json` layout.
@@ -189,29 +192,24 @@ impl Run {
 
     /// OOM-killed: Slurm's state, or a kill the recording saw.
     pub fn oom(&self) -> bool {
-        self.outcome == Outcome::OutOfMemory
-            || self
-                .recorded
-                .as_ref()
-                .is_some_and(|r| r.oom_kills.unwrap_or(0) > 0)
+        brief::oom(
+            self.outcome,
+            self.recorded.as_ref().and_then(|r| r.oom_kills),
+        )
     }
 
     /// Stopped at its time limit having done next to nothing: on average less than
-    /// [`IDLE_MAX_CPU_SECONDS`] per [`IDLE_MIN_SECONDS`] (docs/design.md §8) over the whole run.
-    /// sacct has no per-stretch CPU, so a run that computed and then hung counts as computing.
+    /// [`IDLE_MAX_CPU_SECONDS`](crate::analysis::IDLE_MAX_CPU_SECONDS) per
+    /// [`IDLE_MIN_SECONDS`](crate::analysis::IDLE_MIN_SECONDS) (docs/design.md §8) over the
+    /// whole run. sacct has no per-stretch CPU, so a run that computed and then hung counts as
+    /// computing.
     pub fn hung(&self) -> bool {
-        if self.outcome != Outcome::Timeout {
-            return false;
-        }
         let cpu = self
             .recorded
             .as_ref()
             .and_then(|r| r.cpu_seconds)
             .or(self.cpu_seconds);
-        match (cpu, self.elapsed_seconds) {
-            (Some(c), Some(e)) if e > 0.0 => c < IDLE_MAX_CPU_SECONDS * e / IDLE_MIN_SECONDS,
-            _ => false,
-        }
+        brief::hung(self.outcome, cpu, self.elapsed_seconds)
     }
 
     /// Peak memory and what it came from: the recorded working set where there is one.
@@ -223,15 +221,8 @@ impl Run {
         {
             return Some((w, MemoryBasis::WorkingSet));
         }
-        if let Some(m) = self.sacct_memory {
-            return Some((m.bytes_per_node, MemoryBasis::Sacct(m.basis)));
-        }
-        self.max_rss_bytes.map(|m| {
-            (
-                m,
-                MemoryBasis::Sacct(StepMemoryBasis::LargestTask { tasks: None }),
-            )
-        })
+        brief::sacct_peak(self.sacct_memory, self.max_rss_bytes)
+            .map(|m| (m.bytes_per_node, MemoryBasis::Sacct(m.basis)))
     }
 
     pub fn core_hours(&self) -> f64 {
@@ -284,17 +275,64 @@ pub fn workload_name(job_name: &str) -> String {
 /// (a job id reused after the accounting was wiped) is not this run's and is ignored, as is
 /// an unreadable one. Returns how many files were used.
 pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
-    let mut used = 0;
-    for run in runs.iter_mut() {
-        // The summary from slurmdbd came with sacct's answer: no file to open.
-        if run.recorded.is_some() {
-            continue;
+    let mut found = Recordings::new(dirs);
+    runs.iter_mut()
+        .map(|run| found.attach(run))
+        .filter(|&f| f)
+        .count()
+}
+
+/// The directories recordings are looked for in, each listed once: a window of a million
+/// runs then costs a set lookup per candidate name, not a `stat` (most runs have no file).
+pub struct Recordings {
+    dirs: Vec<PathBuf>,
+    /// Each directory's file names; `None` where it cannot be listed but may still be
+    /// searched (execute-only), so its candidates are probed one by one.
+    listed: HashMap<PathBuf, Option<std::collections::HashSet<std::ffi::OsString>>>,
+}
+
+impl Recordings {
+    pub fn new(dirs: &[PathBuf]) -> Recordings {
+        Recordings {
+            dirs: dirs.to_vec(),
+            listed: HashMap::new(),
         }
-        if run.raw_id.is_empty() || !run.raw_id.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
+    }
+
+    /// `dir`'s file names, listed the first time it is asked for.
+    fn listing(&mut self, dir: &Path) -> Option<&std::collections::HashSet<std::ffi::OsString>> {
+        if !self.listed.contains_key(dir) {
+            let names = match std::fs::read_dir(dir) {
+                Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
+                // Gone: no file in it. Unlistable: probe each name.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
+                Err(_) => None,
+            };
+            self.listed.insert(dir.to_path_buf(), names);
+        }
+        self.listed.get(dir).and_then(Option::as_ref)
+    }
+
+    /// Whether `path` may be a file, without a `stat` where its directory was listed.
+    fn may_exist(&mut self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return true;
+        };
+        self.listing(dir).is_none_or(|n| n.contains(name))
+    }
+
+    /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
+    pub fn attach(&mut self, run: &mut Run) -> bool {
+        // The summary from slurmdbd came with sacct's answer: no file to open.
+        if run.recorded.is_some()
+            || run.raw_id.is_empty()
+            || !run.raw_id.bytes().all(|b| b.is_ascii_digit())
+        {
+            return false;
         }
         let mut candidates: Vec<PathBuf> = Vec::new();
-        for dir in dirs {
+        let dirs = std::mem::take(&mut self.dirs);
+        for dir in &dirs {
             // A spool with `%n` (several slurmd on one host) is one directory per node.
             let per_node: Vec<PathBuf> = if dir.to_str().is_some_and(|d| d.contains('%')) {
                 run.node_names
@@ -305,12 +343,17 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
                 vec![dir.clone()]
             };
             for d in per_node {
+                if self.listing(&d).is_some_and(|n| n.is_empty()) {
+                    continue; // most runs of a window: no recording anywhere to look at
+                }
                 candidates.push(d.join(paths::live_name(&run.raw_id)));
                 for n in &run.node_names {
                     candidates.push(d.join(paths::archive_name(&run.raw_id, n)));
                 }
             }
         }
+        self.dirs = dirs;
+        candidates.retain(|p| self.may_exist(p));
         // One recording per node (the first found), merged.
         let mut per_node: Vec<(String, Recorded)> = Vec::new();
         for p in candidates.iter().filter(|p| p.is_file()) {
@@ -320,12 +363,14 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
                 }
             }
         }
-        if let Some(r) = merge_nodes(per_node.into_iter().map(|(_, r)| r).collect()) {
-            run.recorded = Some(r);
-            used += 1;
+        match merge_nodes(per_node.into_iter().map(|(_, r)| r).collect()) {
+            Some(r) => {
+                run.recorded = Some(r);
+                true
+            }
+            None => false,
         }
     }
-    used
 }
 
 fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
@@ -470,8 +515,9 @@ pub struct Analysis {
     pub patterns: Vec<Pattern>,
     /// Nodes flagged by the node pattern, compressed (`cn[03,07]`), or `None`.
     pub exclude: Option<String>,
+    /// The runs, in the order sacct listed them; [`Workload::run_indices`] index it.
     #[serde(skip)]
-    pub runs: Vec<Run>,
+    pub runs: Vec<Brief>,
 }
 
 impl Analysis {
@@ -491,61 +537,67 @@ impl Analysis {
     }
 }
 
-/// Groups, ranks, sizes and looks for patterns. Pure.
-pub fn analyse(mut runs: Vec<Run>) -> Analysis {
-    runs.sort_by_key(|r| r.t());
-    let mut groups: HashMap<(Option<String>, String), Vec<usize>> = HashMap::new();
-    for (i, r) in runs.iter().enumerate() {
-        groups
-            .entry((r.user.clone(), workload_name(&r.name)))
-            .or_default()
-            .push(i);
+/// Groups, ranks, sizes and looks for patterns. Pure (no recordings are looked for).
+pub fn analyse(runs: Vec<Run>) -> Analysis {
+    let mut all = Runs::new(None);
+    for r in runs {
+        all.push(r);
     }
-    let mut workloads: Vec<Workload> = groups
-        .into_iter()
-        .map(|((user, name), idx)| {
-            let rs: Vec<&Run> = idx.iter().map(|&i| &runs[i]).collect();
-            let names: BTreeSet<&str> = rs.iter().map(|r| r.name.as_str()).collect();
-            let mut states = BTreeMap::new();
-            for r in &rs {
-                *states.entry(r.state.clone()).or_insert(0) += 1;
-            }
-            let core_hours: f64 = rs.iter().map(|r| r.core_hours()).sum();
-            let gpu_hours: f64 = rs.iter().map(|r| r.gpu_hours()).sum();
-            let advice = sizing::advise(&rs);
-            Workload {
-                names_covered: names.len(),
-                example_names: names.iter().take(3).map(|s| s.to_string()).collect(),
-                runs: rs.len(),
-                completed: rs
-                    .iter()
-                    .filter(|r| r.outcome == Outcome::Completed)
-                    .count(),
-                failed: rs.iter().filter(|r| r.outcome.is_failure()).count(),
-                cancelled: rs
-                    .iter()
-                    .filter(|r| r.outcome == Outcome::Cancelled)
-                    .count(),
-                timeouts: rs.iter().filter(|r| r.outcome == Outcome::Timeout).count(),
-                hung: rs.iter().filter(|r| r.hung()).count(),
-                out_of_memory: rs.iter().filter(|r| r.oom()).count(),
-                recorded_runs: rs.iter().filter(|r| r.recorded.is_some()).count(),
-                core_hours,
-                gpu_hours,
-                cost_core_hours: core_hours + gpu_hours * GPU_HOUR_IN_CORE_HOURS,
-                wasted_gpu_hours: rs
-                    .iter()
-                    .filter(|r| r.outcome != Outcome::Completed)
-                    .map(|r| r.gpu_hours())
-                    .sum(),
-                states,
-                advice,
-                run_indices: idx,
-                name,
-                user,
-            }
-        })
-        .collect();
+    all.finish()
+}
+
+/// One workload's totals and advice from its runs (oldest first, `idx` their indices in
+/// the analysis' runs) and their job names.
+fn workload(
+    (user, name): (Option<String>, String),
+    mut names: Vec<&str>,
+    rs: &[&Brief],
+    idx: Vec<usize>,
+) -> Workload {
+    names.sort_unstable();
+    names.dedup();
+    let mut states = BTreeMap::new();
+    for r in rs {
+        *states.entry(r.state.to_string()).or_insert(0) += 1;
+    }
+    let core_hours: f64 = rs.iter().map(|r| r.core_hours()).sum();
+    let gpu_hours: f64 = rs.iter().map(|r| r.gpu_hours()).sum();
+    let advice = sizing::advise(rs);
+    Workload {
+        names_covered: names.len(),
+        example_names: names.iter().take(3).map(|s| s.to_string()).collect(),
+        runs: rs.len(),
+        completed: rs
+            .iter()
+            .filter(|r| r.outcome == Outcome::Completed)
+            .count(),
+        failed: rs.iter().filter(|r| r.outcome.is_failure()).count(),
+        cancelled: rs
+            .iter()
+            .filter(|r| r.outcome == Outcome::Cancelled)
+            .count(),
+        timeouts: rs.iter().filter(|r| r.outcome == Outcome::Timeout).count(),
+        hung: rs.iter().filter(|r| r.hung()).count(),
+        out_of_memory: rs.iter().filter(|r| r.oom()).count(),
+        recorded_runs: rs.iter().filter(|r| r.recorded.is_some()).count(),
+        core_hours,
+        gpu_hours,
+        cost_core_hours: core_hours + gpu_hours * GPU_HOUR_IN_CORE_HOURS,
+        wasted_gpu_hours: rs
+            .iter()
+            .filter(|r| r.outcome != Outcome::Completed)
+            .map(|r| r.gpu_hours())
+            .sum(),
+        states,
+        advice,
+        run_indices: idx,
+        name,
+        user,
+    }
+}
+
+/// Ranks the workloads (most costly first) and looks for the patterns across them.
+fn rank(mut workloads: Vec<Workload>, runs: Vec<Brief>) -> Analysis {
     workloads.sort_by(|a, b| {
         b.cost_core_hours
             .total_cmp(&a.cost_core_hours)

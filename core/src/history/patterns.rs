@@ -7,7 +7,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::stats::{median, wilson};
-use super::{Outcome, Run, Workload};
+use super::{Brief, Outcome, Workload};
 use crate::units::{bytes, clock, mem_flag};
 
 /// `repeated_failure`: at least this many runs…
@@ -48,10 +48,10 @@ fn r3(v: f64) -> Value {
 }
 
 /// All patterns, and the nodes the node pattern flags (sorted, deduplicated).
-pub fn find(workloads: &[Workload], runs: &[Run]) -> (Vec<Pattern>, Vec<String>) {
+pub fn find(workloads: &[Workload], runs: &[Brief]) -> (Vec<Pattern>, Vec<String>) {
     let mut out = Vec::new();
     for w in workloads {
-        let rs: Vec<&Run> = w.run_indices.iter().map(|&i| &runs[i]).collect();
+        let rs: Vec<&Brief> = w.run_indices.iter().map(|&i| &runs[i]).collect();
         if let Some(p) = repeated_failure(w, &rs) {
             out.push(p);
         }
@@ -64,8 +64,8 @@ pub fn find(workloads: &[Workload], runs: &[Run]) -> (Vec<Pattern>, Vec<String>)
     (out, flagged)
 }
 
-fn repeated_failure(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
-    let failed: Vec<&&Run> = rs.iter().filter(|r| r.outcome.is_failure()).collect();
+fn repeated_failure(w: &Workload, rs: &[&Brief]) -> Option<Pattern> {
+    let failed: Vec<&&Brief> = rs.iter().filter(|r| r.outcome.is_failure()).collect();
     if rs.len() < REPEATED_FAILURE_MIN_RUNS
         || (failed.len() as f64) * 100.0 < REPEATED_FAILURE_PERCENT * rs.len() as f64
     {
@@ -73,14 +73,14 @@ fn repeated_failure(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
     }
     let mut by_state: BTreeMap<&str, usize> = BTreeMap::new();
     for r in &failed {
-        *by_state.entry(r.state.as_str()).or_default() += 1;
+        *by_state.entry(&r.state).or_default() += 1;
     }
     let (state, count) = by_state
         .iter()
         .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
         .map(|(s, c)| (s.to_string(), *c))?;
-    let of_state: Vec<&&&Run> = failed.iter().filter(|r| r.state == state).collect();
-    let cpu: Vec<f64> = of_state.iter().filter_map(|r| r.cpu_seconds).collect();
+    let of_state: Vec<&&&Brief> = failed.iter().filter(|r| *r.state == *state).collect();
+    let cpu: Vec<f64> = of_state.iter().filter_map(|r| r.cpu_seconds()).collect();
     let med = median(&cpu);
     let hung = of_state.iter().filter(|r| r.hung()).count();
     let why = match state.as_str() {
@@ -90,7 +90,7 @@ fn repeated_failure(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
         "FAILED" => {
             let mut codes: BTreeMap<i32, usize> = BTreeMap::new();
             for r in &of_state {
-                if let Some(c) = r.exit_code {
+                if let Some(c) = r.exit_code() {
                     *codes.entry(c).or_default() += 1;
                 }
             }
@@ -133,15 +133,15 @@ fn repeated_failure(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
 
 /// `--mem` walked across OOM kills; flagged strongly when a value that was OOM-killed later
 /// completed (memory was then not what decided the outcome).
-fn hand_searched(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
-    let with_mem: Vec<&&Run> = rs
+fn hand_searched(w: &Workload, rs: &[&Brief]) -> Option<Pattern> {
+    let with_mem: Vec<&&Brief> = rs
         .iter()
-        .filter(|r| r.mem_request_bytes.is_some() && !r.mem_whole_node)
+        .filter(|r| r.mem_request_bytes().is_some() && !r.mem_whole_node)
         .collect();
     let ooms = with_mem.iter().filter(|r| r.oom()).count();
     let distinct: BTreeSet<u64> = with_mem
         .iter()
-        .filter_map(|r| r.mem_request_bytes)
+        .filter_map(|r| r.mem_request_bytes())
         .collect();
     if ooms < 2 || distinct.len() < 2 {
         return None;
@@ -149,7 +149,7 @@ fn hand_searched(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
     // The series of values, consecutive repeats collapsed; OOM-killed ones marked.
     let mut series: Vec<(u64, bool)> = Vec::new();
     for r in &with_mem {
-        let m = r.mem_request_bytes.unwrap_or(0);
+        let m = r.mem_request_bytes().unwrap_or(0);
         match series.last_mut() {
             Some((v, killed)) if *v == m => *killed |= r.oom(),
             _ => series.push((m, r.oom())),
@@ -161,13 +161,13 @@ fn hand_searched(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
         if !a.oom() {
             continue;
         }
-        let am = a.mem_request_bytes.unwrap_or(0);
+        let am = a.mem_request_bytes().unwrap_or(0);
         if let Some(b) = with_mem[i + 1..].iter().find(|b| {
             b.outcome == Outcome::Completed
                 && !b.oom()
-                && b.mem_request_bytes.unwrap_or(u64::MAX) <= am
+                && b.mem_request_bytes().unwrap_or(u64::MAX) <= am
         }) {
-            proof = Some((am, a.t(), b.mem_request_bytes.unwrap_or(0), b.t()));
+            proof = Some((am, a.t(), b.mem_request_bytes().unwrap_or(0), b.t()));
             break;
         }
     }
@@ -209,7 +209,7 @@ fn hand_searched(w: &Workload, rs: &[&Run]) -> Option<Pattern> {
 /// Per node, within each workload: its failure-or-hang rate against the rest of the fleet.
 /// A node is flagged when its Wilson interval lies wholly above the rest's, both at the
 /// Bonferroni-corrected level over every comparison made.
-fn node_rates(workloads: &[Workload], runs: &[Run]) -> (Vec<Pattern>, Vec<String>) {
+fn node_rates(workloads: &[Workload], runs: &[Brief]) -> (Vec<Pattern>, Vec<String>) {
     struct Test<'a> {
         w: &'a Workload,
         node: String,
@@ -229,7 +229,7 @@ fn node_rates(workloads: &[Workload], runs: &[Run]) -> (Vec<Pattern>, Vec<String
             }
             let bad = r.outcome.is_failure() || r.hung();
             // A run on several nodes counts on each of them.
-            let uniq: BTreeSet<&str> = r.node_names.iter().map(String::as_str).collect();
+            let uniq: BTreeSet<&str> = r.node_names.iter().map(|n| &**n).collect();
             for n in uniq {
                 let e = per.entry(n).or_default();
                 e.1 += 1;

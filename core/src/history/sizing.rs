@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::stats::percentile;
-use super::{MemoryBasis, Outcome, Run};
+use super::{Brief, MemoryBasis, Outcome};
 use crate::analysis::{
     CPU_UNDERUSED_PERCENT, MEMORY_UNDERUSED_PERCENT, MEM_HEADROOM_PERCENT, OOM_MEM_FACTOR,
     TIMEOUT_TIME_FACTOR, TIME_MARGIN_PERCENT, TIME_MIN_MARGIN_SECONDS, WALLTIME_MARGIN_SECONDS,
@@ -112,7 +112,7 @@ fn with_figures(a: Advice, used: f64, need: u64) -> Advice {
 }
 
 /// The advice for one workload's runs (oldest first).
-pub fn advise(runs: &[&Run]) -> Vec<Advice> {
+pub fn advise(runs: &[&Brief]) -> Vec<Advice> {
     let mut out = vec![time(runs), memory(runs), cpus(runs)];
     if let Some(g) = gpus(runs) {
         out.push(g);
@@ -141,23 +141,23 @@ fn exact_time(secs: f64) -> String {
     }
 }
 
-fn latest<T>(runs: &[&Run], f: impl Fn(&Run) -> Option<T>) -> Option<T> {
+fn latest<T>(runs: &[&Brief], f: impl Fn(&Brief) -> Option<T>) -> Option<T> {
     runs.iter().rev().find_map(|r| f(r))
 }
 
-fn time(runs: &[&Run]) -> Advice {
-    let current = latest(runs, |r| r.timelimit_seconds);
+fn time(runs: &[&Brief]) -> Advice {
+    let current = latest(runs, |r| r.timelimit_seconds());
     let cur_s = current.map(exact_time);
     let done: Vec<f64> = runs
         .iter()
         .filter(|r| r.outcome == Outcome::Completed)
-        .filter_map(|r| r.elapsed_seconds)
+        .filter_map(|r| r.elapsed_seconds())
         .collect();
-    let computing: Vec<&&Run> = runs
+    let computing: Vec<&&Brief> = runs
         .iter()
         .filter(|r| r.outcome == Outcome::Timeout && !r.hung())
         .collect();
-    let hung: Vec<&&Run> = runs.iter().filter(|r| r.hung()).collect();
+    let hung: Vec<&&Brief> = runs.iter().filter(|r| r.hung()).collect();
     let usable = done.len() + computing.len();
     let mut evidence = Vec::new();
     if !done.is_empty() {
@@ -174,7 +174,7 @@ fn time(runs: &[&Run]) -> Advice {
         evidence.push(format!("{} hit the limit still computing", computing.len()));
     }
     if !hung.is_empty() {
-        let cpu: Vec<f64> = hung.iter().filter_map(|r| r.cpu_seconds).collect();
+        let cpu: Vec<f64> = hung.iter().filter_map(|r| r.cpu_seconds()).collect();
         evidence.push(format!(
             "{} hung until the limit (median {:.2} CPU-s): blocked, not slow — more time would not help",
             hung.len(),
@@ -224,7 +224,7 @@ fn time(runs: &[&Run]) -> Advice {
         // Their need is unknown and above the limit they had: never below limit × factor.
         let lim = computing
             .iter()
-            .filter_map(|r| r.timelimit_seconds.or(r.elapsed_seconds))
+            .filter_map(|r| r.timelimit_seconds().or(r.elapsed_seconds()))
             .fold(0.0, f64::max);
         need = need.max(lim * TIMEOUT_TIME_FACTOR);
     }
@@ -264,15 +264,15 @@ fn time(runs: &[&Run]) -> Advice {
     )
 }
 
-fn memory(runs: &[&Run]) -> Advice {
-    let current = latest(runs, |r| r.mem_request_bytes);
+fn memory(runs: &[&Brief]) -> Advice {
+    let current = latest(runs, |r| r.mem_request_bytes());
     let whole = runs.last().is_some_and(|r| r.mem_whole_node);
     let cur_s = if whole {
         Some("0".to_string())
     } else {
         current.map(exact_mem)
     };
-    let ooms: Vec<&&Run> = runs.iter().filter(|r| r.oom()).collect();
+    let ooms: Vec<&&Brief> = runs.iter().filter(|r| r.oom()).collect();
     // Peaks of runs that were not killed for memory (a killed run's peak is the limit).
     let peaks: Vec<(u64, MemoryBasis)> = runs
         .iter()
@@ -312,7 +312,7 @@ fn memory(runs: &[&Run]) -> Advice {
             peaks.len()
         ));
     }
-    let oom_max = ooms.iter().filter_map(|r| r.mem_request_bytes).max();
+    let oom_max = ooms.iter().filter_map(|r| r.mem_request_bytes()).max();
     if !ooms.is_empty() {
         ev.push(format!(
             "{} OOM kills{}",
@@ -348,7 +348,7 @@ fn memory(runs: &[&Run]) -> Advice {
         let sufficed = runs
             .iter()
             .filter(|r| r.outcome == Outcome::Completed && !r.oom())
-            .filter_map(|r| r.mem_request_bytes)
+            .filter_map(|r| r.mem_request_bytes())
             .filter(|&m| m > om)
             .min();
         let floor = sufficed.unwrap_or((om as f64 * OOM_MEM_FACTOR) as u64);
@@ -392,8 +392,8 @@ fn memory(runs: &[&Run]) -> Advice {
     )
 }
 
-fn cpus(runs: &[&Run]) -> Advice {
-    let current = latest(runs, |r| r.cpus_per_node);
+fn cpus(runs: &[&Brief]) -> Advice {
+    let current = latest(runs, |r| r.cpus_per_node());
     let cur_s = current.map(|c| c.to_string());
     // Recorded peak cores where a file exists, else sacct's average (TotalCPU / elapsed):
     // the average is a floor on the peak, so it can lower a request but never raise one.
@@ -406,8 +406,8 @@ fn cpus(runs: &[&Run]) -> Advice {
                 recorded += 1;
                 return Some(p);
             }
-            let el = r.elapsed_seconds.filter(|&e| e > 0.0)?;
-            Some(r.cpu_seconds? / el / r.nodes.max(1) as f64)
+            let el = r.elapsed_seconds().filter(|&e| e > 0.0)?;
+            Some(r.cpu_seconds()? / el / r.nodes.max(1) as f64)
         })
         .collect();
     let usable = figures.len();
@@ -467,10 +467,10 @@ fn cpus(runs: &[&Run]) -> Advice {
     )
 }
 
-fn gpus(runs: &[&Run]) -> Option<Advice> {
+fn gpus(runs: &[&Brief]) -> Option<Advice> {
     let current = latest(runs, |r| (r.gpus > 0).then_some(r.gpus))?;
     let cur_s = Some(format!("gpu:{current}"));
-    let rec: Vec<&Run> = runs
+    let rec: Vec<&Brief> = runs
         .iter()
         .copied()
         .filter(|r| r.outcome == Outcome::Completed)

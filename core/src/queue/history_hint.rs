@@ -9,7 +9,7 @@
 
 use super::reasons::Waiting;
 use super::{limit_text, verdict, Inputs, Request};
-use crate::history::{sizing, workload_name, Outcome, Run};
+use crate::history::{sizing, workload_name, Brief, Outcome, Run};
 use crate::slurm::squeue::TimeLimit;
 use crate::units::{bytes, duration};
 
@@ -196,7 +196,8 @@ pub fn hints(
             )),
         );
     }
-    let advice = sizing::advise(&runs);
+    let briefs: Vec<Brief> = runs.iter().map(|r| Brief::from(*r)).collect();
+    let advice = sizing::advise(&briefs.iter().collect::<Vec<_>>());
     let timed_out = runs.iter().any(|r| r.outcome == Outcome::Timeout);
     let out: Vec<HistoryHint> = [
         Resource::Gpus,

@@ -38,7 +38,22 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::units::{parse_duration, parse_size};
+use super::units::{parse_duration, parse_size, split_ascii, split_once_ascii};
+
+mod columns;
+mod group;
+mod stream;
+mod times;
+
+use columns::Columns;
+pub use columns::Kept;
+pub use group::Tally;
+use group::{Grouper, Rejoin};
+use stream::Budget;
+
+/// The raw values a window query keeps per line ([`Kept::Ids`]); everything else a window
+/// needs must be a typed member of [`Line`], read from the column when the line is typed.
+pub const WINDOW_KEPT_FIELDS: &[&str] = &["JobIDRaw"];
 
 /// The fields asked for, in this order. Each is looked up by name in the header.
 pub const FIELDS: &[&str] = &[
@@ -173,8 +188,11 @@ impl Tres {
         let mut t = Tres::default();
         let mut untyped = None;
         let mut typed: Option<u64> = None;
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let Some((k, v)) = part.split_once('=') else {
+        for part in split_ascii(s, b',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            let Some((k, v)) = split_once_ascii(part, b'=') else {
                 continue;
             };
             match k {
@@ -411,42 +429,46 @@ impl CpuBasis {
     }
 }
 
-fn non_empty(s: Option<&String>) -> Option<String> {
-    s.map(|v| v.trim())
-        .filter(|v| !v.is_empty())
-        .map(str::to_string)
-}
-
 impl Line {
-    fn from_fields(fields: BTreeMap<String, String>) -> Option<Line> {
-        let get = |k: &str| fields.get(k).map(String::as_str).unwrap_or("");
-        let num = |k: &str| get(k).trim().parse::<u64>().ok();
+    /// The typed members from `field` (a column's value, `None` where sacct printed no such
+    /// column), timestamps read by `time` ([`parse_time`] or its cache); `fields` is left
+    /// empty for the caller to fill.
+    fn typed<'v>(
+        field: &dyn Fn(&'static str) -> Option<&'v str>,
+        time: &dyn Fn(&str) -> Option<i64>,
+    ) -> Option<Line> {
+        let get = |k: &'static str| -> &'v str { field(k).unwrap_or("") };
+        let num = |k: &'static str| get(k).trim().parse::<u64>().ok();
+        let non_empty = |k: &'static str| {
+            Some(get(k).trim())
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        };
         let job_id = get("JobID").trim().to_string();
         if job_id.is_empty() {
             return None;
         }
         let step = job_id.split_once('.').map(|(_, s)| s.to_string());
-        let (eligible, start) = (parse_time(get("Eligible")), parse_time(get("Start")));
-        let planned = fields
-            .get("Planned")
-            .or_else(|| fields.get("Reserved"))
-            .and_then(|v| parse_duration(v))
+        let (eligible, start) = (time(get("Eligible")), time(get("Start")));
+        let planned = field("Planned")
+            .or_else(|| field("Reserved"))
+            .and_then(parse_duration)
             .or_else(|| {
                 let (e, s) = (eligible?, start?);
                 (s >= e).then(|| (s - e) as f64)
             });
-        let gpus_gres = fields.get("AllocGRES").and_then(|v| parse_gres_gpus(v));
+        let gpus_gres = field("AllocGRES").and_then(parse_gres_gpus);
         Some(Line {
             step,
             job_name: get("JobName").to_string(),
-            user: non_empty(fields.get("User")),
+            user: non_empty("User"),
             uid: num("UID").map(|u| u as u32),
             state: State::parse(get("State")),
             exit_code: ExitCode::parse(get("ExitCode")),
-            submit_unix: parse_time(get("Submit")),
+            submit_unix: time(get("Submit")),
             eligible_unix: eligible,
             start_unix: start,
-            end_unix: parse_time(get("End")),
+            end_unix: time(get("End")),
             elapsed_seconds: num("ElapsedRaw")
                 .or_else(|| parse_duration(get("Elapsed")).map(|s| s as u64)),
             timelimit_minutes: num("TimelimitRaw")
@@ -459,8 +481,8 @@ impl Line {
             req_tres: Tres::parse(get("ReqTRES")),
             alloc_tres: Tres::parse(get("AllocTRES")),
             alloc_gres_gpus: gpus_gres,
-            node_list: non_empty(fields.get("NodeList")).filter(|n| n != "None assigned"),
-            partition: non_empty(fields.get("Partition")),
+            node_list: non_empty("NodeList").filter(|n| n != "None assigned"),
+            partition: non_empty("Partition"),
             total_cpu_seconds: parse_duration(get("TotalCPU")),
             user_cpu_seconds: parse_duration(get("UserCPU")),
             system_cpu_seconds: parse_duration(get("SystemCPU")),
@@ -471,11 +493,11 @@ impl Line {
                 .and_then(|v| parse_size(v, 1)),
             tres_usage_in_max_mem_bytes: tres_usage(get("TRESUsageInMax"), "mem")
                 .and_then(|v| parse_size(v, 1)),
-            work_dir: non_empty(fields.get("WorkDir")),
-            admin_comment: non_empty(fields.get("AdminComment")),
-            submit_line: non_empty(fields.get("SubmitLine")),
+            work_dir: non_empty("WorkDir"),
+            admin_comment: non_empty("AdminComment"),
+            submit_line: non_empty("SubmitLine"),
             job_id,
-            fields,
+            fields: BTreeMap::new(),
         })
     }
 
@@ -532,6 +554,17 @@ pub struct Record {
 }
 
 impl Record {
+    /// What tells this job apart in a window: `JobIDRaw` (an array task's own id), else the
+    /// JobID as printed.
+    pub fn key(&self) -> &str {
+        self.job
+            .fields
+            .get("JobIDRaw")
+            .map(|v| v.trim())
+            .filter(|v| !v.is_empty())
+            .unwrap_or(&self.job.job_id)
+    }
+
     /// True when sacct still says RUNNING/PENDING without an end: the record is open, and may
     /// be stale (a lost end record) — its elapsed time grows with the clock.
     pub fn is_open(&self) -> bool {
@@ -615,45 +648,22 @@ pub fn parse(text: &str, delimiter: char) -> Option<Record> {
     })
 }
 
-/// Every job of a multi-job answer (`-S/-E` windows), each with its step lines. Step lines
-/// whose job line is missing (purged, or outside a chunk) are dropped; unparsable lines
-/// (a field count that does not match the header, even after repair) are counted, never
-/// fatal. Jobs keep sacct's order.
+/// Every job of a multi-job answer (`-S/-E` windows), each with the step lines that follow
+/// it (see [`group`]: a step line away from its job line is an orphan, dropped and counted);
+/// unparsable lines (a field count that does not match the header, even after repair) are
+/// counted, never fatal. Jobs keep sacct's order.
 pub fn parse_many(text: &str, delimiter: char) -> Batch {
-    let (lines, skipped) = parse_lines(text, delimiter);
-    let mut records: Vec<Record> = Vec::new();
-    let mut index: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut orphans = Vec::new();
-    for line in lines {
-        match line.step.clone() {
-            None => {
-                index.insert(line.job_id.clone(), records.len());
-                records.push(Record {
-                    job: line,
-                    steps: Vec::new(),
-                    skipped_lines: 0,
-                });
-            }
-            Some(_) => {
-                let parent = line.job_id.split('.').next().unwrap_or("").to_string();
-                match index.get(&parent) {
-                    Some(&i) => records[i].steps.push(line),
-                    None => orphans.push((parent, line)),
-                }
-            }
-        }
-    }
-    let mut orphan_steps = 0;
-    for (parent, line) in orphans {
-        match index.get(&parent) {
-            Some(&i) => records[i].steps.push(line),
-            None => orphan_steps += 1,
-        }
-    }
+    let mut g = Grouper::new(delimiter, Kept::All);
+    let mut records: Vec<Record> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .filter_map(|l| g.push(l))
+        .collect();
+    records.extend(g.finish());
     Batch {
         records,
-        skipped_lines: skipped,
-        orphan_steps,
+        skipped_lines: g.tally.skipped_lines,
+        orphan_steps: g.tally.orphan_steps,
     }
 }
 
@@ -674,84 +684,19 @@ fn parse_lines(text: &str, delimiter: char) -> (Vec<Line>, usize) {
     let Some(first) = lines.next() else {
         return (Vec::new(), 0);
     };
-    let header: Vec<&str> = first.split(delimiter).map(str::trim).collect();
+    let mut cols = Columns::new(first, delimiter);
+    let mut rejoin = Rejoin::new(delimiter, cols.width());
     let mut out = Vec::new();
     let mut skipped = 0;
-    let mut lines = lines.peekable();
-    while let Some(l) = lines.next() {
-        let mut record = l.to_string();
-        // With the unit separator, a record short of fields continues on the next line (a
-        // newline typed into a job name, work dir, SubmitLine or AdminComment). Bounded: a
-        // field holds at most a few newlines.
-        if delimiter == DELIMITER {
-            let mut joined = 0;
-            while record.matches(delimiter).count() + 1 < header.len() && joined < 16 {
-                match lines.next_if(|n| n.matches(delimiter).count() + 1 < header.len()) {
-                    Some(n) => {
-                        record.push('\n');
-                        record.push_str(n);
-                        joined += 1;
-                    }
-                    None => break,
-                }
-            }
-        }
-        let l = record.as_str();
-        let mut vals: Vec<String> = l.split(delimiter).map(str::to_string).collect();
-        if vals.len() > header.len() && delimiter != DELIMITER {
-            match repair(&header, &vals, delimiter) {
-                Some(v) => vals = v,
-                None => {
-                    skipped += 1;
-                    continue;
-                }
-            }
-        }
-        if vals.len() != header.len() {
-            skipped += 1;
-            continue;
-        }
-        let fields: BTreeMap<String, String> = header
-            .iter()
-            .zip(vals)
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-        match Line::from_fields(fields) {
+    for l in lines {
+        let Some(l) = rejoin.push(l) else { continue };
+        match cols.line(&l, Kept::All) {
             Some(line) => out.push(line),
             None => skipped += 1,
         }
     }
-    (out, skipped)
-}
-
-/// With the `|` fallback a `|` typed into a job name or work dir splits one field in two.
-/// Rejoin the surplus at the one user-typed column that makes the line consistent (a work dir
-/// that is absolute, a JobID that is an id); `None` when no single choice fits.
-fn repair(header: &[&str], vals: &[String], delimiter: char) -> Option<Vec<String>> {
-    let extra = vals.len() - header.len();
-    let idx = |name: &str| header.iter().position(|h| *h == name);
-    let fits = |v: &[String]| {
-        let id_ok = idx("JobID").is_none_or(|i| {
-            v[i].chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._+".contains(c))
-        });
-        let wd_ok = idx("WorkDir").is_none_or(|i| v[i].is_empty() || v[i].starts_with('/'));
-        id_ok && wd_ok
-    };
-    let mut found = None;
-    for col in ["JobName", "WorkDir"] {
-        let Some(i) = idx(col) else { continue };
-        let mut v: Vec<String> = vals[..i].to_vec();
-        v.push(vals[i..=i + extra].join(&delimiter.to_string()));
-        v.extend_from_slice(&vals[i + extra + 1..]);
-        if fits(&v) {
-            if found.is_some() {
-                return None; // ambiguous
-            }
-            found = Some(v);
-        }
-    }
-    found
+    rejoin.finish();
+    (out, skipped + rejoin.skipped)
 }
 
 /// How to run sacct.
@@ -793,11 +738,39 @@ impl Query {
     }
 
     /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
-    /// at most `chunk_seconds` ([`WINDOW_CHUNK_SECONDS`] by default) so a long window never asks slurmdbd for months at
-    /// once. `self.timeout` bounds the whole query, not each chunk. A job running across a
-    /// chunk boundary is listed by both chunks: it is kept once (the later answer, which has
-    /// the more complete record).
+    /// at most `chunk_seconds` ([`WINDOW_CHUNK_SECONDS`] by default) so a long window never
+    /// asks slurmdbd for months at once. A job running across a chunk boundary is listed by
+    /// both chunks: it is kept once (the later answer, which has the more complete record).
+    /// Holds every record: for a window of many jobs, [`window_each`](Self::window_each).
     pub fn window(&self, w: &Window) -> Result<Batch, SacctError> {
+        let mut out = Batch::default();
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let tally = self.window_each(w, Kept::All, &mut |r| match seen.get(r.key()) {
+            Some(&i) => out.records[i] = r.clone(),
+            None => {
+                seen.insert(r.key().to_string(), out.records.len());
+                out.records.push(r.clone());
+            }
+        })?;
+        out.skipped_lines = tally.skipped_lines;
+        out.orphan_steps = tally.orphan_steps;
+        Ok(out)
+    }
+
+    /// [`window`](Self::window) without holding it: each job is handed to `on_job` as soon as
+    /// sacct has printed its last step, and nothing of sacct's text is kept (memory does not
+    /// grow with the answer). A job listed by two chunks is handed on twice, the later the
+    /// more complete: the consumer keeps one per [`Record::key`]. `self.timeout` bounds the
+    /// time spent *waiting on sacct* over the whole window (every call, every retry); what
+    /// `on_job` takes is not sacct's time and does not count. Lines reach `on_job` before
+    /// sacct has exited: when a call then fails, the query fails, and what was handed on is
+    /// the caller's to drop.
+    pub fn window_each(
+        &self,
+        w: &Window,
+        kept: Kept,
+        on_job: &mut dyn FnMut(&Record),
+    ) -> Result<Tally, SacctError> {
         if w.until_unix <= w.since_unix {
             return Err(SacctError::Failed(
                 "the window is empty: --until must be later than --since".into(),
@@ -821,16 +794,56 @@ impl Query {
                 return Err(SacctError::Failed(format!("{p:?} is not a partition name")));
             }
         }
-        let deadline = Instant::now() + self.timeout;
-        let mut out = Batch::default();
-        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        // Parsed on a thread of its own and handed over in batches: the caller's work on each
+        // job overlaps the parsing of the next ones (on two cores, close to half the wall
+        // time of a site's month). Bounded: at most BATCHES_IN_FLIGHT batches wait.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(BATCHES_IN_FLIGHT);
+        // Read batches go back to be dropped where they were allocated: freeing another
+        // thread's allocations contends for its malloc arena (it doubled the CPU time).
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Record>>();
+        std::thread::scope(|s| {
+            let parser = s.spawn(move || {
+                let mut batch = Vec::with_capacity(JOBS_PER_BATCH);
+                let tally = self.window_parse(w, kept, &mut |r| {
+                    batch.push(r);
+                    if batch.len() == JOBS_PER_BATCH {
+                        while let Ok(mut old) = done_rx.try_recv() {
+                            old.clear();
+                        }
+                        // A closed channel: the caller is unwinding; the rest is dropped.
+                        let _ = tx.send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(JOBS_PER_BATCH),
+                        ));
+                    }
+                });
+                let _ = tx.send(batch);
+                drop(tx);
+                tally
+            });
+            for batch in rx {
+                batch.iter().for_each(&mut *on_job);
+                let _ = done_tx.send(batch);
+            }
+            parser
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    /// [`window_each`](Self::window_each)'s chunks, each job handed to `on_job` as its last
+    /// line is parsed.
+    fn window_parse(
+        &self,
+        w: &Window,
+        kept: Kept,
+        on_job: &mut dyn FnMut(Record),
+    ) -> Result<Tally, SacctError> {
+        let mut budget = Budget::new(self.timeout);
+        let mut tally = Tally::default();
         let mut from = w.since_unix;
         while from < w.until_unix {
             let to = (from + self.chunk_seconds.max(3600)).min(w.until_unix);
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(SacctError::TimedOut(self.timeout.as_secs().max(1)));
-            }
             let mut sel = vec![
                 "-S".to_string(),
                 sacct_time(from),
@@ -847,32 +860,22 @@ impl Query {
                 sel.push("-r".into());
                 sel.push(p.clone());
             }
-            let (text, delimiter) = self.run_fields(&sel, left).map_err(|e| match e {
-                SacctError::TimedOut(_) => SacctError::TimedOut(self.timeout.as_secs().max(1)),
-                e => e,
-            })?;
-            let b = parse_many(&text, delimiter);
-            out.skipped_lines += b.skipped_lines;
-            out.orphan_steps += b.orphan_steps;
-            for r in b.records {
-                let key = r
-                    .job
-                    .fields
-                    .get("JobIDRaw")
-                    .filter(|v| !v.trim().is_empty())
-                    .cloned()
-                    .unwrap_or_else(|| r.job.job_id.clone());
-                match seen.get(&key) {
-                    Some(&i) => out.records[i] = r,
-                    None => {
-                        seen.insert(key, out.records.len());
-                        out.records.push(r);
-                    }
+            let mut g: Option<Grouper> = None;
+            self.run_fields_each(&sel, &mut budget, &mut |delimiter, line| {
+                let g = g.get_or_insert_with(|| Grouper::new(delimiter, kept));
+                if let Some(r) = g.push(line) {
+                    on_job(r);
                 }
+            })?;
+            if let Some(mut g) = g {
+                if let Some(r) = g.finish() {
+                    on_job(r);
+                }
+                tally += g.tally;
             }
             from = to;
         }
-        Ok(out)
+        Ok(tally)
     }
 
     /// Runs sacct with `selector` (the job or window arguments) and the field list, retrying
@@ -887,53 +890,96 @@ impl Query {
         let mut delimiter = DELIMITER;
         let deadline = Instant::now() + timeout;
         for _ in 0..4 {
-            let mut args: Vec<String> = selector.to_vec();
-            args.extend(["--parsable2".into(), "-o".into(), fields.join(",")]);
-            if delimiter == DELIMITER {
-                args.push(format!("--delimiter={DELIMITER}"));
-            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
             }
+            let args = field_args(selector, &fields, delimiter);
             let out = run_bounded(&self.program, &args, left)?;
             if out.status_ok {
                 return Ok((out.stdout, delimiter));
             }
-            let err = out.stderr.trim().to_string();
-            if let Some(bad) = invalid_field(&err) {
-                let pos = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad));
-                let Some(pos) = pos else {
-                    return Err(SacctError::Failed(first_line(&err)));
-                };
-                let alt = RENAMED.iter().find_map(|(a, b)| {
-                    if a.eq_ignore_ascii_case(&bad) {
-                        Some(*b)
-                    } else if b.eq_ignore_ascii_case(&bad) {
-                        Some(*a)
-                    } else {
-                        None
-                    }
-                });
-                match alt {
-                    Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
-                    _ => {
-                        fields.remove(pos);
-                    }
-                }
-                continue;
+            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
+        }
+        Err(SacctError::Failed(
+            "sacct refused every field list tried".into(),
+        ))
+    }
+
+    /// [`run_fields`](Self::run_fields) streamed: each non-blank line goes to `on_line` with
+    /// the delimiter it is split by, within `budget`. A call that fails after printing
+    /// lines is not retried (they have been handed on): the query fails.
+    fn run_fields_each(
+        &self,
+        selector: &[String],
+        budget: &mut Budget,
+        on_line: &mut dyn FnMut(char, &str),
+    ) -> Result<(), SacctError> {
+        let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        let mut delimiter = DELIMITER;
+        for _ in 0..4 {
+            let args = field_args(selector, &fields, delimiter);
+            let d = delimiter;
+            let out = stream::run_lines(&self.program, &args, budget, &mut |l| on_line(d, l))?;
+            if out.status_ok {
+                return Ok(());
             }
-            if delimiter == DELIMITER && err.contains("delimiter") {
-                delimiter = '|';
-                continue;
+            if out.lines > 0 {
+                return Err(SacctError::Failed(first_line(out.stderr.trim())));
             }
-            return Err(SacctError::Failed(first_line(&err)));
+            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
         }
         Err(SacctError::Failed(
             "sacct refused every field list tried".into(),
         ))
     }
 }
+
+/// sacct's arguments: the selector, then the fields and the delimiter asked for.
+fn field_args(selector: &[String], fields: &[String], delimiter: char) -> Vec<String> {
+    let mut args: Vec<String> = selector.to_vec();
+    args.extend(["--parsable2".into(), "-o".into(), fields.join(",")]);
+    if delimiter == DELIMITER {
+        args.push(format!("--delimiter={DELIMITER}"));
+    }
+    args
+}
+
+/// After a refused call: the field this release calls invalid swapped for its other name (or
+/// dropped), else `|` for a refused `--delimiter`; the error when neither explains `err`.
+fn retry_with(fields: &mut Vec<String>, delimiter: &mut char, err: &str) -> Result<(), SacctError> {
+    if let Some(bad) = invalid_field(err) {
+        let Some(pos) = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad)) else {
+            return Err(SacctError::Failed(first_line(err)));
+        };
+        let alt = RENAMED.iter().find_map(|(a, b)| {
+            if a.eq_ignore_ascii_case(&bad) {
+                Some(*b)
+            } else if b.eq_ignore_ascii_case(&bad) {
+                Some(*a)
+            } else {
+                None
+            }
+        });
+        match alt {
+            Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
+            _ => {
+                fields.remove(pos);
+            }
+        }
+        return Ok(());
+    }
+    if *delimiter == DELIMITER && err.contains("delimiter") {
+        *delimiter = '|';
+        return Ok(());
+    }
+    Err(SacctError::Failed(first_line(err)))
+}
+
+/// Jobs handed from the parsing thread to the caller of [`Query::window_each`] at a time…
+const JOBS_PER_BATCH: usize = 256;
+/// …and batches that may wait for it.
+const BATCHES_IN_FLIGHT: usize = 8;
 
 /// The longest stretch one sacct call is asked for in a window query.
 pub const WINDOW_CHUNK_SECONDS: i64 = 7 * 86400;

@@ -26,6 +26,33 @@ pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
     (v.is_finite() && v >= 0.0).then(|| (v * mult as f64).round() as u64)
 }
 
+/// `s` split at the first `c` (ASCII), as [`str::split_once`] does; by bytes, which a
+/// `char` pattern's searcher is several times slower at on sacct's short values.
+pub fn split_once_ascii(s: &str, c: u8) -> Option<(&str, &str)> {
+    debug_assert!(c.is_ascii());
+    let i = s.bytes().position(|b| b == c)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// `s` split at every `c` (ASCII), as [`str::split`] does.
+pub fn split_ascii(s: &str, c: u8) -> impl Iterator<Item = &str> {
+    debug_assert!(c.is_ascii());
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match split_once_ascii(r, c) {
+            Some((a, b)) => {
+                rest = Some(b);
+                Some(a)
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
 /// Slurm's time format into seconds: `minutes`, `minutes:seconds`, `hours:minutes:seconds`,
 /// `days-hours`, `days-hours:minutes`, `days-hours:minutes:seconds`, seconds with a fraction
 /// (`00:04.135`, as sacct prints CPU times). `UNLIMITED`, `Partition_Limit`, `INVALID` and
@@ -33,17 +60,19 @@ pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
 pub fn parse_duration(s: &str) -> Option<f64> {
     let s = s.trim();
     let n = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
-    let (days, rest) = match s.split_once('-') {
+    let (days, rest) = match split_once_ascii(s, b'-') {
         Some((d, r)) => (Some(d.parse::<u64>().ok()? as f64), r),
         None => (None, s),
     };
-    let parts: Vec<&str> = rest.split(':').collect();
-    let secs = match (days, parts.as_slice()) {
-        (Some(_), [h]) => n(h)? * 3600.0,
-        (Some(_), [h, m]) => n(h)? * 3600.0 + n(m)? * 60.0,
-        (None, [m]) => n(m)? * 60.0,
-        (None, [m, s]) => n(m)? * 60.0 + n(s)?,
-        (_, [h, m, s]) => n(h)? * 3600.0 + n(m)? * 60.0 + n(s)?,
+    // Up to three `:`-separated parts, without collecting them (sacct prints millions).
+    let mut it = split_ascii(rest, b':');
+    let parts = [it.next(), it.next(), it.next(), it.next()];
+    let secs = match (days, parts) {
+        (Some(_), [Some(h), None, ..]) => n(h)? * 3600.0,
+        (Some(_), [Some(h), Some(m), None, _]) => n(h)? * 3600.0 + n(m)? * 60.0,
+        (None, [Some(m), None, ..]) => n(m)? * 60.0,
+        (None, [Some(m), Some(s), None, _]) => n(m)? * 60.0 + n(s)?,
+        (_, [Some(h), Some(m), Some(s), None]) => n(h)? * 3600.0 + n(m)? * 60.0 + n(s)?,
         _ => return None,
     };
     Some(days.unwrap_or(0.0) * 86400.0 + secs)
@@ -63,6 +92,26 @@ pub fn parse_memory_mib(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ascii_splits_are_strs_splits() {
+        for s in [
+            "",
+            "a",
+            ",",
+            "a,b",
+            ",a,",
+            "cpu=2,mem=1G,,node=1",
+            "é,ü,",
+            "a,,b",
+        ] {
+            assert_eq!(
+                split_ascii(s, b',').collect::<Vec<_>>(),
+                s.split(',').collect::<Vec<_>>()
+            );
+            assert_eq!(split_once_ascii(s, b','), s.split_once(','));
+        }
+    }
 
     #[test]
     fn every_form_of_slurms_time_format() {

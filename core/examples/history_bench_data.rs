@@ -1,0 +1,79 @@
+//! The sacct answers of `scripts/bench-history.sh`: `N` jobs of the bench's mix
+//! (`history::fixture::mixed_jobs`) spread over a 30-day window, as sacct prints them for
+//! slurmwatch's own field list, one file per chunk of the window query
+//! (`DIR/chunk-<-S value>.txt`), so a fake `sacct` can answer each call with `cat`.
+//!
+//! `history_bench_data N DIR` writes the chunk files and `DIR/window` (`since until`, Unix
+//! seconds, for `-S @since -E @until`). A job is in every chunk it ran during, as sacct lists
+//! it, so jobs running across a chunk boundary are listed twice (the query keeps one).
+//! Run it under the same `TZ` as the slurmwatch that reads the files.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use slurmwatch_core::history::fixture::{self, T0};
+use slurmwatch_core::slurm::sacct::{self, sacct_time, WINDOW_CHUNK_SECONDS};
+
+const DAYS: i64 = 30;
+/// The longest run of the mix (a TIMEOUT at 180 min, 30 s over): every job ends in the window.
+const LONGEST_SECONDS: i64 = 3 * 3600 + 30;
+
+fn main() -> std::io::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (Some(n), Some(dir)) = (args.next().and_then(|n| n.parse::<u64>().ok()), args.next())
+    else {
+        eprintln!("usage: history_bench_data N DIR");
+        std::process::exit(2);
+    };
+    let dir = PathBuf::from(dir);
+    std::fs::create_dir_all(&dir)?;
+    let (since, until) = (T0, T0 + DAYS * 86400);
+    // The chunks exactly as `Query::window_each` cuts the window.
+    let mut chunks: Vec<(i64, i64, BufWriter<File>)> = Vec::new();
+    let mut from = since;
+    while from < until {
+        let to = (from + WINDOW_CHUNK_SECONDS).min(until);
+        let path = dir.join(format!("chunk-{}.txt", sacct_time(from)));
+        let mut w = BufWriter::with_capacity(1 << 20, File::create(path)?);
+        writeln!(w, "{}", sacct::FIELDS.join("\u{1f}"))?;
+        chunks.push((from, to, w));
+        from = to;
+    }
+    // slurmwatch's columns, taken by name from the generator's; blank where it has none.
+    let wide = fixture::wide();
+    let columns: Vec<Option<usize>> = sacct::FIELDS
+        .iter()
+        .map(|f| wide.iter().position(|w| w == f))
+        .collect();
+    let span = (until - since - 60 - LONGEST_SECONDS) as u64;
+    let mut line = String::new();
+    for (i, job) in fixture::mixed_jobs(n).enumerate() {
+        let start = since + 60 + (i as u64 * span / n.max(1)) as i64;
+        let end = start + job.elapsed as i64;
+        let rows = fixture::job_rows(&job, i as u64 + 1, start - 5, start);
+        for (from, to, w) in chunks.iter_mut() {
+            if start >= *to || end < *from {
+                continue;
+            }
+            for r in &rows {
+                line.clear();
+                for (k, c) in columns.iter().enumerate() {
+                    if k > 0 {
+                        line.push('\u{1f}');
+                    }
+                    if let Some(c) = c {
+                        line.push_str(&r[*c]);
+                    }
+                }
+                line.push('\n');
+                w.write_all(line.as_bytes())?;
+            }
+        }
+    }
+    for (_, _, mut w) in chunks {
+        w.flush()?;
+    }
+    std::fs::write(dir.join("window"), format!("{since} {until}\n"))?;
+    Ok(())
+}

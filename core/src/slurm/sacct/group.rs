@@ -1,0 +1,153 @@
+//! A multi-job answer's lines grouped into [`Record`]s as they arrive: a job is handed on
+//! as soon as the next job's line shows its steps are all in, so only one job is ever held.
+//!
+//! sacct prints each job line followed by its step lines. A step line that does not follow
+//! its own job (its job line missing — purged, or outside a chunk — or elsewhere in the
+//! answer) is an orphan: counted, and dropped.
+
+use std::borrow::Cow;
+
+use super::columns::{Columns, Kept};
+use super::{Record, DELIMITER};
+
+/// What a grouped answer held besides its jobs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Lines that could not be parsed.
+    pub skipped_lines: usize,
+    /// Step lines without their job line.
+    pub orphan_steps: usize,
+}
+
+impl std::ops::AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.skipped_lines += o.skipped_lines;
+        self.orphan_steps += o.orphan_steps;
+    }
+}
+
+/// Most physical lines one record is rejoined from (a field holds a few newlines at most).
+const MAX_JOINED: usize = 16;
+
+/// Rejoins a record that a newline typed into a field (a job name, work dir, SubmitLine or
+/// AdminComment) split over several physical lines: with the unit separator as delimiter, a
+/// line short of fields is held and the short lines after it appended (`\n` between) until
+/// the record has its fields. A held line that nothing continues cannot be parsed: counted
+/// in `skipped`. Full lines pass through without a copy.
+pub struct Rejoin {
+    delimiter: char,
+    width: usize,
+    pending: Option<String>,
+    joined: usize,
+    pub skipped: usize,
+}
+
+impl Rejoin {
+    pub fn new(delimiter: char, width: usize) -> Rejoin {
+        Rejoin {
+            delimiter,
+            width,
+            pending: None,
+            joined: 0,
+            skipped: 0,
+        }
+    }
+
+    fn short(&self, s: &str) -> bool {
+        self.delimiter == DELIMITER && s.matches(self.delimiter).count() + 1 < self.width
+    }
+
+    /// One physical line; the record to parse, when one is complete.
+    pub fn push<'a>(&mut self, raw: &'a str) -> Option<Cow<'a, str>> {
+        if let Some(mut p) = self.pending.take() {
+            if self.short(raw) && self.joined < MAX_JOINED {
+                p.push('\n');
+                p.push_str(raw);
+                self.joined += 1;
+                if self.short(&p) {
+                    self.pending = Some(p);
+                    return None;
+                }
+                return Some(Cow::Owned(p));
+            }
+            self.skipped += 1;
+        }
+        self.joined = 0;
+        if self.short(raw) {
+            self.pending = Some(raw.to_string());
+            return None;
+        }
+        Some(Cow::Borrowed(raw))
+    }
+
+    /// The end of the answer: a held line left over is skipped.
+    pub fn finish(&mut self) {
+        if self.pending.take().is_some() {
+            self.skipped += 1;
+        }
+    }
+}
+
+/// Feed it an answer's non-blank lines, header first.
+pub struct Grouper {
+    delimiter: char,
+    kept: Kept,
+    columns: Option<Columns>,
+    rejoin: Option<Rejoin>,
+    open: Option<Record>,
+    pub tally: Tally,
+}
+
+impl Grouper {
+    pub fn new(delimiter: char, kept: Kept) -> Grouper {
+        Grouper {
+            delimiter,
+            kept,
+            columns: None,
+            rejoin: None,
+            open: None,
+            tally: Tally::default(),
+        }
+    }
+
+    /// One line; returns the job it completed, if any.
+    pub fn push(&mut self, raw: &str) -> Option<Record> {
+        let (Some(cols), Some(rejoin)) = (&mut self.columns, &mut self.rejoin) else {
+            let cols = Columns::new(raw, self.delimiter);
+            self.rejoin = Some(Rejoin::new(self.delimiter, cols.width()));
+            self.columns = Some(cols);
+            return None;
+        };
+        let skipped = rejoin.skipped;
+        let joined = rejoin.push(raw);
+        self.tally.skipped_lines += rejoin.skipped - skipped;
+        let line = cols.line(&joined?, self.kept);
+        let Some(line) = line else {
+            self.tally.skipped_lines += 1;
+            return None;
+        };
+        if line.step.is_none() {
+            return self.open.replace(Record {
+                job: line,
+                steps: Vec::new(),
+                skipped_lines: 0,
+            });
+        }
+        let parent = line.job_id.split('.').next().unwrap_or("");
+        match &mut self.open {
+            Some(r) if r.job.job_id == parent => r.steps.push(line),
+            _ => self.tally.orphan_steps += 1,
+        }
+        None
+    }
+
+    /// The end of the answer: the last job, if any.
+    pub fn finish(&mut self) -> Option<Record> {
+        if let Some(r) = &mut self.rejoin {
+            let skipped = r.skipped;
+            r.finish();
+            self.tally.skipped_lines += r.skipped - skipped;
+        }
+        self.open.take()
+    }
+}
