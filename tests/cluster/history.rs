@@ -114,7 +114,7 @@ PY
         mem["basis"]
             .as_str()
             .unwrap()
-            .starts_with("recorded working-set peak (3 runs"),
+            .starts_with("recorded working-set peak (3 recorded runs"),
         "{mem:#}"
     );
     assert_ne!(mem["verdict"], "unknown", "{mem:#}");
