@@ -7,6 +7,7 @@ pub mod error;
 pub mod export;
 pub mod fleet;
 pub mod history;
+pub mod jobs;
 pub mod model;
 pub mod options;
 pub mod private_dir;
