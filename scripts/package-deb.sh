@@ -52,6 +52,8 @@ for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$stage/u
 install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugstack.conf.example"
 # The EpilogSlurmctld that stores each job's summary in slurmdbd (docs/admin.md).
 install -D -m 0755 contrib/slurmctld-epilog.sh "$stage/usr/share/slurmwatch/slurmctld-epilog.sh"
+# The MailProg wrapper that appends the report to Slurm's end-of-job mail (docs/admin.md).
+install -D -m 0755 contrib/slurmwatch-mail.sh "$stage/usr/share/slurmwatch/slurmwatch-mail.sh"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"
 cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF

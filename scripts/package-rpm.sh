@@ -32,6 +32,7 @@ install -D -m 0644 README.md "$root/usr/share/doc/slurmwatch/README.md"
 for doc in docs/*.md docs/reference/*.md; do install -D -m 0644 "$doc" "$root/usr/share/doc/slurmwatch/$doc"; done
 install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugstack.conf.example"
 install -D -m 0755 contrib/slurmctld-epilog.sh "$root/usr/share/slurmwatch/slurmctld-epilog.sh"
+install -D -m 0755 contrib/slurmwatch-mail.sh "$root/usr/share/slurmwatch/slurmwatch-mail.sh"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -60,6 +61,7 @@ cp -a $root/. %{buildroot}/
 /usr/bin/slurmwatch
 /usr/sbin/slurmwatch-epilog
 /usr/share/slurmwatch/slurmctld-epilog.sh
+/usr/share/slurmwatch/slurmwatch-mail.sh
 /usr/share/man/man1/*
 /usr/share/man/man8/slurmwatch-plugin.8*
 /usr/share/bash-completion/completions/slurmwatch
