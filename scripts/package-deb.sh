@@ -54,6 +54,8 @@ install -D -m 0644 plugstack.conf.example "$stage/usr/share/doc/slurmwatch/plugs
 install -D -m 0755 contrib/slurmctld-epilog.sh "$stage/usr/share/slurmwatch/slurmctld-epilog.sh"
 # The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
 install -D -m 0644 docs/grafana/slurmwatch-job.json "$stage/usr/share/slurmwatch/grafana/slurmwatch-job.json"
+# The MailProg wrapper that appends the report to Slurm's end-of-job mail (docs/admin.md).
+install -D -m 0755 contrib/slurmwatch-mail.sh "$stage/usr/share/slurmwatch/slurmwatch-mail.sh"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"
 cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF

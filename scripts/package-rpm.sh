@@ -34,6 +34,7 @@ install -D -m 0644 plugstack.conf.example "$root/usr/share/doc/slurmwatch/plugst
 install -D -m 0755 contrib/slurmctld-epilog.sh "$root/usr/share/slurmwatch/slurmctld-epilog.sh"
 # The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
 install -D -m 0644 docs/grafana/slurmwatch-job.json "$root/usr/share/slurmwatch/grafana/slurmwatch-job.json"
+install -D -m 0755 contrib/slurmwatch-mail.sh "$root/usr/share/slurmwatch/slurmwatch-mail.sh"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -61,7 +62,6 @@ cp -a $root/. %{buildroot}/
 /usr/lib64/slurm/slurmwatch.so
 /usr/bin/slurmwatch
 /usr/sbin/slurmwatch-epilog
-/usr/share/slurmwatch/slurmctld-epilog.sh
 /usr/share/man/man1/*
 /usr/share/man/man8/slurmwatch-plugin.8*
 /usr/share/bash-completion/completions/slurmwatch

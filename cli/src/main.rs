@@ -8,6 +8,7 @@ mod ctld_epilog;
 mod doctor;
 mod generate;
 mod history;
+mod jobs;
 mod metrics;
 mod output;
 mod progress;
@@ -35,6 +36,9 @@ struct Cli {
 enum Command {
     /// Post-mortem of a finished (or running) job: its recording joined with sacct.
     Report(report::ReportArgs),
+    /// One line per job for many jobs (ids, arrays, output files, a user's window): state,
+    /// elapsed and the time, CPU, memory and GPU efficiencies, with each row's basis.
+    Jobs(jobs::JobsArgs),
     /// Finished jobs over a window, rolled up into workloads and ranked by cost, with the
     /// patterns across runs (repeated failure, memory hand-searched, nodes that eat jobs).
     History(history::HistoryArgs),
@@ -63,6 +67,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Report(args)) => report::run(args),
+        Some(Command::Jobs(args)) => jobs::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
         Some(Command::Cards(args)) => cards::run(args),
         Some(Command::Metrics(args)) => metrics::run(args),

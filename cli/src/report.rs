@@ -181,13 +181,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     // in slurmdbd, when there is one.
     let mut summary_note = None;
     if recordings.is_empty() && args.file.is_empty() {
-        if let Some(c) = acct.as_ref().and_then(|a| a.job.admin_comment.as_deref()) {
-            match slurmdbd::decode(c) {
-                Ok(rec) => recordings = rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
-                Err(e @ slurmdbd::DecodeError::Damaged(_)) => summary_note = Some(format!("{e}.")),
-                Err(_) => {}
-            }
-        }
+        (recordings, summary_note) = summary_recordings(acct.as_ref());
     }
     if recordings.is_empty() && acct.is_none() {
         if args.no_sacct {
@@ -274,6 +268,42 @@ fn find_recordings(
     }
     let site = slurmwatch_core::slurm::plugstack::site_config();
     let spool = args.spool.clone().unwrap_or(site.spool_dir);
+    site_recordings(
+        &spool,
+        site.archive_template.as_deref(),
+        &args.archive,
+        raw_id,
+        acct,
+    )
+    .with_context(|| format!("cannot report on job {} from its file", args.job))
+}
+
+/// The summary the controller stored in the job's AdminComment, as recordings (one per
+/// node; none when there is no summary), and a note when it is damaged.
+pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording>, Option<String>) {
+    let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
+        return (Vec::new(), None);
+    };
+    match slurmdbd::decode(c) {
+        Ok(rec) => (
+            rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
+            None,
+        ),
+        Err(e @ slurmdbd::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
+        Err(_) => (Vec::new(), None),
+    }
+}
+
+/// The job's files in the spool and the archives (`raw_id`: the file's job id), first found
+/// per node (the live spool before a copy), and the reason when there are none. An
+/// unreadable file among several is skipped and said; the only one is an error.
+pub(crate) fn site_recordings(
+    spool: &Path,
+    archive_template: Option<&str>,
+    archives: &[PathBuf],
+    raw_id: &str,
+    acct: Option<&sacct::Record>,
+) -> anyhow::Result<(Vec<Recording>, String)> {
     let nodes: Vec<String> = acct
         .and_then(|a| a.job.node_list.as_deref())
         .and_then(|l| hostlist::expand(l).ok())
@@ -284,12 +314,7 @@ fn find_recordings(
         user: acct.and_then(|a| a.job.user.as_deref()),
         uid: acct.and_then(|a| a.job.uid),
     };
-    let paths = locate::candidates(
-        &wanted,
-        &spool,
-        site.archive_template.as_deref(),
-        &args.archive,
-    );
+    let paths = locate::candidates(&wanted, spool, archive_template, archives);
     let mut out: Vec<Recording> = Vec::new();
     for p in &paths {
         match Recording::load(p) {
@@ -305,10 +330,7 @@ fn find_recordings(
             // An unreadable file among several is skipped and said; when it is the only
             // one, the report says so rather than pretend nothing was recorded.
             Err(e) if paths.len() > 1 => eprintln!("slurmwatch: note: {e}; not used"),
-            Err(e) => {
-                return Err(anyhow::Error::msg(e))
-                    .with_context(|| format!("cannot report on job {} from its file", args.job))
-            }
+            Err(e) => return Err(anyhow::Error::msg(e)),
         }
     }
     let why = format!("no file for it in {}", spool.display());

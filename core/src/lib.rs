@@ -8,6 +8,7 @@ pub mod export;
 pub(crate) mod fasthash;
 pub mod fleet;
 pub mod history;
+pub mod jobs;
 pub mod model;
 pub mod options;
 pub mod private_dir;

@@ -506,3 +506,29 @@ fn a_newline_inside_a_field_in_a_window_answer() {
     assert_eq!(b.records[0].steps.len(), 1);
     assert_eq!(b.skipped_lines, 1);
 }
+
+#[test]
+fn many_jobs_in_one_call_each_once() {
+    // An array's id and one of its tasks name the same job: sacct answers it twice.
+    let t = fixture("array_task.txt");
+    let body: String = t.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    let d = tempfile::tempdir().unwrap();
+    let ans = d.path().join("answer");
+    std::fs::write(&ans, format!("{t}\n{body}")).unwrap();
+    let (_d, p) = fake(&format!("echo \"$@\" > {0}.args; cat {0}", ans.display()));
+    let q = Query {
+        program: p,
+        ..Query::default()
+    };
+    let b = q.jobs(&["103".into(), "103_1".into()]).unwrap();
+    assert_eq!(b.records.len(), 1);
+    assert_eq!(
+        b.records[0].steps.len(),
+        t.lines().count() - 2,
+        "the steps, once"
+    );
+    let args = std::fs::read_to_string(format!("{}.args", ans.display())).unwrap();
+    assert!(args.starts_with("-j 103,103_1 "), "{args}");
+    assert!(q.jobs(&["1;ls".into()]).is_err());
+    assert!(q.jobs(&[]).unwrap().records.is_empty());
+}

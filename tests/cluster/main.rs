@@ -8,6 +8,7 @@ mod doctor;
 mod efficiency;
 mod gpu;
 mod history;
+mod jobs;
 mod multinode;
 mod package;
 mod plugin;

@@ -737,6 +737,52 @@ impl Query {
         parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
     }
 
+    /// Many jobs in one sacct call (`-j a,b,c`), each with its steps: what `slurmwatch jobs`
+    /// asks, so a table of a thousand jobs costs one slurmdbd round trip, not a thousand.
+    /// A plain id of an array job (`123`) answers all its tasks. Ids are checked here (they
+    /// go on a command line); the same job answered twice (`123` and `123_4`) is kept once.
+    pub fn jobs(&self, ids: &[String]) -> Result<Batch, SacctError> {
+        if ids.is_empty() {
+            return Ok(Batch::default());
+        }
+        for id in ids {
+            if id.is_empty()
+                || !id
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
+            {
+                return Err(SacctError::Failed(format!("{id:?} is not a job id")));
+            }
+        }
+        let (text, delimiter) =
+            self.run_fields(&["-j".to_string(), ids.join(",")], self.timeout)?;
+        let b = parse_many(&text, delimiter);
+        // A job answered twice keeps its later copy: parse_many files the steps under it.
+        let mut out = Batch {
+            skipped_lines: b.skipped_lines,
+            orphan_steps: b.orphan_steps,
+            records: Vec::new(),
+        };
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for r in b.records {
+            let key = r
+                .job
+                .fields
+                .get("JobIDRaw")
+                .filter(|v| !v.trim().is_empty())
+                .cloned()
+                .unwrap_or_else(|| r.job.job_id.clone());
+            match seen.get(&key) {
+                Some(&i) => out.records[i] = r,
+                None => {
+                    seen.insert(key, out.records.len());
+                    out.records.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
     /// at most `chunk_seconds` ([`WINDOW_CHUNK_SECONDS`] by default) so a long window never
     /// asks slurmdbd for months at once. A job running across a chunk boundary is listed by

@@ -1,0 +1,89 @@
+//! One job's row: who and what from sacct, the figures from the job's report.
+
+use serde::Serialize;
+
+use crate::analysis::efficiency::Efficiencies;
+use crate::report::Report;
+use crate::slurm::sacct;
+
+/// Where a row's figures come from: the job's recording, the summary the controller stored in
+/// slurmdbd (the recording's figures, no charts), or sacct alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    Recorded,
+    Summary,
+    Sacct,
+}
+
+impl Basis {
+    pub fn of(report_source: &str) -> Basis {
+        match report_source {
+            "recorded_file" => Basis::Recorded,
+            "slurmdbd_summary" => Basis::Summary,
+            _ => Basis::Sacct,
+        }
+    }
+
+    pub fn word(&self) -> &'static str {
+        match self {
+            Basis::Recorded => "recorded",
+            Basis::Summary => "summary",
+            Basis::Sacct => "sacct",
+        }
+    }
+}
+
+/// One job of the table. Serialized as one element of `jobs[]` (docs/reference/json.md).
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// As sacct shows it: `123`, or `123_4` for an array task.
+    pub job_id: String,
+    /// `JobIDRaw`: the task's own job id.
+    pub job_id_raw: String,
+    pub array_job_id: Option<String>,
+    pub array_task_id: Option<String>,
+    pub job_name: String,
+    pub user: Option<String>,
+    pub state: Option<String>,
+    pub exit_code: Option<i32>,
+    pub elapsed_seconds: Option<f64>,
+    pub basis: Basis,
+    /// The report's `efficiency` object, as is.
+    pub efficiency: Efficiencies,
+}
+
+impl Row {
+    /// The row of a job from its sacct record and the report built for it.
+    pub fn new(acct: &sacct::Record, rep: &Report) -> Row {
+        let j = &acct.job;
+        let (array_job_id, array_task_id) = match j.job_id.split_once('_') {
+            Some((a, t)) => (Some(a.to_string()), Some(t.to_string())),
+            None => (None, None),
+        };
+        Row {
+            job_id: j.job_id.clone(),
+            job_id_raw: raw_id(acct),
+            array_job_id,
+            array_task_id,
+            job_name: j.job_name.clone(),
+            user: j.user.clone(),
+            state: rep.state.clone().or_else(|| Some(j.state.name.clone())),
+            exit_code: rep.exit_code.or(j.exit_code.map(|e| e.code)),
+            elapsed_seconds: rep.elapsed_seconds,
+            basis: Basis::of(rep.source),
+            efficiency: rep.efficiency.clone(),
+        }
+    }
+}
+
+/// `JobIDRaw` where sacct printed a number, else the id before any `_`: the name the job's
+/// recording is filed under.
+pub fn raw_id(acct: &sacct::Record) -> String {
+    acct.job
+        .fields
+        .get("JobIDRaw")
+        .map(|r| r.trim().to_string())
+        .filter(|r| !r.is_empty() && r.bytes().all(|c| c.is_ascii_digit()))
+        .unwrap_or_else(|| acct.job.job_id.split('_').next().unwrap_or("").to_string())
+}
