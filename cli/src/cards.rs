@@ -7,10 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::bail;
-use slurmwatch_core::fleet::{
-    self, cards, files::Files, render, slurmdbd::Summaries, JobSource, Window,
-};
-use slurmwatch_core::slurm::sacct;
+use slurmwatch_core::fleet::{self, cards, render, Window};
 
 use crate::history::parse_when;
 
@@ -70,21 +67,13 @@ pub fn window(since: &str, until: &str) -> anyhow::Result<Window> {
 
 pub fn run(args: CardsArgs) -> anyhow::Result<i32> {
     let w = window(&args.since, &args.until)?;
-    let files = Files::site(args.spool.as_deref(), &args.archive);
     // The summaries in slurmdbd first (no file opened for a job that has one), then files.
-    let summaries = Summaries {
-        query: sacct::Query {
-            timeout: std::time::Duration::from_secs(args.sacct_timeout.max(1)),
-            ..sacct::Query::default()
-        },
-        users: Vec::new(),
-    };
-    let sources: Vec<&dyn JobSource> = if args.no_sacct {
-        vec![&files]
-    } else {
-        vec![&summaries, &files]
-    };
-    let g = fleet::gather(&sources, &w);
+    let g = fleet::gather_site(
+        args.spool.as_deref(),
+        &args.archive,
+        (!args.no_sacct).then(|| std::time::Duration::from_secs(args.sacct_timeout.max(1))),
+        &w,
+    );
     let a = cards::analyse(&g.jobs);
     if a.gpu_jobs == 0 {
         if args.json {

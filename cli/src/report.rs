@@ -344,7 +344,7 @@ const CARD_HISTORY_DAYS: i64 = slurmwatch_core::fleet::cards::DEFAULT_WINDOW_DAY
 /// (`gpu_card_history`), from four weeks before the job started until now. The spool and
 /// archives are read only when a card was held back.
 fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Recording]) {
-    use slurmwatch_core::fleet::{self, cards, files::Files, history, JobSource, Window};
+    use slurmwatch_core::fleet::{self, cards, history, Window};
     let Some(first) = recs.first() else {
         return;
     };
@@ -378,21 +378,13 @@ fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Reco
         since_unix_ms: start - CARD_HISTORY_DAYS * 86_400_000,
         until_unix_ms: now_ms.max(start),
     };
-    let files = Files::site(args.spool.as_deref(), &args.archive);
     // The summaries in slurmdbd (other users' jobs too, where sacct shows them), then files.
-    let summaries = fleet::slurmdbd::Summaries {
-        query: sacct::Query {
-            timeout: Duration::from_secs(args.sacct_timeout.max(1)),
-            ..sacct::Query::default()
-        },
-        users: Vec::new(),
-    };
-    let sources: Vec<&dyn JobSource> = if args.no_sacct {
-        vec![&files]
-    } else {
-        vec![&summaries, &files]
-    };
-    let others = fleet::gather(&sources, &w);
+    let others = fleet::gather_site(
+        args.spool.as_deref(),
+        &args.archive,
+        (!args.no_sacct).then(|| Duration::from_secs(args.sacct_timeout.max(1))),
+        &w,
+    );
     let job_id = first.meta.job_id.to_string();
     for h in history::for_job(&job_id, &mine, &others.jobs) {
         if let Some(f) = history::finding(&h) {

@@ -14,13 +14,6 @@ use slurmwatch_tests::*;
 
 const WAIT: Duration = Duration::from_secs(300);
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
 /// The node's four cards for one job: card 2 held back or healthy, card 1 at its power cap.
 fn devices(card2_slow: bool) -> Value {
     let cards: Vec<Value> = (0..4)

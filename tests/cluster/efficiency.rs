@@ -14,31 +14,6 @@ const WAIT: Duration = Duration::from_secs(600);
 const MIB: f64 = 1024.0 * 1024.0;
 const GIB: f64 = 1024.0 * MIB;
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// A tag of letters (digits collapse in workload names) unique to this test process.
-fn tag() -> String {
-    std::process::id()
-        .to_string()
-        .bytes()
-        .map(|d| (b'a' + (d - b'0')) as char)
-        .collect()
-}
-
-fn cli_json(args: &[&str]) -> Value {
-    let o = Command::new(slurmwatch_bin())
-        .args(args)
-        .output()
-        .expect("run slurmwatch");
-    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
-}
-
 /// The epilog as Slurm runs it (for a recorded job), then `report JOB --json --no-log`.
 fn report(job: &Job, recorded: bool) -> Value {
     if recorded {

@@ -5,27 +5,10 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
 use slurmwatch_tests::*;
 
 const WAIT: Duration = Duration::from_secs(600);
 const MIB: f64 = 1024.0 * 1024.0;
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-fn cli_json(args: &[&str]) -> Value {
-    let o = Command::new(slurmwatch_bin())
-        .args(args)
-        .output()
-        .expect("run slurmwatch");
-    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
-}
 
 #[test]
 #[ignore = "needs the test cluster: scripts/test.sh"]

@@ -17,22 +17,6 @@ const WAIT: Duration = Duration::from_secs(600);
 const SUMMARY_PORT: u16 = 9944;
 const MIB: f64 = 1024.0 * 1024.0;
 
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-/// A tag of letters (digits collapse in workload names) unique to this test process.
-fn tag() -> String {
-    std::process::id()
-        .to_string()
-        .bytes()
-        .map(|d| (b'a' + (d - b'0')) as char)
-        .collect()
-}
-
 /// The node's summary server, as a site runs it (root, the node's spool); stopped on drop.
 /// One at a time (it has the port the cluster's EpilogSlurmctld asks).
 pub struct Server(
@@ -138,12 +122,6 @@ fn cli(args: &[&str]) -> (i32, String, String) {
         .output()
         .expect("run slurmwatch");
     (o.status.code().unwrap_or(-1), stdout(&o), stderr(&o))
-}
-
-fn cli_json(args: &[&str]) -> Value {
-    let (code, out, err) = cli(args);
-    assert_eq!(code, 0, "{args:?}: {err}");
-    serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
 }
 
 /// 96 MiB + 16 MiB × i held for 3 s with a core busy.

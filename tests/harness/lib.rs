@@ -575,6 +575,33 @@ pub fn fake_a100(i: u32) -> serde_json::Value {
     })
 }
 
+/// Now, Unix seconds (for `-S/-E` windows).
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// A tag of letters (digits collapse in workload names) unique to this test process.
+pub fn tag() -> String {
+    std::process::id()
+        .to_string()
+        .bytes()
+        .map(|d| (b'a' + (d - b'0')) as char)
+        .collect()
+}
+
+/// `slurmwatch ARGS` that must exit 0 and print JSON.
+pub fn cli_json(args: &[&str]) -> serde_json::Value {
+    let o = Command::new(slurmwatch_bin())
+        .args(args)
+        .output()
+        .expect("run slurmwatch");
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::sacct_duration_seconds;

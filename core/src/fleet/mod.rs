@@ -104,3 +104,28 @@ pub fn gather(sources: &[&dyn JobSource], w: &Window) -> Gathered {
     }
     out
 }
+
+/// The site's sources, most complete first: the summaries in slurmdbd (unless `sacct_timeout`
+/// is `None`: files only), then the files in the site's spool (`spool=`, or `spool`) and
+/// archive, and `extra` directories; gathered over `w`.
+pub fn gather_site(
+    spool: Option<&std::path::Path>,
+    extra: &[std::path::PathBuf],
+    sacct_timeout: Option<std::time::Duration>,
+    w: &Window,
+) -> Gathered {
+    let files = files::Files::site(spool, extra);
+    match sacct_timeout {
+        None => gather(&[&files], w),
+        Some(timeout) => {
+            let summaries = slurmdbd::Summaries {
+                query: crate::slurm::sacct::Query {
+                    timeout,
+                    ..crate::slurm::sacct::Query::default()
+                },
+                users: Vec::new(),
+            };
+            gather(&[&summaries, &files], w)
+        }
+    }
+}
