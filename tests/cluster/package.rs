@@ -40,6 +40,25 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
             stderr(&m)
         );
     }
+    // What a site installs beside the binaries: the EpilogSlurmctld, the MailProg wrapper
+    // (executable shell that parses) and the Grafana dashboard (JSON).
+    for script in [
+        "/usr/share/slurmwatch/slurmctld-epilog.sh",
+        "/usr/share/slurmwatch/slurmwatch-mail.sh",
+    ] {
+        let n = run("sh", &["-n", script]);
+        assert!(n.status.success(), "{script}: {}", stderr(&n));
+        let mode = std::fs::metadata(script).unwrap().permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o755,
+            0o755,
+            "{script}"
+        );
+    }
+    let dash = std::fs::read_to_string("/usr/share/slurmwatch/grafana/slurmwatch-job.json")
+        .expect("the Grafana dashboard is installed");
+    let dash: serde_json::Value = serde_json::from_str(&dash).expect("the dashboard is JSON");
+    assert!(dash["panels"].as_array().is_some_and(|p| !p.is_empty()));
     let m8 = run("man", &["-l", "/usr/share/man/man8/slurmwatch-plugin.8.gz"]);
     assert!(
         stdout(&m8).contains("archive"),
@@ -123,6 +142,9 @@ fn the_rpm_carries_the_plugin_and_pins_the_slurm_release() {
         "/usr/sbin/slurmwatch-epilog",
         "/usr/share/man/man8/slurmwatch-plugin.8",
         "/etc/slurm/plugstack.conf.d/slurmwatch.conf",
+        "/usr/share/slurmwatch/slurmctld-epilog.sh",
+        "/usr/share/slurmwatch/slurmwatch-mail.sh",
+        "/usr/share/slurmwatch/grafana/slurmwatch-job.json",
     ] {
         assert!(
             files.lines().any(|l| l.starts_with(want)),
