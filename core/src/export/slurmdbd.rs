@@ -37,7 +37,9 @@ pub enum NodeAnswer {
 }
 
 /// `http://host:port/path` with `{node}` and `{job}` filled in. Node names are checked to
-/// be plain host names (they go into a URL).
+/// be plain host names (they go into a URL): stricter than `options::is_plain_name`, which
+/// allows `@` — in a URL's authority that would make what precedes it userinfo and change
+/// the host asked.
 pub fn url_for(template: &str, node: &str, job_id: u32) -> Result<String, String> {
     if node.is_empty()
         || !node

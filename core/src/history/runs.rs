@@ -56,6 +56,18 @@ struct Slot {
     from_slurmdbd: bool,
 }
 
+impl Slot {
+    /// A slot reserved for a listing, filled by `put`.
+    fn empty() -> Slot {
+        Slot {
+            workload: 0,
+            name: Box::from(""),
+            filed: false,
+            from_slurmdbd: false,
+        }
+    }
+}
+
 /// The runs gathered so far.
 pub struct Runs {
     /// `None`: listed, not finished (yet): no run.
@@ -93,12 +105,7 @@ impl Runs {
         let i = i as usize;
         if fresh {
             self.briefs.push(None);
-            self.slots.push(Slot {
-                workload: 0,
-                name: Box::from(""),
-                filed: false,
-                from_slurmdbd: false,
-            });
+            self.slots.push(Slot::empty());
         }
         match Run::from_record(r) {
             Some(run) => self.put(i, run),
@@ -109,12 +116,7 @@ impl Runs {
     /// A finished run, kept whatever it is a duplicate of.
     pub fn push(&mut self, run: Run) {
         self.briefs.push(None);
-        self.slots.push(Slot {
-            workload: 0,
-            name: Box::from(""),
-            filed: false,
-            from_slurmdbd: false,
-        });
+        self.slots.push(Slot::empty());
         self.put(self.briefs.len() - 1, run);
     }
 
