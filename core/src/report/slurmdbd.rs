@@ -267,6 +267,31 @@ mod tests {
         }
     }
 
+    /// The node endpoint runs as root: a spool entry that is a symlink (to a file the root
+    /// process must not read for a caller) or a FIFO (that would block an open) is refused,
+    /// within a bound, and never answered as a summary.
+    #[test]
+    fn the_endpoint_refuses_a_symlink_or_fifo_in_the_spool() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("elsewhere.sqlite");
+        std::fs::write(&target, b"not ours").unwrap();
+        std::os::unix::fs::symlink(&target, d.path().join("41.sqlite")).unwrap();
+        let fifo = std::ffi::CString::new(d.path().join("42.sqlite").to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        let spool = d.path().to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((from_spool(&spool, 41), from_spool(&spool, 42)));
+        });
+        let (link, fifo) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("answered within the bound");
+        assert!(link.is_err(), "{link:?}");
+        assert!(fifo.is_err(), "{fifo:?}");
+        assert_eq!(from_spool(d.path(), 43), Ok(None));
+    }
+
     #[test]
     fn a_node_summary_becomes_a_recording_without_rows() {
         let r = node("n1").into_recording();
