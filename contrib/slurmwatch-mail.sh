@@ -13,6 +13,7 @@
 #   SLURMWATCH_MAILER=/usr/bin/mail     # the real MailProg
 #   SLURMWATCH_BIN=/usr/bin/slurmwatch
 #   SLURMWATCH_MAIL_TIMEOUT=20          # seconds the report may take
+#   SLURMWATCH_MAIL_SACCT_WAIT=10       # seconds to wait for slurmdbd's end record
 conf=${SLURMWATCH_MAIL_CONF:-/etc/slurm/slurmwatch-mail.conf}
 # shellcheck source=/dev/null
 [ -r "$conf" ] && . "$conf"
@@ -45,6 +46,24 @@ tmp=$(mktemp -d 2>/dev/null) || exec "$mailer" "$@"
 if ! cat > "$tmp/body"; then
   rm -rf "$tmp"
   exec "$mailer" "$@" </dev/null
+fi
+# Slurm sends the end mail as the job ends, often before slurmdbd has the end record, or the
+# job at all (seen on the test cluster: the report then said PENDING, or had no name, limit or
+# request). Wait for it, bounded: an empty answer, a record not yet ended, or slurmdbd's partial
+# record (the end arrived before the start: no ReqTRES, name `allocation`, for up to ~5 s) is
+# waited for; a sacct that fails (no accounting, slurmdbd down) is not.
+sacct_wait=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
+if command -v sacct >/dev/null 2>&1; then
+  until_s=$(($(date +%s) + sacct_wait))
+  while [ "$(date +%s)" -lt "$until_s" ]; do
+    out=$(timeout -k 1 3 sacct -n -X -P -j "$job" -o End,ReqTRES,State 2>/dev/null) || break
+    line=$(printf '%s\n' "$out" | head -n 1)
+    # End|ReqTRES|State: no end yet, no request (partial), or a state not yet final.
+    case $line in
+      "" | Unknown"|"* | None"|"* | *"||"* | *"|PENDING"* | *"|RUNNING"* | *"|REQUEUED"* | *"|RESIZING"* | *"|SUSPENDED"*) sleep 0.5 ;;
+      *) break ;;
+    esac
+  done
 fi
 # Bounded: SIGTERM at the limit, SIGKILL 2 s later. Only a report that exited 0 is appended.
 if timeout -k 2 "$limit" "$bin" report --no-log --sacct-timeout "$limit" "$job" \

@@ -10,7 +10,8 @@ saved=$(cat "$conf")
 trap 'printf "%s\n" "$saved" > "$conf"' EXIT
 
 median_ms() { # ARGS for srun
-  salloc -Q -n1 bash -c "for i in \$(seq $N); do s=\$(date +%s%N); srun -Q $* true; e=\$(date +%s%N); echo \$(( (e - s) / 1000000 )); done" 2>/dev/null |
+  # Bounded: the allocation within 120 s, the steps within the 10-min limit.
+  salloc -Q -n1 --immediate=120 -t 10 bash -c "for i in \$(seq $N); do s=\$(date +%s%N); srun -Q $* true; e=\$(date +%s%N); echo \$(( (e - s) / 1000000 )); done" 2>/dev/null |
     sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
 

@@ -25,6 +25,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 # Where the EpilogSlurmctld asks for a job's summary; the slurmdbd test serves it there
 # (tests/cluster/slurmdbd.rs).
 CTLD_SUMMARY_PORT=9944
+# Where the test cluster's stand-in mailer keeps each mail (tests/cluster/mail.rs).
+MAIL_DIR=/var/spool/slurmwatch-test-mail
 DB_USER=slurm
 DB_PASS=slurmwatch-test
 TEST_USERS=(swuser1 swuser2)
@@ -150,7 +152,9 @@ SlurmctldLogFile=$LOGDIR/slurmctld.log
 SlurmdLogFile=$LOGDIR/slurmd$(multi && echo -%n).log
 SlurmdDebug=info
 SlurmctldDebug=info
-MailProg=/bin/true
+# Slurm's mail through the shipped MailProg wrapper, to a stand-in mailer that keeps each mail
+# in $MAIL_DIR (settings and the tests' faults in $ETC/slurmwatch-mail.conf; tests/cluster/mail.rs).
+MailProg=$ETC/slurmwatch-mail.sh
 ReturnToService=2
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
@@ -211,6 +215,62 @@ SLURMWATCH_SUMMARY_URL='http://127.0.0.1:$CTLD_SUMMARY_PORT/jobs/{job}/summary'
 SLURMWATCH_TIMEOUT=60
 SLURMWATCH_LOG=$LOGDIR/ctld-epilog.log
 CONF
+  write_mail_configs
+}
+
+# The MailProg wrapper, its settings, and what the settings point at: a mailer that keeps each
+# mail (its arguments one per line, a blank line, then the body) as one file in $MAIL_DIR, and
+# a crashing and a hanging stand-in for the report. The faults are chosen by the job's name in
+# Slurm's subject (the wrapper's arguments are the sourced file's positional parameters).
+write_mail_configs() {
+  install -m 0755 "$REPO/contrib/slurmwatch-mail.sh" "$ETC/slurmwatch-mail.sh"
+  install -d -m 0755 "$MAIL_DIR"
+  cat > "$ETC/slurmwatch-mail.conf" <<CONF
+$MARKER
+SLURMWATCH_MAILER=$ETC/test-mailer.sh
+SLURMWATCH_BIN=$REPO/target/release/slurmwatch
+SLURMWATCH_MAIL_TIMEOUT=20
+case "\$*" in
+  *" Name=swmail-fail "*) export SLURMWATCH_SITE_FILE=/nonexistent/site.toml ;; # report exits 2
+  *" Name=swmail-crash "*) SLURMWATCH_BIN=$ETC/test-report-crash.sh ;;
+  *" Name=swmail-hang "*) SLURMWATCH_BIN=$ETC/test-report-hang.sh SLURMWATCH_MAIL_TIMEOUT=3 ;;
+  *" Name=swmail-nobin "*) SLURMWATCH_BIN=/nonexistent/slurmwatch ;;
+  *" Name=swmail-site "*) export SLURMWATCH_SITE_FILE=$ETC/test-site.toml ;;
+esac
+CONF
+  # A site file for the mail of one test job: a threshold that says walltime_slack for a
+  # short limit, and a note with a link under it.
+  cat > "$ETC/test-site.toml" <<CONF
+$MARKER
+[thresholds]
+walltime_slack_min_limit_seconds = 0
+
+[notes.walltime_slack]
+text = "Shorter limits start sooner on this cluster."
+url = "https://hpc.example.org/docs/walltime"
+CONF
+  cat > "$ETC/test-mailer.sh" <<'MAILER'
+#!/bin/sh
+# The test cluster's mailer: keeps the mail for tests/cluster/mail.rs (written, then renamed).
+MAILER
+  cat >> "$ETC/test-mailer.sh" <<MAILER
+d=$MAIL_DIR
+MAILER
+  cat >> "$ETC/test-mailer.sh" <<'MAILER'
+f=$d/.$$.tmp
+{ for a in "$@"; do printf '%s\n' "$a"; done; echo; cat; } >"$f" && mv "$f" "$d/$(date +%s%N).$$.mail"
+MAILER
+  printf '#!/bin/sh
+# A report that crashes (tests/cluster/mail.rs).
+echo partial
+kill -SEGV $$
+' >"$ETC/test-report-crash.sh"
+  printf '#!/bin/sh
+# A report that never ends (tests/cluster/mail.rs).
+echo partial
+exec sleep 600
+' >"$ETC/test-report-hang.sh"
+  chmod 0755 "$ETC/test-mailer.sh" "$ETC/test-report-crash.sh" "$ETC/test-report-hang.sh"
 }
 
 install_plugin() { # SO ARGS...

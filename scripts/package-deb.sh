@@ -10,20 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 release=${1:-}
-if [ -n "$release" ]; then
-  . scripts/vm/common.sh
-  release=$(release_of "$release")
-  scripts/vm/plugin.sh "$release"
-  cargo build --release --locked -p slurmwatch-cli -p slurmwatch-epilog
-  plugin_so=$CARGO_TARGET_DIR/slurm-$release/libslurmwatch.so
-  version_h=$VM_CACHE/headers-$(suite_of "$release")/root/usr/include/slurm/slurm_version.h
-  outdir=target/debian-$release
-else
-  cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
-  plugin_so=$CARGO_TARGET_DIR/release/libslurmwatch.so
-  version_h=${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h
-  outdir=target/debian
-fi
+. scripts/package-common.sh
+package_build "$release"
+outdir=target/debian${release:+-$release}
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(dpkg --print-architecture)
@@ -56,6 +45,9 @@ install -D -m 0755 contrib/slurmctld-epilog.sh "$stage/usr/share/slurmwatch/slur
 install -D -m 0644 docs/grafana/slurmwatch-job.json "$stage/usr/share/slurmwatch/grafana/slurmwatch-job.json"
 # The MailProg wrapper that appends the report to Slurm's end-of-job mail (docs/admin.md).
 install -D -m 0755 contrib/slurmwatch-mail.sh "$stage/usr/share/slurmwatch/slurmwatch-mail.sh"
+# The site file's example, every key at its default (docs/reference/site.md); not in /etc:
+# without a site file the report uses the defaults.
+install -D -m 0644 contrib/site.toml "$stage/usr/share/slurmwatch/site.toml.example"
 install -d -m 0755 "$stage/var/spool/slurmwatch"
 install -d "$stage/etc/slurm/plugstack.conf.d"
 cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -72,7 +64,7 @@ Package: slurmwatch
 Version: $pkg_version
 Architecture: $arch
 Maintainer: slurmwatch developers <slurmwatch@localhost>
-Depends: libc6, slurmd (>= $slurm_mm), slurmd (<< $next_mm)
+Depends: libc6, munge, slurmd (>= $slurm_mm), slurmd (<< $next_mm)
 Section: admin
 Priority: optional
 Description: per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)

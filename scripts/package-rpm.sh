@@ -1,25 +1,32 @@
 #!/usr/bin/env bash
-# Builds target/rpm/slurmwatch-<version>-1.<arch>.rpm with the same contents as the Debian
-# package (scripts/package-deb.sh): the plugin in Slurm's plugin directory (/usr/lib64/slurm
-# on RHEL), slurmwatch, slurmwatch-epilog, man pages, bash completion, and an inactive
+# Builds target/rpm/slurmwatch-<version>-1.slurm<mm>.<arch>.rpm for the host's Slurm, or with a
+# release argument (24.11, 26.05) target/rpm-<release>/… with the plugin built against that
+# release's headers (scripts/vm/plugin.sh) — the same contents as the Debian package
+# (scripts/package-deb.sh): the plugin in Slurm's plugin directory (/usr/lib64/slurm on RHEL),
+# slurmwatch, slurmwatch-epilog, man pages, bash completion, and an inactive
 # /etc/slurm/plugstack.conf.d/slurmwatch.conf. It requires the Slurm major.minor it was built
-# against. Uses rpmbuild on prebuilt binaries (Debian's `rpm` package provides it).
+# against, and its release field names it. Uses rpmbuild on prebuilt binaries (Debian's `rpm`
+# package provides it); the binaries need glibc 2.34 at most (RHEL 9's), checked by the
+# package test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
 command -v rpmbuild >/dev/null || { echo "package-rpm: rpmbuild not found: apt-get install rpm (or dnf install rpm-build)" >&2; exit 2; }
-cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+release=${1:-}
+rel="$CARGO_TARGET_DIR/release"
+. scripts/package-common.sh
+package_build "$release"
+outdir=target/rpm${release:+-$release}
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 arch=$(uname -m)
-slurm_mm=$(scripts/slurm-release.sh)
-next_mm=$(scripts/slurm-release.sh --next)
+slurm_mm=$(scripts/slurm-release.sh "$version_h")
+next_mm=$(scripts/slurm-release.sh --next "$version_h")
 top=$(mktemp -d)
 trap 'rm -rf "$top"' EXIT
 root="$top/root"
-rel="$CARGO_TARGET_DIR/release"
 
-install -D -m 0755 "$rel/libslurmwatch.so" "$root/usr/lib64/slurm/slurmwatch.so"
+install -D -m 0755 "$plugin_so" "$root/usr/lib64/slurm/slurmwatch.so"
 install -D -m 0755 "$rel/slurmwatch" "$root/usr/bin/slurmwatch"
 install -D -m 0755 "$rel/slurmwatch-epilog" "$root/usr/sbin/slurmwatch-epilog"
 "$rel/slurmwatch" generate man "$top/man"
@@ -35,6 +42,9 @@ install -D -m 0755 contrib/slurmctld-epilog.sh "$root/usr/share/slurmwatch/slurm
 # The Grafana dashboard for one job, over the series `slurmwatch metrics` publishes.
 install -D -m 0644 docs/grafana/slurmwatch-job.json "$root/usr/share/slurmwatch/grafana/slurmwatch-job.json"
 install -D -m 0755 contrib/slurmwatch-mail.sh "$root/usr/share/slurmwatch/slurmwatch-mail.sh"
+# The site file's example, every key at its default (docs/reference/site.md); not in /etc:
+# without a site file the report uses the defaults.
+install -D -m 0644 contrib/site.toml "$root/usr/share/slurmwatch/site.toml.example"
 install -d -m 0755 "$root/var/spool/slurmwatch"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
@@ -47,10 +57,11 @@ CONF
 cat > "$top/slurmwatch.spec" <<SPEC
 Name: slurmwatch
 Version: $version
-Release: 1
+Release: 1.slurm$slurm_mm
 Summary: Per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)
 License: GPL-2.0-or-later
-Requires: slurm-slurmd >= $slurm_mm, slurm-slurmd < $next_mm
+# munge: the node endpoint signs job summaries with it, EpilogSlurmctld checks them.
+Requires: slurm-slurmd >= $slurm_mm, slurm-slurmd < $next_mm, munge
 AutoReqProv: no
 %description
 A SPANK plugin records each job's own cgroup and GPUs from inside the step into a per-job
@@ -70,9 +81,11 @@ cp -a $root/. %{buildroot}/
 %dir /var/spool/slurmwatch
 %config(noreplace) /etc/slurm/plugstack.conf.d/slurmwatch.conf
 SPEC
-mkdir -p target/rpm
-rpmbuild -bb --quiet --define "_topdir $top/rpmbuild" --define "_rpmdir $PWD/target/rpm" \
+mkdir -p "$outdir"
+rm -f "$outdir"/slurmwatch-*.rpm
+rpmbuild -bb --quiet --define "_topdir $top/rpmbuild" --define "_rpmdir $top/out" \
   --define "_build_id_links none" --define "__os_install_post %{nil}" --define "debug_package %{nil}" \
   --target "$arch" "$top/slurmwatch.spec" >/dev/null
-out=$(find target/rpm -name "slurmwatch-$version-1.*.rpm" | head -1)
+out="$outdir/slurmwatch-$version-1.slurm$slurm_mm.$arch.rpm"
+mv "$(find "$top/out" -name "slurmwatch-$version-1.slurm$slurm_mm.*.rpm" | head -1)" "$out"
 echo "$out"

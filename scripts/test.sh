@@ -14,6 +14,9 @@ echo "== package"
 # plugin below then only recompiles the plugin crate.
 scripts/package-deb.sh
 scripts/package-rpm.sh
+# One .rpm per newer release too (the VM tier builds each release's plugin and .deb itself).
+scripts/package-rpm.sh 24.11
+scripts/package-rpm.sh 26.05
 
 echo "== build"
 # The test build of the plugin can be asked by a job to panic (fault-injection feature).

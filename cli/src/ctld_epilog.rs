@@ -14,7 +14,8 @@ use slurmwatch_core::slurm::hostlist;
 #[derive(Args)]
 #[command(
     after_help = "Slurm sets SLURM_JOB_ID and SLURM_JOB_NODELIST in EpilogSlurmctld's environment; \
-each node must serve `slurmwatch metrics --listen` (the URL below). See docs/admin.md.
+each node must serve `slurmwatch metrics --listen` (the URL below), whose replies are
+accepted only with root's munge credential over them (unmunge must run here). See docs/admin.md.
 
 Examples:
   slurmwatch ctld-epilog                                   # from EpilogSlurmctld
@@ -58,10 +59,16 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
-    let answers = slurmdbd::collect(&args.url, &nodes, job_id);
+    let answers = slurmdbd::collect(&args.url, &nodes, job_id, &slurmdbd::Verifier::default());
     for (node, a) in &answers {
-        if let NodeAnswer::Failed(why) = a {
-            eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}");
+        match a {
+            NodeAnswer::Failed(why) => {
+                eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}")
+            }
+            NodeAnswer::Refused(why) => eprintln!(
+                "slurmwatch ctld-epilog: job {job_id}: node {node}: summary refused, not stored: {why}"
+            ),
+            NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded => {}
         }
     }
     let comment = match slurmdbd::comment_for(job_id, &answers) {

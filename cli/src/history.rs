@@ -148,8 +148,10 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
             },
             Kept::Ids,
             &mut |r| {
-                runs.add_record(r);
-                progress.add(1);
+                // A job two chunks list is one job.
+                if runs.add_record(r) {
+                    progress.add(1);
+                }
             },
         )
         .map_err(|e| anyhow::anyhow!("{e}"))?;

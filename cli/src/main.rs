@@ -13,6 +13,7 @@ mod metrics;
 mod output;
 mod progress;
 mod report;
+mod site;
 mod watch;
 
 use clap::{Parser, Subcommand};
@@ -88,4 +89,103 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+/// docs/reference/commands.md is the CLI's own `--help`, section by section: every visible
+/// subcommand has its section, and each section's table is exactly its flags (short and
+/// long form, value name, help text and default) in clap's order. A flag added, renamed,
+/// reworded or removed without the page fails here, with the rows the page should have.
+#[cfg(test)]
+mod reference {
+    use clap::CommandFactory;
+
+    fn flag_row(a: &clap::Arg) -> Option<String> {
+        let long = a.get_long()?;
+        if a.is_hide_set() || matches!(long, "help" | "version") {
+            return None;
+        }
+        let mut flag = a.get_short().map(|s| format!("-{s}, ")).unwrap_or_default();
+        flag.push_str(&format!("--{long}"));
+        if a.get_action().takes_values() {
+            let value = a
+                .get_value_names()
+                .map(|v| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|| a.get_id().as_str().to_uppercase());
+            flag.push_str(&format!(" {value}"));
+        }
+        let mut help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        let defaults: Vec<String> = a
+            .get_default_values()
+            .iter()
+            .map(|d| d.to_string_lossy().into_owned())
+            .collect();
+        if !defaults.is_empty() {
+            help.push_str(&format!(" [default: {}]", defaults.join(", ")));
+        }
+        Some(format!("| `{flag}` | {} |", help.replace('|', "\\|")))
+    }
+
+    /// The page's sections: the subcommand each heading names (`""`: the live view,
+    /// `slurmwatch [JOB]`) and its table rows.
+    fn sections(page: &str) -> Vec<(String, Vec<String>)> {
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for line in page.lines() {
+            if let Some(heading) = line.strip_prefix("## ") {
+                let usage = heading.split('`').nth(1).unwrap_or("");
+                let word = usage.split_whitespace().nth(1).unwrap_or("");
+                let name = if word.starts_with(|c: char| c.is_ascii_lowercase()) {
+                    word
+                } else {
+                    ""
+                };
+                out.push((name.to_string(), Vec::new()));
+            } else if line.starts_with("| `") {
+                if let Some((_, rows)) = out.last_mut() {
+                    rows.push(line.to_string());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn docs_reference_names_every_flag() {
+        let page = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/reference/commands.md"
+        ))
+        .unwrap();
+        let documented = sections(&page);
+        let cli = super::Cli::command();
+        let mut commands = vec![(String::new(), cli.clone())];
+        commands.extend(
+            cli.get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(|c| (c.get_name().to_string(), c.clone())),
+        );
+        for (name, cmd) in &commands {
+            let want: Vec<String> = cmd.get_arguments().filter_map(flag_row).collect();
+            let Some((_, rows)) = documented.iter().find(|(n, _)| n == name) else {
+                panic!(
+                    "docs/reference/commands.md has no section for `slurmwatch {name}`; its rows:\n{}",
+                    want.join("\n")
+                );
+            };
+            assert_eq!(
+                rows,
+                &want,
+                "docs/reference/commands.md, `slurmwatch {name}`: the table should be\n{}",
+                want.join("\n")
+            );
+        }
+        for (name, _) in &documented {
+            assert!(
+                commands.iter().any(|(n, _)| n == name),
+                "docs/reference/commands.md documents `slurmwatch {name}`, which is not a command"
+            );
+        }
+        // The walk saw the CLI (a broken parse would compare nothing with nothing).
+        assert_eq!(documented.len(), 9, "{documented:?}");
+        assert!(documented.iter().all(|(_, rows)| !rows.is_empty()));
+    }
 }

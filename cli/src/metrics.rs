@@ -11,7 +11,7 @@ use clap::Args;
 use slurmwatch_core::export::live::{self, FileState, GatherOptions};
 use slurmwatch_core::export::{http, prometheus, textfile};
 use slurmwatch_core::report::slurmdbd;
-use slurmwatch_core::slurm::conf;
+use slurmwatch_core::slurm::{conf, munge};
 
 #[derive(Args)]
 #[command(after_help = "Examples:
@@ -133,12 +133,27 @@ impl<F: FnMut() -> String> http::Routes for Node<F> {
         (self.scrape)()
     }
 
-    fn job_summary(&mut self, job_id: u32) -> http::Reply {
+    fn job_summary(&mut self, job_id: u32, nonce: &str) -> http::Reply {
         match slurmdbd::from_spool(&self.spool, job_id) {
-            Ok(Some(n)) => match serde_json::to_string(&n) {
-                Ok(json) => http::Reply::Json(json),
-                Err(e) => http::Reply::Unavailable(e.to_string()),
-            },
+            Ok(Some(n)) => {
+                let body = match serde_json::to_string(&n) {
+                    Ok(json) => json,
+                    Err(e) => return http::Reply::Unavailable(e.to_string()),
+                };
+                // Signed, so the controller can tell this root-run endpoint from a user's
+                // listener on the same port (slurm::munge).
+                let payload = munge::summary_payload(job_id, &n.meta.node, nonce, body.as_bytes());
+                match munge::sign("munge", &payload, munge::TIMEOUT) {
+                    Ok(c) => http::Reply::Json {
+                        body,
+                        credential: Some(c),
+                    },
+                    Err(e) => {
+                        eprintln!("slurmwatch metrics: job {job_id}: {e}");
+                        http::Reply::Unavailable(e)
+                    }
+                }
+            }
             Ok(None) => http::Reply::NotFound(format!(
                 "job {job_id} was not recorded on this node ({})",
                 self.spool.display()

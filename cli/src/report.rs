@@ -156,6 +156,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             args.job
         );
     }
+    // First: a broken site file is refused before any daemon is asked.
+    let site = crate::site::Site::load()?;
     let controller = ask_controller(&args);
     // sacct first: an array task's file is named by its raw job id.
     let acct = if args.no_sacct {
@@ -197,12 +199,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             why_none
         );
     }
-    let mut rep = report::build(
+    let mut rep = report::build_with(
         &args.job,
         &recordings,
         acct.as_ref(),
         args.no_sacct.then(|| "--no-sacct was given".to_string()),
         recordings.is_empty().then_some(why_none),
+        &site.thresholds,
     );
     rep.notes.extend(summary_note);
     for r in recordings.iter().filter(|_| acct.is_some()) {
@@ -225,6 +228,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         );
     }
     attach_card_history(&mut rep, &args, &recordings);
+    site.annotate(&mut rep.findings);
     if let Some(p) = &args.svg {
         write_file(p, &chart::svg(&rep))?;
     }

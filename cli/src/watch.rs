@@ -14,6 +14,7 @@ pub mod screen;
 mod signals;
 
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,7 @@ use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{
     JobFacts, JobState, Reading, Snapshot, SnapshotSource, TimeBudget,
 };
+use slurmwatch_core::store::JobMeta;
 
 use feed::Feed;
 use nodes::Feeds;
@@ -155,6 +157,7 @@ pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
     Ok(o.code)
 }
 
+#[derive(Clone)]
 enum Mode {
     Json,
     Csv,
@@ -171,6 +174,64 @@ fn usage(sentence: impl Into<String>) -> Outcome {
 }
 
 fn main(args: WatchArgs) -> Result<i32, Outcome> {
+    let mode = mode(&args)?;
+    // An explicit file: read it as it is, with Slurm's facts when Slurm is here.
+    if let Some(path) = &args.file {
+        return watch_file(path, mode, &args);
+    }
+    let spec = match &args.job {
+        Some(j) => Some(find::parse_spec(j).map_err(usage)?),
+        None => None,
+    };
+    let entry = match running_job(spec.as_ref(), &mode, &args)? {
+        ControlFlow::Continue(entry) => entry,
+        ControlFlow::Break(code) => return Ok(code),
+    };
+    let step = spec.as_ref().and_then(|s| s.step.clone());
+    let mut facts = JobFacts {
+        job_id: entry.display_id.clone(),
+        step: step.clone(),
+        ..JobFacts::default()
+    };
+    fill_facts(&mut facts, &entry);
+    if let Some(n) = &args.node {
+        if !slurmwatch_core::options::is_plain_name(n) {
+            return Err(usage(format!("--node {n:?} is not a node name.")));
+        }
+        facts.node = Some(n.clone());
+    }
+    let hopped = std::env::var_os(HOP_ENV).is_some();
+    // The inner run of a hop chooses for itself (its environment is cleared of the choice).
+    let forced = if hopped { None } else { forced_source()? };
+    let live = Live {
+        args: &args,
+        queue: QueueInfo::from_entry(&entry),
+        series: step.map_or(Series::Job, Series::Step),
+        one_shot: matches!(mode, Mode::Json | Mode::Csv),
+        mode,
+        entry,
+        facts,
+        hopped,
+    };
+    for stage in plan(forced, live.hopped, live.one_shot) {
+        let answer = match stage {
+            Stage::Nodes {
+                read_files,
+                hop_missing,
+            } => live.try_nodes(read_files, hop_missing),
+            Stage::Direct => live.try_direct(),
+            Stage::JobHop => live.try_job_hop(),
+            Stage::SstatSummary => live.try_sstat(),
+        };
+        if let Some(answer) = answer {
+            return answer;
+        }
+    }
+    Err(no_source(&live.entry, forced))
+}
+
+/// The output the options ask for; bad combinations and values are usage errors.
+fn mode(args: &WatchArgs) -> Result<Mode, Outcome> {
     let mode = match (&args.log, args.once || args.json) {
         (Some(_), true) => return Err(usage("--log and --once/--json do not go together.")),
         (Some(p), false) => Mode::Log(p.clone()),
@@ -188,58 +249,62 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     if let Mode::Log(p) = &mode {
         log_format(p)?;
     }
-    let hopped = std::env::var_os(HOP_ENV).is_some();
+    Ok(mode)
+}
 
-    // An explicit file: read it as it is, with Slurm's facts when Slurm is here.
-    if let Some(path) = &args.file {
-        let spec = args
-            .job
-            .as_deref()
-            .map(find::parse_spec)
-            .transpose()
-            .map_err(usage)?;
-        let series = spec
-            .as_ref()
-            .and_then(|s| s.step.clone())
-            .map_or(Series::Job, Series::Step);
-        let feed = Feed::open_file(path, series).map_err(|e| {
-            Outcome::fail(
-                2,
-                sentence(&e),
-                "Check the path; slurmwatch reads the .sqlite files its plugin writes.",
-            )
-        })?;
-        let meta = feed.meta().cloned().expect("file feed has meta");
-        let entry = squeue::query_job(&meta.job_id.to_string())
-            .ok()
-            .and_then(|e| e.into_iter().next());
-        let mut facts = JobFacts {
-            job_id: meta.job_id.to_string(),
-            step: spec.and_then(|s| s.step),
-            ..JobFacts::default()
-        };
-        let mut queue = QueueInfo::default();
-        if let Some(e) = entry {
-            queue = QueueInfo::from_entry(&e);
-            fill_facts(&mut facts, &e);
-        }
-        return output(mode, Feeds::single(None, feed), facts, queue, &args, None);
-    }
-
-    let spec = match &args.job {
-        Some(j) => Some(find::parse_spec(j).map_err(usage)?),
-        None => None,
+/// `--file`: that file as it is, with squeue's facts of its job when Slurm knows it.
+fn watch_file(path: &Path, mode: Mode, args: &WatchArgs) -> Result<i32, Outcome> {
+    let spec = args
+        .job
+        .as_deref()
+        .map(find::parse_spec)
+        .transpose()
+        .map_err(usage)?;
+    let series = spec
+        .as_ref()
+        .and_then(|s| s.step.clone())
+        .map_or(Series::Job, Series::Step);
+    let feed = Feed::open_file(path, series).map_err(|e| {
+        Outcome::fail(
+            2,
+            sentence(&e),
+            "Check the path; slurmwatch reads the .sqlite files its plugin writes.",
+        )
+    })?;
+    let meta = feed.meta().cloned().expect("file feed has meta");
+    let entry = squeue::query_job(&meta.job_id.to_string())
+        .ok()
+        .and_then(|e| e.into_iter().next());
+    let mut facts = JobFacts {
+        job_id: meta.job_id.to_string(),
+        step: spec.and_then(|s| s.step),
+        ..JobFacts::default()
     };
-    let mut entry = match &spec {
+    let mut queue = QueueInfo::default();
+    if let Some(e) = entry {
+        queue = QueueInfo::from_entry(&e);
+        fill_facts(&mut facts, &e);
+    }
+    output(mode, Feeds::single(None, feed), facts, queue, args, None)
+}
+
+/// The job to watch, running and the caller's own; `Break(code)` when there is nothing
+/// live to show and that has been said (a pending job's own answer).
+fn running_job(
+    spec: Option<&find::JobSpec>,
+    mode: &Mode,
+    args: &WatchArgs,
+) -> Result<ControlFlow<i32, QueueEntry>, Outcome> {
+    let mut entry = match spec {
         None => find::choose_own_job()?,
         Some(spec) => resolve(&spec.query)?,
     };
     check_owner(&entry)?;
     if entry.is_pending() {
         match mode {
-            Mode::Json => return pending::json(&entry),
-            Mode::Screen => match pending::screen(&args, &entry)? {
-                pending::End::Code(c) => return Ok(c),
+            Mode::Json => return pending::json(&entry).map(ControlFlow::Break),
+            Mode::Screen => match pending::screen(args, &entry)? {
+                pending::End::Code(c) => return Ok(ControlFlow::Break(c)),
                 // It started while watched: carry on to the live dashboard.
                 pending::End::Started => entry = resolve(&entry.display_id)?,
             },
@@ -249,151 +314,88 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
     if !entry.is_running() {
         return Err(ended(&entry.display_id, &entry.state, entry.job_id));
     }
-    let step = spec.as_ref().and_then(|s| s.step.clone());
-    let mut facts = JobFacts {
-        job_id: entry.display_id.clone(),
-        step: step.clone(),
-        ..JobFacts::default()
-    };
-    fill_facts(&mut facts, &entry);
-    if let Some(n) = &args.node {
-        if !slurmwatch_core::options::is_plain_name(n) {
-            return Err(usage(format!("--node {n:?} is not a node name.")));
-        }
-        facts.node = Some(n.clone());
-    }
-    let queue = QueueInfo::from_entry(&entry);
-    let series = step.clone().map_or(Series::Job, Series::Step);
+    Ok(ControlFlow::Continue(entry))
+}
 
-    // The inner run of a hop chooses for itself (its environment is cleared of the choice).
-    let forced = if hopped { None } else { forced_source()? };
+/// One source of the live numbers, in the order [`plan`] tries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// Per node of the job: its plugin file (`read_files`: in the spool here or the archive
+    /// copy), and for one snapshot, an `srun --overlap` hop to each node without one
+    /// (`hop_missing`).
+    Nodes { read_files: bool, hop_missing: bool },
+    /// Readings of the job's processes on this machine.
+    Direct,
+    /// This same command on the job's first node, through `srun --overlap`.
+    JobHop,
+    /// sstat's lifetime figures of the running steps: the last resort, labelled as such.
+    SstatSummary,
+}
+
+/// The cascade: the stages tried, in order, until one answers. `forced`: the one source
+/// SLURMWATCH_SOURCE asks for. `hopped`: this is the inner run of a hop, which never hops
+/// again and leaves sstat to the outer run. `one_shot`: `--once`/`--json` (a dashboard or
+/// a log hops once for the whole job instead of per node).
+fn plan(forced: Option<SnapshotSource>, hopped: bool, one_shot: bool) -> Vec<Stage> {
     let allow = |s: SnapshotSource| forced.is_none_or(|f| f == s);
-
-    // 1. The plugin's file, in the spool on the node or the archive copy.
-    let mut notes = Vec::new();
-    let files = if allow(SnapshotSource::PluginFile) {
-        candidate_files(&entry)
-    } else {
-        Vec::new()
-    };
-    let files = match &args.node {
-        None => files,
-        Some(want) => {
-            let mut files = files;
-            files.retain(|(n, _)| n == want);
-            if files.is_empty() && allow(SnapshotSource::PluginFile) {
-                return Err(usage(format!(
-                    "job {} has no node {want:?} (its nodes: {}).",
-                    entry.display_id, entry.nodes
-                )));
-            }
-            files
-        }
-    };
-    let mut per_node: Vec<(String, Result<Feed, String>)> = Vec::new();
-    // A spool without `%n` is the same path for every node: on a multi-node job a file
-    // there is only the node's that wrote it (meta.node), never every node's.
-    let several = files.len() > 1;
-    for (node, paths) in files {
-        let mut got: Result<Feed, String> =
-            Err(format!("no file for {node} reachable from this machine"));
-        for path in paths.iter().filter(|p| p.exists()) {
-            match Feed::open_file(path, series.clone()) {
-                Ok(f) if f.meta().is_some_and(|m| m.job_id == entry.job_id) => {
-                    if several && f.meta().is_some_and(|m| m.node != node) {
-                        continue;
-                    }
-                    got = Ok(f);
-                    break;
-                }
-                Ok(_) => notes.push(format!("{} belongs to another job", path.display())),
-                Err(e) => notes.push(e),
-            }
-        }
-        per_node.push((node, got));
+    let read_files = allow(SnapshotSource::PluginFile);
+    let hop_missing = !hopped && one_shot && allow(SnapshotSource::SrunHop);
+    let mut stages = Vec::new();
+    if read_files || hop_missing {
+        stages.push(Stage::Nodes {
+            read_files,
+            hop_missing,
+        });
     }
-    // A multi-node job seen from a machine without every node's file (a login node): for
-    // one snapshot, each missing node answers through its own `srun --overlap` hop.
-    let one_shot = matches!(mode, Mode::Json | Mode::Csv);
-    if !hopped && one_shot && allow(SnapshotSource::SrunHop) {
-        if per_node.is_empty() && !allow(SnapshotSource::PluginFile) {
-            per_node = job_nodes(&entry, args.node.as_deref())
-                .into_iter()
-                .map(|n| (n, Err("not read: only srun hops asked for".to_string())))
-                .collect();
-        }
-        if per_node.len() > 1 && per_node.iter().any(|(_, f)| f.is_err()) {
-            hop_missing_nodes(&entry, &mut per_node);
-        }
+    if allow(SnapshotSource::Direct) {
+        stages.push(Stage::Direct);
     }
-    if per_node.iter().any(|(_, f)| f.is_ok()) {
-        let hop = hopped.then_some(SnapshotSource::SrunHop);
-        // A hop runs on one node: only that node's file is its own to show.
-        if hopped {
-            per_node.retain(|(_, f)| f.is_ok());
-        }
-        return output(mode, Feeds::per_node(per_node), facts, queue, &args, hop);
-    }
-    for n in &notes {
-        eprintln!("slurmwatch: note: {n}; reading the job directly instead");
-    }
-    // 2. Directly, when the job has processes on this node.
-    let slot = args.interval.map_or(1, |i| i.round().max(1.0) as u32);
-    let pid = if allow(SnapshotSource::Direct) {
-        scontrol::task_pid(entry.job_id)
-    } else {
-        Ok(None)
-    };
-    match pid {
-        Ok(Some(pid)) => {
-            if let Some(st) = facts.step.take() {
-                eprintln!(
-                    "slurmwatch: note: step {st} is not recorded; direct readings cover the whole job"
-                );
-            }
-            let feed = Feed::direct(pid, entry.job_id, slot);
-            let hop = hopped.then_some(SnapshotSource::SrunHop);
-            let node = facts.node.clone();
-            return output(mode, Feeds::single(node, feed), facts, queue, &args, hop);
-        }
-        Ok(None) => {}
-        Err(CommandError::NotFound { .. }) => {}
-        Err(e) => eprintln!("slurmwatch: note: {e}"),
-    }
-    // 3. On the job's node, through srun.
     if !hopped && allow(SnapshotSource::SrunHop) {
-        match entry.first_node() {
-            Some(node) => match hop(&entry, &node, &mode) {
-                Ok(code) => return Ok(code),
-                Err(why) => eprintln!("slurmwatch: note: {why}"),
-            },
-            None => eprintln!("slurmwatch: note: squeue names no node for the job: no srun hop"),
-        }
+        stages.push(Stage::JobHop);
     }
-    // 4. The last resort: sstat's lifetime figures of the running steps, labelled as such.
     if !hopped && allow(SnapshotSource::SstatSummary) {
-        match sstat::query(entry.job_id, sstat::TIMEOUT) {
-            Ok(summary) => {
-                if let Some(st) = facts.step.take() {
-                    eprintln!(
-                        "slurmwatch: note: step {st} is not recorded; sstat's summary covers every running step"
-                    );
-                }
-                if !matches!(mode, Mode::Json) {
-                    eprintln!(
-                        "slurmwatch: note: no live source for job {}: showing sstat's lifetime totals, not live readings",
-                        entry.display_id
-                    );
-                }
-                let feed = Feed::sstat(entry.job_id, summary);
-                let node = facts.node.clone();
-                return output(mode, Feeds::single(node, feed), facts, queue, &args, None);
-            }
-            Err(e) => eprintln!("slurmwatch: note: no sstat summary either: {e}"),
-        }
+        stages.push(Stage::SstatSummary);
     }
+    stages
+}
+
+/// What a plugin file found for `node` is to the job being watched.
+#[derive(Debug, PartialEq, Eq)]
+enum FileVerdict {
+    /// The node's own recording of this job.
+    Take,
+    /// This job's file, but another node wrote it: a spool without `%n` is the same path for
+    /// every node, so on a multi-node job (`several`) a file there is only its writer's.
+    OtherNode,
+    /// Another job's file at this path.
+    OtherJob,
+}
+
+fn file_verdict(meta: &JobMeta, job_id: u64, node: &str, several: bool) -> FileVerdict {
+    if meta.job_id != job_id {
+        FileVerdict::OtherJob
+    } else if several && meta.node != node {
+        FileVerdict::OtherNode
+    } else {
+        FileVerdict::Take
+    }
+}
+
+/// The nodes to reach by a hop for one snapshot: on a multi-node job, those without a
+/// feed here (`found[i]`: node i has one); none when one node is all there is (the
+/// whole-job hop covers it) or every node answered.
+fn nodes_to_hop(found: &[bool]) -> Vec<usize> {
+    if found.len() < 2 {
+        return Vec::new();
+    }
+    (0..found.len()).filter(|&i| !found[i]).collect()
+}
+
+/// The answer when no stage could read the job: the forced source's failure, or where the
+/// numbers are (the node, or a recording next time).
+fn no_source(entry: &QueueEntry, forced: Option<SnapshotSource>) -> Outcome {
     if let Some(f) = forced {
-        return Err(Outcome::fail(
+        return Outcome::fail(
             2,
             format!(
                 "job {} cannot be read from the source {SOURCE_ENV} asks for ({}).",
@@ -401,9 +403,9 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
                 f.as_str()
             ),
             format!("Unset {SOURCE_ENV} to let slurmwatch choose."),
-        ));
+        );
     }
-    Err(Outcome::fail(
+    Outcome::fail(
         2,
         format!(
             "job {} is running but this machine has neither its recording nor its processes.",
@@ -415,7 +417,186 @@ fn main(args: WatchArgs) -> Result<i32, Outcome> {
             entry.job_id,
             entry.display_id
         ),
-    ))
+    )
+}
+
+/// A running job of the caller's and how to show it: what every stage of the cascade
+/// shares. Each `try_*` is one stage's IO: `Some(answer)` ends the cascade (the output
+/// shown, or an error), `None` passes to the next stage (having said why, as a note).
+struct Live<'a> {
+    args: &'a WatchArgs,
+    mode: Mode,
+    entry: QueueEntry,
+    facts: JobFacts,
+    queue: QueueInfo,
+    series: Series,
+    one_shot: bool,
+    hopped: bool,
+}
+
+impl Live<'_> {
+    /// Shows `feeds`; `hop` marks the inner run of a hop.
+    fn show(&self, feeds: Feeds, facts: JobFacts) -> Option<Result<i32, Outcome>> {
+        let hop = self.hopped.then_some(SnapshotSource::SrunHop);
+        Some(output(
+            self.mode.clone(),
+            feeds,
+            facts,
+            self.queue.clone(),
+            self.args,
+            hop,
+        ))
+    }
+
+    /// [`Stage::Nodes`]: the plugin's file of each node, in the spool on the node or the
+    /// archive copy; for one snapshot, a hop to each node without one.
+    fn try_nodes(&self, read_files: bool, hop_missing: bool) -> Option<Result<i32, Outcome>> {
+        let e = &self.entry;
+        let mut files = if read_files {
+            candidate_files(e)
+        } else {
+            Vec::new()
+        };
+        if let Some(want) = &self.args.node {
+            files.retain(|(n, _)| n == want);
+            if files.is_empty() && read_files {
+                return Some(Err(usage(format!(
+                    "job {} has no node {want:?} (its nodes: {}).",
+                    e.display_id, e.nodes
+                ))));
+            }
+        }
+        let mut notes = Vec::new();
+        let several = files.len() > 1;
+        let mut per_node: Vec<(String, Result<Feed, String>)> = files
+            .into_iter()
+            .map(|(node, paths)| {
+                let feed = self.open_node_file(&node, &paths, several, &mut notes);
+                (node, feed)
+            })
+            .collect();
+        // A multi-node job seen from a machine without every node's file (a login node): for
+        // one snapshot, each missing node answers through its own `srun --overlap` hop.
+        if hop_missing {
+            if per_node.is_empty() && !read_files {
+                per_node = job_nodes(e, self.args.node.as_deref())
+                    .into_iter()
+                    .map(|n| (n, Err("not read: only srun hops asked for".to_string())))
+                    .collect();
+            }
+            let found: Vec<bool> = per_node.iter().map(|(_, f)| f.is_ok()).collect();
+            hop_missing_nodes(e, &mut per_node, &nodes_to_hop(&found));
+        }
+        if per_node.iter().any(|(_, f)| f.is_ok()) {
+            // A hop runs on one node: only that node's file is its own to show.
+            if self.hopped {
+                per_node.retain(|(_, f)| f.is_ok());
+            }
+            return self.show(Feeds::per_node(per_node), self.facts.clone());
+        }
+        for n in &notes {
+            eprintln!("slurmwatch: note: {n}; reading the job directly instead");
+        }
+        None
+    }
+
+    /// The first of `paths` (spool, then archive) that holds `node`'s recording of the job;
+    /// what was found instead goes to `notes`.
+    fn open_node_file(
+        &self,
+        node: &str,
+        paths: &[PathBuf],
+        several: bool,
+        notes: &mut Vec<String>,
+    ) -> Result<Feed, String> {
+        for path in paths.iter().filter(|p| p.exists()) {
+            match Feed::open_file(path, self.series.clone()) {
+                Ok(f) => match f
+                    .meta()
+                    .map(|m| file_verdict(m, self.entry.job_id, node, several))
+                {
+                    Some(FileVerdict::Take) => return Ok(f),
+                    Some(FileVerdict::OtherNode) => {}
+                    Some(FileVerdict::OtherJob) | None => {
+                        notes.push(format!("{} belongs to another job", path.display()))
+                    }
+                },
+                Err(e) => notes.push(e),
+            }
+        }
+        Err(format!("no file for {node} reachable from this machine"))
+    }
+
+    /// [`Stage::Direct`]: the job's processes on this machine.
+    fn try_direct(&self) -> Option<Result<i32, Outcome>> {
+        let slot = self.args.interval.map_or(1, |i| i.round().max(1.0) as u32);
+        match scontrol::task_pid(self.entry.job_id) {
+            Ok(Some(pid)) => {
+                let mut facts = self.facts.clone();
+                if let Some(st) = facts.step.take() {
+                    eprintln!(
+                        "slurmwatch: note: step {st} is not recorded; direct readings cover the whole job"
+                    );
+                }
+                let feed = Feed::direct(pid, self.entry.job_id, slot);
+                let node = facts.node.clone();
+                self.show(Feeds::single(node, feed), facts)
+            }
+            Ok(None) | Err(CommandError::NotFound { .. }) => None,
+            Err(e) => {
+                eprintln!("slurmwatch: note: {e}");
+                None
+            }
+        }
+    }
+
+    /// [`Stage::JobHop`]: this same command on the job's first node.
+    fn try_job_hop(&self) -> Option<Result<i32, Outcome>> {
+        match self.entry.first_node() {
+            Some(node) => match hop(&self.entry, &node, &self.mode) {
+                Ok(code) => return Some(Ok(code)),
+                Err(why) => eprintln!("slurmwatch: note: {why}"),
+            },
+            None => eprintln!("slurmwatch: note: squeue names no node for the job: no srun hop"),
+        }
+        None
+    }
+
+    /// [`Stage::SstatSummary`]: sstat's lifetime figures of the running steps.
+    fn try_sstat(&self) -> Option<Result<i32, Outcome>> {
+        let e = &self.entry;
+        match sstat::query(e.job_id, sstat::TIMEOUT) {
+            Ok(summary) => {
+                let mut facts = self.facts.clone();
+                if let Some(st) = facts.step.take() {
+                    eprintln!(
+                        "slurmwatch: note: step {st} is not recorded; sstat's summary covers every running step"
+                    );
+                }
+                if !matches!(self.mode, Mode::Json) {
+                    eprintln!(
+                        "slurmwatch: note: no live source for job {}: showing sstat's lifetime totals, not live readings",
+                        e.display_id
+                    );
+                }
+                let feed = Feed::sstat(e.job_id, summary);
+                let node = facts.node.clone();
+                // Never from a hop (the plan leaves sstat to the outer run).
+                Some(output(
+                    self.mode.clone(),
+                    Feeds::single(node, feed),
+                    facts,
+                    self.queue.clone(),
+                    self.args,
+                    None,
+                ))
+            }
+            Err(e) => {
+                eprintln!("slurmwatch: note: no sstat summary either: {e}");
+                None
+            }
+        }
+    }
 }
 
 fn log_format(p: &Path) -> Result<LogFormat, Outcome> {
@@ -613,14 +794,17 @@ fn job_nodes(e: &QueueEntry, only: Option<&str>) -> Vec<String> {
     nodes
 }
 
-/// Runs one hop per node whose feed is missing, all at once, and puts each answer (that
-/// node's own snapshot) in its place; a failed hop leaves the node not reporting, with why.
-fn hop_missing_nodes(e: &QueueEntry, per_node: &mut [(String, Result<Feed, String>)]) {
-    let missing: Vec<(usize, String)> = per_node
+/// Runs one hop per node of `missing` (indices into `per_node`), all at once, and puts each
+/// answer (that node's own snapshot) in its place; a failed hop leaves the node not
+/// reporting, with why.
+fn hop_missing_nodes(
+    e: &QueueEntry,
+    per_node: &mut [(String, Result<Feed, String>)],
+    missing: &[usize],
+) {
+    let missing: Vec<(usize, String)> = missing
         .iter()
-        .enumerate()
-        .filter(|(_, (_, f))| f.is_err())
-        .map(|(i, (n, _))| (i, n.clone()))
+        .map(|&i| (i, per_node[i].0.clone()))
         .collect();
     let answers: Vec<(usize, Result<Snapshot, String>)> = std::thread::scope(|s| {
         let handles: Vec<_> = missing
@@ -846,5 +1030,162 @@ mod unknown_job_tests {
         assert_eq!(o.code, 1);
         let (what, _) = unknown_job("7", None).message.unwrap();
         assert_eq!(what, "Slurm knows no job 7.");
+    }
+}
+
+#[cfg(test)]
+mod cascade_tests {
+    use super::*;
+    use slurmwatch_core::sample::Source;
+    use SnapshotSource as S;
+
+    fn nodes(read_files: bool, hop_missing: bool) -> Stage {
+        Stage::Nodes {
+            read_files,
+            hop_missing,
+        }
+    }
+
+    /// Unforced: every source in order; the per-node hops only for one snapshot.
+    #[test]
+    fn the_cascade_tries_every_source_in_order() {
+        assert_eq!(
+            plan(None, false, true),
+            [
+                nodes(true, true),
+                Stage::Direct,
+                Stage::JobHop,
+                Stage::SstatSummary
+            ]
+        );
+        assert_eq!(
+            plan(None, false, false),
+            [
+                nodes(true, false),
+                Stage::Direct,
+                Stage::JobHop,
+                Stage::SstatSummary
+            ]
+        );
+    }
+
+    /// The inner run of a hop reads only what is on its node: its file or its processes.
+    #[test]
+    fn a_hop_never_hops_again_nor_asks_sstat() {
+        for one_shot in [true, false] {
+            assert_eq!(
+                plan(None, true, one_shot),
+                [nodes(true, false), Stage::Direct]
+            );
+        }
+    }
+
+    #[test]
+    fn a_forced_source_is_the_only_stage() {
+        assert_eq!(plan(Some(S::PluginFile), false, true), [nodes(true, false)]);
+        assert_eq!(plan(Some(S::Direct), false, true), [Stage::Direct]);
+        assert_eq!(
+            plan(Some(S::SstatSummary), false, false),
+            [Stage::SstatSummary]
+        );
+        // srun hops: per node for one snapshot (no file read), else the whole-job hop.
+        assert_eq!(
+            plan(Some(S::SrunHop), false, true),
+            [nodes(false, true), Stage::JobHop]
+        );
+        assert_eq!(plan(Some(S::SrunHop), false, false), [Stage::JobHop]);
+    }
+
+    fn meta(job_id: u64, node: &str) -> JobMeta {
+        JobMeta {
+            job_id,
+            user: "alice".into(),
+            uid: 1000,
+            node: node.into(),
+            cluster: None,
+            plugin_version: "0".into(),
+            interval_seconds: 1,
+            source: Source::CgroupV2,
+            cores_allocated: None,
+            memory_allocated_bytes: None,
+            started_unix_ms: 0,
+            incarnation: None,
+        }
+    }
+
+    #[test]
+    fn a_file_is_taken_only_for_its_job_and_on_a_multinode_job_its_node() {
+        assert_eq!(
+            file_verdict(&meta(7, "n1"), 7, "n1", true),
+            FileVerdict::Take
+        );
+        assert_eq!(
+            file_verdict(&meta(8, "n1"), 7, "n1", false),
+            FileVerdict::OtherJob
+        );
+        assert_eq!(
+            file_verdict(&meta(7, "n2"), 7, "n1", true),
+            FileVerdict::OtherNode
+        );
+        // One node: the file is the job's wherever it says it was written.
+        assert_eq!(
+            file_verdict(&meta(7, "n2"), 7, "n1", false),
+            FileVerdict::Take
+        );
+    }
+
+    #[test]
+    fn only_a_multinode_jobs_missing_nodes_are_hopped() {
+        assert_eq!(nodes_to_hop(&[]), Vec::<usize>::new());
+        assert_eq!(nodes_to_hop(&[false]), Vec::<usize>::new());
+        assert_eq!(nodes_to_hop(&[true, true]), Vec::<usize>::new());
+        assert_eq!(nodes_to_hop(&[true, false, true, false]), [1, 3]);
+        assert_eq!(nodes_to_hop(&[false, false]), [0, 1]);
+    }
+
+    fn entry(nodes: &str) -> QueueEntry {
+        QueueEntry {
+            display_id: "12_3".into(),
+            job_id: 15,
+            state: "RUNNING".into(),
+            user: "alice".into(),
+            uid: Some(1000),
+            elapsed_seconds: None,
+            limit: TimeLimit::Unknown,
+            start: None,
+            end: None,
+            nodes: nodes.into(),
+            reason: String::new(),
+            cpus: None,
+            memory_per_node_bytes: None,
+            node_count: None,
+            name: "x".into(),
+        }
+    }
+
+    #[test]
+    fn no_source_names_the_forced_one_or_where_to_run() {
+        let o = no_source(&entry("sw[1-2]"), Some(S::SstatSummary));
+        assert_eq!(o.code, 2);
+        let (what, hint) = o.message.unwrap();
+        assert_eq!(
+            what,
+            "job 12_3 cannot be read from the source SLURMWATCH_SOURCE asks for (sstat_summary)."
+        );
+        assert_eq!(hint, "Unset SLURMWATCH_SOURCE to let slurmwatch choose.");
+        let (what, hint) = no_source(&entry("sw[1-2]"), None).message.unwrap();
+        assert_eq!(
+            what,
+            "job 12_3 is running but this machine has neither its recording nor its processes."
+        );
+        assert_eq!(
+            hint,
+            "Run slurmwatch on sw[1-2] (srun --jobid=15 --overlap --pty slurmwatch 12_3), or record the job with #SBATCH --slurmwatch."
+        );
+        let (_, hint) = no_source(&entry(""), None).message.unwrap();
+        assert!(
+            hint.starts_with("Run slurmwatch on the job's node "),
+            "{hint}"
+        );
     }
 }

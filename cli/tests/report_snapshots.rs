@@ -22,6 +22,8 @@ fn report(extra: &[&str]) -> String {
         .args(extra)
         .env("TZ", "UTC")
         .env("NO_COLOR", "1")
+        // No site file, whatever this machine has in /etc: the snapshots are the defaults.
+        .env("SLURMWATCH_SITE_FILE", "")
         .output()
         .unwrap();
     assert_eq!(

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
+use slurmwatch_core::recording::rows::STEP_ROW_EVERY;
 use slurmwatch_core::sample::{Pressure, Source, UsageReading};
 use slurmwatch_core::store::{JobMeta, Reader, Writer};
 
@@ -169,9 +170,9 @@ fn seven_days(busy: bool, srun: bool) {
     let wal = dir.path().join("job.db-wal");
     for i in 0..ROWS_7_DAYS {
         w.push(job.next(i, Series::Job));
-        // The plugin's policy (plugin/src/recorder.rs STEP_ROW_EVERY): while several steps
-        // run, step rows are kept every 6th interval (the job series has full resolution).
-        let step_due = !srun || i.is_multiple_of(6);
+        // The plugin's policy (`recording::rows`): while several steps run, step rows are
+        // kept every STEP_ROW_EVERY intervals (the job series has full resolution).
+        let step_due = !srun || i.is_multiple_of(STEP_ROW_EVERY.into());
         let (b, s0) = (
             step.next(i, Series::step("batch")),
             step0.next(i, Series::step("0")),

@@ -13,6 +13,7 @@ pub mod model;
 pub mod options;
 pub mod private_dir;
 pub mod queue;
+pub mod recording;
 pub mod render;
 pub mod report;
 pub mod sample;

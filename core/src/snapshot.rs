@@ -538,53 +538,11 @@ pub fn from_rows(
     let allocated_mem = meta
         .and_then(|m| m.memory_allocated_bytes)
         .or(facts.memory_allocated_bytes);
-    let no_rows = || "no reading yet".to_string();
-    let field = |f: fn(&SampleRow) -> Option<u64>, why: &str| -> Reading<u64> {
-        match last {
-            None => Reading::missing(no_rows()),
-            Some(r) => Reading::from_option(f(r), || why.to_string()),
-        }
-    };
-    let unreadable = "unreadable in the latest reading";
-    let no_cgroup = "not available without a job cgroup (/proc mode)";
-
-    let effective_cores = match (prev, last) {
-        (Some(p), Some(c)) => Reading::from_option(model::effective_cores(p, c), || {
-            "no rate: a CPU reading is missing or the counter went back".into()
-        }),
-        (None, Some(_)) => Reading::missing("one reading so far: a rate needs two"),
-        _ => Reading::missing(no_rows()),
-    };
     let cores_allocated = last
         .and_then(|r| r.cores_allocated)
         .or(meta.and_then(|m| m.cores_allocated))
         .or(facts.cores_allocated);
-
-    let limit = last.and_then(|r| model::memory_limit_bytes(r, allocated_mem));
-    let percent = last.and_then(|r| model::memory_percent_of_limit(r, allocated_mem));
-    let memory = MemorySnapshot {
-        working_set_bytes: field(|r| r.usage.memory_working_set_bytes, unreadable),
-        cache_bytes: field(
-            |r| r.usage.memory_cache_bytes,
-            if proc_mode { no_cgroup } else { unreadable },
-        ),
-        limit_bytes: match last {
-            None => Reading::missing(no_rows()),
-            Some(_) => {
-                Reading::from_option(limit, || "no memory limit and no allocation known".into())
-            }
-        },
-        percent_of_limit: Reading::from_option(percent, || {
-            "needs both the working set and a limit".into()
-        }),
-        peak_working_set_bytes: Reading::from_option(peaks.working_set_max_bytes, || {
-            "no working set recorded".into()
-        }),
-        lifetime_peak_bytes: Reading::from_option(peaks.lifetime_peak_bytes, || {
-            if proc_mode { no_cgroup } else { "not recorded" }.into()
-        }),
-        guard: percent.map(MemoryGuard::from_percent),
-    };
+    let memory = memory_from_rows(last, &peaks, allocated_mem, proc_mode);
 
     let state = match (facts.state, last) {
         (Some(s), _) => s,
@@ -608,21 +566,7 @@ pub fn from_rows(
         reading_unix_ms: last.map(|r| r.t_unix_ms),
         interval_seconds: interval,
         peaks_cover_whole_job,
-        cpu: CpuSnapshot {
-            usage_seconds_total: match last {
-                None => Reading::missing(no_rows()),
-                Some(r) => {
-                    Reading::from_option(r.usage.cpu_usage_usec.map(|u| u as f64 / 1e6), || {
-                        unreadable.into()
-                    })
-                }
-            },
-            cores_allocated: Reading::from_option(cores_allocated, || "not known".into()),
-            effective_cores,
-            peak_effective_cores: Reading::from_option(peaks.effective_cores_max, || {
-                "a rate needs two readings".into()
-            }),
-        },
+        cpu: cpu_from_rows(prev, last, cores_allocated, &peaks),
         memory,
         gpus: Vec::new(),
         time: TimeBudget::unknown("not asked of Slurm"),
@@ -630,6 +574,83 @@ pub fn from_rows(
         sstat: None,
         nodes: Vec::new(),
         nodes_reporting: None,
+    }
+}
+
+/// Why a figure of [`from_rows`] is absent.
+const NO_ROWS: &str = "no reading yet";
+const UNREADABLE: &str = "unreadable in the latest reading";
+const NO_CGROUP: &str = "not available without a job cgroup (/proc mode)";
+
+/// [`from_rows`]' CPU figures: the latest counter in seconds, and the rate (effective cores)
+/// between the last two readings.
+fn cpu_from_rows(
+    prev: Option<&SampleRow>,
+    last: Option<&SampleRow>,
+    cores_allocated: Option<u32>,
+    peaks: &Peaks,
+) -> CpuSnapshot {
+    let effective_cores = match (prev, last) {
+        (Some(p), Some(c)) => Reading::from_option(model::effective_cores(p, c), || {
+            "no rate: a CPU reading is missing or the counter went back".into()
+        }),
+        (None, Some(_)) => Reading::missing("one reading so far: a rate needs two"),
+        _ => Reading::missing(NO_ROWS.to_string()),
+    };
+    CpuSnapshot {
+        usage_seconds_total: match last {
+            None => Reading::missing(NO_ROWS.to_string()),
+            Some(r) => Reading::from_option(r.usage.cpu_usage_usec.map(|u| u as f64 / 1e6), || {
+                UNREADABLE.into()
+            }),
+        },
+        cores_allocated: Reading::from_option(cores_allocated, || "not known".into()),
+        effective_cores,
+        peak_effective_cores: Reading::from_option(peaks.effective_cores_max, || {
+            "a rate needs two readings".into()
+        }),
+    }
+}
+
+/// [`from_rows`]' memory figures (bytes) from the latest reading, the peaks over all rows,
+/// and the allocation where the cgroup has no limit; `proc_mode` says why cgroup-only
+/// figures are absent.
+fn memory_from_rows(
+    last: Option<&SampleRow>,
+    peaks: &Peaks,
+    allocated_mem: Option<u64>,
+    proc_mode: bool,
+) -> MemorySnapshot {
+    let field = |f: fn(&SampleRow) -> Option<u64>, why: &str| -> Reading<u64> {
+        match last {
+            None => Reading::missing(NO_ROWS.to_string()),
+            Some(r) => Reading::from_option(f(r), || why.to_string()),
+        }
+    };
+    let limit = last.and_then(|r| model::memory_limit_bytes(r, allocated_mem));
+    let percent = last.and_then(|r| model::memory_percent_of_limit(r, allocated_mem));
+    MemorySnapshot {
+        working_set_bytes: field(|r| r.usage.memory_working_set_bytes, UNREADABLE),
+        cache_bytes: field(
+            |r| r.usage.memory_cache_bytes,
+            if proc_mode { NO_CGROUP } else { UNREADABLE },
+        ),
+        limit_bytes: match last {
+            None => Reading::missing(NO_ROWS.to_string()),
+            Some(_) => {
+                Reading::from_option(limit, || "no memory limit and no allocation known".into())
+            }
+        },
+        percent_of_limit: Reading::from_option(percent, || {
+            "needs both the working set and a limit".into()
+        }),
+        peak_working_set_bytes: Reading::from_option(peaks.working_set_max_bytes, || {
+            "no working set recorded".into()
+        }),
+        lifetime_peak_bytes: Reading::from_option(peaks.lifetime_peak_bytes, || {
+            if proc_mode { NO_CGROUP } else { "not recorded" }.into()
+        }),
+        guard: percent.map(MemoryGuard::from_percent),
     }
 }
 

@@ -54,42 +54,9 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         .collect();
     let (_, first) = ok.first()?;
     let newest = ok.iter().filter_map(|(_, s)| s.reading_unix_ms).max();
-    let fresh_ms = |s: &Snapshot| {
-        i64::from(s.interval_seconds.unwrap_or(5).max(1)) * 1000 * REPORTING_INTERVALS
-    };
     let nodes: Vec<NodeSnapshot> = per_node
         .iter()
-        .map(|(node, s)| match s {
-            Ok(s) => {
-                let reporting = match (s.reading_unix_ms, newest) {
-                    (Some(t), Some(n)) => n - t <= fresh_ms(s),
-                    _ => false,
-                };
-                NodeSnapshot {
-                    node: node.clone(),
-                    reporting,
-                    reason: (!reporting).then(|| match s.reading_unix_ms {
-                        None => "no reading yet".to_string(),
-                        Some(_) => "no reading in the last two intervals".to_string(),
-                    }),
-                    reading_unix_ms: s.reading_unix_ms,
-                    source: Some(s.source),
-                    cpu: s.cpu.clone(),
-                    memory: s.memory.clone(),
-                    gpus: s.gpus.len(),
-                }
-            }
-            Err(why) => NodeSnapshot {
-                node: node.clone(),
-                reporting: false,
-                reason: Some(why.clone()),
-                reading_unix_ms: None,
-                source: None,
-                cpu: missing_cpu(why),
-                memory: missing_memory(why),
-                gpus: 0,
-            },
-        })
+        .map(|(node, s)| node_entry(node, s, newest))
         .collect();
     let mut m = (*first).clone();
     m.nodes_reporting = Some(nodes.iter().filter(|n| n.reporting).count() as u32);
@@ -115,16 +82,74 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         .filter(|n| !n.reporting)
         .map(|n| n.node.as_str())
         .collect();
-    let partial = |what: &str| format!("{what}: {} not reporting (see nodes[])", silent.join(", "));
-    let all_or_missing = |v: Option<f64>, what: &str| -> Reading<f64> {
-        match v {
-            Some(v) if silent.is_empty() => Reading::ok(v),
-            Some(_) | None => Reading::missing(partial(what)),
-        }
+    m.cpu = merged_cpu(&live, &reporting, &silent);
+    m.memory = merged_memory(&live, &reporting);
+    m.gpus = ok
+        .iter()
+        .flat_map(|(n, s)| {
+            s.gpus.iter().cloned().map(|mut g| {
+                g.node = Some((*n).clone());
+                g
+            })
+        })
+        .collect();
+    m.history = sum_histories(live.iter().map(|s| &s.history));
+    m.nodes = nodes;
+    Some(m)
+}
+
+/// One node's `nodes[]` entry: reporting when its latest reading is at most
+/// `REPORTING_INTERVALS` of its intervals older than `newest` (any node's newest reading).
+fn node_entry(node: &str, s: &Result<Snapshot, String>, newest: Option<i64>) -> NodeSnapshot {
+    let fresh_ms = |s: &Snapshot| {
+        i64::from(s.interval_seconds.unwrap_or(5).max(1)) * 1000 * REPORTING_INTERVALS
     };
+    match s {
+        Ok(s) => {
+            let reporting = match (s.reading_unix_ms, newest) {
+                (Some(t), Some(n)) => n - t <= fresh_ms(s),
+                _ => false,
+            };
+            NodeSnapshot {
+                node: node.to_string(),
+                reporting,
+                reason: (!reporting).then(|| match s.reading_unix_ms {
+                    None => "no reading yet".to_string(),
+                    Some(_) => "no reading in the last two intervals".to_string(),
+                }),
+                reading_unix_ms: s.reading_unix_ms,
+                source: Some(s.source),
+                cpu: s.cpu.clone(),
+                memory: s.memory.clone(),
+                gpus: s.gpus.len(),
+            }
+        }
+        Err(why) => NodeSnapshot {
+            node: node.to_string(),
+            reporting: false,
+            reason: Some(why.clone()),
+            reading_unix_ms: None,
+            source: None,
+            cpu: missing_cpu(why),
+            memory: missing_memory(why),
+            gpus: 0,
+        },
+    }
+}
+
+/// The job's CPU over its nodes: the CPU total needs every node (`silent`: those not
+/// reporting), the rate sums the reporting ones, peaks stay per node.
+fn merged_cpu(live: &[&Snapshot], reporting: &[&Snapshot], silent: &[&str]) -> CpuSnapshot {
     let cpu_total = sum(live.iter().map(|s| s.cpu.usage_seconds_total.value()));
-    m.cpu = CpuSnapshot {
-        usage_seconds_total: all_or_missing(cpu_total, "the job total needs every node"),
+    let usage_seconds_total = match cpu_total {
+        Some(v) if silent.is_empty() => Reading::ok(v),
+        Some(_) | None => Reading::missing(format!(
+            "the job total needs every node: {} not reporting (see nodes[])",
+            silent.join(", ")
+        )),
+    };
+    CpuSnapshot {
+        usage_seconds_total,
         cores_allocated: Reading::from_option(
             sum(live.iter().map(|s| s.cpu.cores_allocated.value())),
             || "not known on every node".into(),
@@ -136,10 +161,15 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         peak_effective_cores: Reading::missing(
             "peaks are per node in a multi-node job: see nodes[]",
         ),
-    };
+    }
+}
+
+/// The job's memory over its nodes: the reporting nodes' sums, the largest node's peaks,
+/// and the guard of the node closest to its limit.
+fn merged_memory(live: &[&Snapshot], reporting: &[&Snapshot]) -> MemorySnapshot {
     let ws = sum(reporting.iter().map(|s| s.memory.working_set_bytes.value()));
     let limit = sum(reporting.iter().map(|s| s.memory.limit_bytes.value()));
-    m.memory = MemorySnapshot {
+    MemorySnapshot {
         working_set_bytes: Reading::from_option(ws, || {
             "a reporting node has no reading of it".into()
         }),
@@ -172,19 +202,7 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
             .map(|s| s.memory.guard)
             .max_by_key(|g| guard_rank(*g))
             .flatten(),
-    };
-    m.gpus = ok
-        .iter()
-        .flat_map(|(n, s)| {
-            s.gpus.iter().cloned().map(|mut g| {
-                g.node = Some((*n).clone());
-                g
-            })
-        })
-        .collect();
-    m.history = sum_histories(live.iter().map(|s| &s.history));
-    m.nodes = nodes;
-    Some(m)
+    }
 }
 
 /// Slot by slot (each history ends at its node's latest reading): the sum, or a gap where

@@ -448,11 +448,17 @@ fn a_streamed_window_keeps_each_job_once_as_last_listed() {
         ..Query::default()
     };
     let mut runs = history::Runs::new(None);
+    let (mut listings, mut jobs) = (0, 0);
     let tally = q
-        .window_each(&w, sacct::Kept::Ids, &mut |r| runs.add_record(r))
+        .window_each(&w, sacct::Kept::Ids, &mut |r| {
+            listings += 1;
+            jobs += usize::from(runs.add_record(r));
+        })
         .unwrap();
     assert_eq!(tally, sacct::Tally::default());
     assert_eq!((runs.len(), runs.unfinished()), (3, 1));
+    // Both chunks list all four jobs: the progress line counts each job once.
+    assert_eq!((listings, jobs), (8, 4));
     let streamed = runs.finish();
     let elapsed: Vec<f64> = streamed
         .runs

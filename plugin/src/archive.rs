@@ -9,7 +9,7 @@
 //! or the epilog, and no second copy starts while one is still stuck.
 
 use slurmwatch_core::options::{self, PluginConfig};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -60,19 +60,17 @@ pub fn file_name(job_id: u32, node: &str) -> String {
 /// (they are skipped with a reason), not the sampler.
 static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
 
-/// Copies the job's `file` (in the root-only `spool`) to `<dir>/<name>` as the user (uid,
-/// gid), waiting at most `deadline`.
+/// Installs `snapshot` (a consistent copy root made in its spool: `Writer::snapshot` in the
+/// sampler, `store::archive::snapshot` in the epilog) as `<dir>/<name>` with the user's
+/// identity (uid, gid), waiting at most `deadline`.
 pub fn copy_as_user(
-    file: &Path,
-    spool: &Path,
-    job_id: u32,
+    snapshot: slurmwatch_core::error::Result<std::fs::File>,
     dir: &ArchiveDir,
     name: &str,
     (uid, gid): (u32, u32),
     deadline: Duration,
 ) -> Result<(), String> {
-    let mut snapshot = slurmwatch_core::store::archive::snapshot(file, spool, job_id)
-        .map_err(|e| format!("archive copy failed: {e}"))?;
+    let mut snapshot = snapshot.map_err(|e| format!("archive copy failed: {e}"))?;
     if IN_FLIGHT.swap(true, Ordering::SeqCst) {
         return Err(format!(
             "archive copy to {} skipped: the previous one has not finished (hung filesystem?)",

@@ -265,11 +265,10 @@ const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 /// `spank_getenv` reads, is a separate list the job controls). Several slurmd may share one
 /// host, so the host name is only the fallback. Used as a validated file-name component.
 fn slurmd_node_name() -> String {
-    std::env::var("SLURMD_NODENAME")
-        .ok()
-        .filter(|n| options::is_plain_name(n))
-        .or_else(slurmwatch_core::sys::short_host_name)
-        .unwrap_or_else(|| "unknown".into())
+    slurmwatch_core::recording::step::node_name(
+        std::env::var("SLURMD_NODENAME").ok(),
+        slurmwatch_core::sys::short_host_name,
+    )
 }
 
 /// Runs once per job and node before the job's first step here (a separate root process in
@@ -385,9 +384,7 @@ fn epilog_work(
         let file = spool_dir.join(slurmwatch_core::store::paths::live_name(job_id));
         let name = archive::file_name(job_id, &node);
         match archive::copy_as_user(
-            &file,
-            &spool_dir,
-            job_id,
+            slurmwatch_core::store::archive::snapshot(&file, &spool_dir, job_id),
             &dir,
             &name,
             (uid, gid),
@@ -417,7 +414,10 @@ pub unsafe extern "C" fn slurm_spank_exit(
         let recorder = state::lock(&RECORDER).take();
         if let Some(r) = recorder {
             let job = sp.job_id().unwrap_or(0);
-            let step = sp.step_id().map(spank::step_name).unwrap_or_default();
+            let step = sp
+                .step_id()
+                .map(slurmwatch_core::recording::step::step_name)
+                .unwrap_or_default();
             match r.stop() {
                 Ok(summary) => log::info(&format!(
                     "slurmwatch: job {job} step {step}: done, {summary}"
@@ -446,7 +446,7 @@ fn plan_gpus(
     spool: &std::path::Path,
     job_id: u32,
 ) -> Option<recorder::GpuPlan> {
-    use slurmwatch_core::collect::gpu::{wanted_cards, CardRef, GpuEnv, DEFAULT_NVML_LIB};
+    use slurmwatch_core::collect::gpu::{wanted_cards, GpuEnv, DEFAULT_NVML_LIB};
     let env = GpuEnv::from_lookup(|name| sp.getenv(name));
     let wanted = wanted_cards(&env);
     if wanted.is_empty() {
@@ -461,10 +461,7 @@ fn plan_gpus(
             return None;
         }
     };
-    let any = wanted.iter().any(|w| match w.card {
-        CardRef::Index(i) => allocated.contains(&i),
-        CardRef::Uuid(_) => !allocated.is_empty(),
-    });
+    let any = slurmwatch_core::recording::step::any_wanted_card_allocated(&wanted, &allocated);
     any.then(|| recorder::GpuPlan {
         lib_path: config
             .nvml_library
@@ -478,9 +475,10 @@ fn plan_gpus(
 /// What this step records and where. The file name is built only from Slurm's numeric job
 /// id inside the root-owned spool: nothing the user controls chooses a path.
 fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
+    use slurmwatch_core::recording::step;
     let job_id = sp.job_id().ok_or("no job id")?;
     let step_id = sp.step_id().ok_or("no step id")?;
-    let step = spank::step_name(step_id);
+    let step_name = step::step_name(step_id);
     let uid = sp.uid().ok_or("no job uid")?;
     let gid = sp.gid().ok_or("no job gid")?;
     let user = user_name(uid);
@@ -490,8 +488,8 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     Ok(recorder::Plan {
         archive_dir,
         job_id,
-        records_job_series: matches!(step.as_str(), "batch" | "interactive"),
-        step,
+        records_job_series: slurmwatch_core::store::is_job_series_step(&step_name),
+        step: step_name,
         interval: std::time::Duration::from_secs(u64::from(interval)),
         uid,
         gid,
@@ -500,14 +498,9 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         file: spool.join(slurmwatch_core::store::paths::live_name(job_id)),
         gpu: plan_gpus(sp, config, &spool, job_id),
         spool,
-        max_file_bytes: test_cap(sp).map_or(u64::from(config.max_file_mb) << 20, |t| {
-            t.min(u64::from(config.max_file_mb) << 20)
-        }),
+        max_file_bytes: step::file_cap_bytes(config.max_file_mb, test_cap(sp)),
         cores_allocated: sp.ncpus().map(u32::from),
-        memory_allocated_bytes: sp
-            .job_alloc_mem_mib()
-            .filter(|m| *m > 0)
-            .map(|m| m * 1024 * 1024),
+        memory_allocated_bytes: step::memory_allocated_bytes(sp.job_alloc_mem_mib()),
         local_tasks: sp.local_task_count(),
     })
 }

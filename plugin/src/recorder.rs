@@ -15,22 +15,19 @@ use slurmwatch_core::collect::gpu::Wanted;
 use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::between::BetweenRows;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
-use slurmwatch_core::sample::UsageReading;
+use slurmwatch_core::recording::cadence::Cadence;
+use slurmwatch_core::recording::gpus as gpu_notes;
+use slurmwatch_core::recording::rows::{stored_row, Peers, RowSchedule, SamplerCost};
+use slurmwatch_core::recording::step::{existing_file, ExistingFile};
+use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{paths, JobMeta, Writer};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How often the sampler reads between stored rows, so peaks between rows are not lost.
-const FAST_READ: Duration = Duration::from_secs(1);
-/// Stored rows are committed at least this often (a reader sees data this fresh; a node
-/// crash loses at most this much).
-const FLUSH_EVERY: Duration = Duration::from_secs(5);
-/// A consistent copy goes to the archive this often while the step runs, and at its end.
-const ARCHIVE_EVERY: Duration = Duration::from_secs(300);
-/// While several steps run, a step's periodic row is stored every this many intervals.
-const STEP_ROW_EVERY: u32 = 6;
+// The read, store, flush and archive cadence and which series a row stores are
+// `slurmwatch_core::recording`'s (unit-tested there); this file is the thread around them.
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 /// The longest the sampler waits for one archive copy (it runs on a thread of its own).
@@ -69,8 +66,8 @@ pub struct Plan {
     pub cores_allocated: Option<u32>,
     pub memory_allocated_bytes: Option<u64>,
     pub local_tasks: Option<u32>,
-    /// Whether this step also records the job-level series (one writer per series: the
-    /// batch or interactive step, else the step elected by `store::claims_job_series`).
+    /// Whether this step also records the job-level series, before the steps table is read
+    /// (the batch or interactive step; once begun, `store::claims_job_series` decides).
     pub records_job_series: bool,
     /// `None`: the step's environment names no GPU (no GPU section, NVML never loaded).
     pub gpu: Option<GpuPlan>,
@@ -168,42 +165,51 @@ fn thread_cpu_usec() -> Option<u64> {
     Some(us(ru.ru_utime) + us(ru.ru_stime))
 }
 
-/// Bytes this thread has passed to write(2) (`wchar` of /proc/thread-self/io).
-fn thread_bytes_written() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/io").ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("wchar:"))
-        .and_then(|v| v.trim().parse().ok())
+/// Bytes the sampler thread has passed to write(2): `wchar` of its /proc/thread-self/io,
+/// opened once by the thread itself (the name resolves to the opening thread) and re-read
+/// with one pread per row — a procfs open and close every row cost more than the read.
+struct ThreadIo(Option<std::fs::File>);
+
+impl ThreadIo {
+    fn open() -> ThreadIo {
+        ThreadIo(std::fs::File::open("/proc/thread-self/io").ok())
+    }
+
+    fn bytes_written(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 512];
+        let n = self.0.as_ref()?.read_at(&mut buf, 0).ok()?;
+        std::str::from_utf8(&buf[..n])
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("wchar:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
 }
 
 /// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
 fn take_row(
     between: &mut BetweenRows,
-    t_ms: i64,
-    series: Series,
-    kind: SampleKind,
+    (t_ms, series, kind): (i64, Series, SampleKind),
     r: UsageReading,
-    plan: &Plan,
+    cores_allocated: Option<u32>,
+    io: &ThreadIo,
 ) -> SampleRow {
-    let m = between.take();
-    let mut row = SampleRow::empty(t_ms, series, kind);
-    row.usage = r;
-    row.cores_allocated = plan.cores_allocated;
-    row.memory_working_set_max_bytes = m.working_set_max_bytes;
-    row.effective_cores_max = m.effective_cores_max;
-    row.sampler_cpu_usec = thread_cpu_usec();
-    row.sampler_bytes_written = thread_bytes_written();
-    row
+    let cost = SamplerCost {
+        cpu_usec: thread_cpu_usec(),
+        bytes_written: io.bytes_written(),
+    };
+    stored_row(t_ms, series, kind, r, between.take(), cores_allocated, cost)
 }
 
-/// Copies the job's file to the archive with the user's credentials (see `as_user`).
-fn archive(plan: &Plan) -> Option<String> {
+/// Copies the job's file to the archive with the user's credentials (see `as_user`). The
+/// copy is made through the writer's own connection: this process must never open and close
+/// the file by name while it writes it (POSIX locks: see `Writer::snapshot`).
+fn archive(plan: &Plan, writer: &Writer) -> Option<String> {
     let dir = plan.archive_dir.as_ref()?;
     let name = crate::archive::file_name(plan.job_id, &plan.node);
     crate::archive::copy_as_user(
-        &plan.file,
-        &plan.spool,
-        plan.job_id,
+        writer.snapshot(&plan.spool, plan.job_id),
         dir,
         &name,
         (plan.uid, plan.gid),
@@ -260,20 +266,19 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
                 w.grant_reader(plan.uid);
                 let uid = w.meta_value("uid").ok().flatten();
                 let incarnation = w.meta_value("incarnation").ok().flatten();
-                let same_user = uid == Some(plan.uid.to_string());
-                if same_user && incarnation == meta.incarnation {
-                    return Ok(w);
-                }
-                // A later step of the same job after a moment with none running.
-                if same_user
-                    && w.steps().is_ok_and(|s| {
+                let continues = || {
+                    w.steps().is_ok_and(|s| {
                         slurmwatch_core::store::continues_the_job(&plan.step, &s, now_unix_ms())
                     })
-                {
-                    return Ok(w);
+                };
+                let mine = (plan.uid, meta.incarnation.as_deref());
+                match existing_file(uid.as_deref(), incarnation.as_deref(), mine, continues) {
+                    ExistingFile::Join => return Ok(w),
+                    ExistingFile::MoveAside => {
+                        drop(w);
+                        move_aside(&plan.file)?;
+                    }
                 }
-                drop(w);
-                move_aside(&plan.file)?;
             }
             // Another step of this job may be creating it right now: wait a little.
             Err(_) if tries < CREATE_RACE_TRIES => std::thread::sleep(CREATE_RACE_WAIT),
@@ -321,30 +326,9 @@ impl Gpus {
                 let t = now_unix_ms();
                 match writer.register_gpus(step, t, &cards, &topology) {
                     Ok(ids) => {
-                        let names: Vec<String> = cards
-                            .iter()
-                            .zip(&ids)
-                            .map(|(c, (_, mine))| {
-                                format!(
-                                    "{} = {} (nvml {}, {}){}",
-                                    c.label(),
-                                    c.uuid,
-                                    c.nvml_index,
-                                    c.pci_bus_id.as_deref().unwrap_or("?"),
-                                    if *mine {
-                                        ""
-                                    } else {
-                                        ", recorded by another step"
-                                    }
-                                )
-                            })
-                            .collect();
-                        let _ = writer.event(t, Some(step), "gpu", &names.join("; "));
-                        g.ids = Some(
-                            ids.into_iter()
-                                .map(|(id, mine)| mine.then_some(id))
-                                .collect(),
-                        );
+                        let text = gpu_notes::registered_text(&cards, &ids);
+                        let _ = writer.event(t, Some(step), "gpu", &text);
+                        g.ids = Some(gpu_notes::recorded_ids(ids));
                     }
                     Err(e) => {
                         let _ =
@@ -386,15 +370,9 @@ impl Gpus {
     }
 }
 
-fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
-    let started = now_unix_ms();
-    let mut collector = JobCollector::new(
-        std::path::Path::new(CGROUP_ROOT),
-        std::path::Path::new(PROC_ROOT),
-        first_task_pid,
-        plan.job_id,
-    );
-    let meta = JobMeta {
+/// The file's meta for this step's job (the first step on the node writes it).
+fn job_meta(plan: &Plan, source: Source, started_unix_ms: i64) -> JobMeta {
+    JobMeta {
         job_id: u64::from(plan.job_id),
         user: plan.user.clone(),
         uid: plan.uid,
@@ -402,182 +380,224 @@ fn run(mut plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String,
         cluster: None,
         plugin_version: env!("CARGO_PKG_VERSION").to_string(),
         interval_seconds: plan.interval.as_secs() as u32,
-        source: collector.source(),
+        source,
         cores_allocated: plan.cores_allocated,
         memory_allocated_bytes: plan.memory_allocated_bytes,
-        started_unix_ms: started,
+        started_unix_ms,
         incarnation: job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id),
-    };
-    let mut writer = open_job_file(&plan, &meta)?;
-    let _ = writer.set_cap(plan.max_file_bytes);
-    if let Some(Err(why)) = writer.reader_grant() {
-        let _ = writer.event(
-            started,
-            Some(&plan.step),
-            "problem",
-            &format!("the job's user cannot read the live file on this node ({why}); the archive copy and the report after the job still work"),
+    }
+}
+
+/// The sampler thread's state while the step runs.
+struct Sampler {
+    plan: Plan,
+    writer: Writer,
+    collector: JobCollector,
+    schedule: RowSchedule,
+    job_between: BetweenRows,
+    step_between: BetweenRows,
+    gpus: Option<Gpus>,
+    io: ThreadIo,
+    rows: u64,
+    /// The first problem met; the summary line says it.
+    problem: Option<String>,
+    /// The last reading is stored and the step's end noted.
+    finished: bool,
+    /// Past the file's cap nothing more is stored; the step's end is still noted (within
+    /// the slack).
+    capped: bool,
+}
+
+impl Sampler {
+    /// Opens (or joins) the job's file and begins this step in it.
+    fn open(plan: Plan, first_task_pid: u32) -> Result<Sampler, String> {
+        let started = now_unix_ms();
+        let collector = JobCollector::new(
+            std::path::Path::new(CGROUP_ROOT),
+            std::path::Path::new(PROC_ROOT),
+            first_task_pid,
+            plan.job_id,
         );
+        let meta = job_meta(&plan, collector.source(), started);
+        let mut writer = open_job_file(&plan, &meta)?;
+        let _ = writer.set_cap(plan.max_file_bytes);
+        if let Some(Err(why)) = writer.reader_grant() {
+            let _ = writer.event(
+                started,
+                Some(&plan.step),
+                "problem",
+                &format!("the job's user cannot read the live file on this node ({why}); the archive copy and the report after the job still work"),
+            );
+        }
+        writer
+            .begin_step(&plan.step, started, plan.local_tasks)
+            .map_err(|e| e.to_string())?;
+        // Every node's file gets its job series, not only the batch node's (see the rule).
+        let records_job_series = writer
+            .claims_job_series(&plan.step)
+            .unwrap_or(plan.records_job_series);
+        // NVML starts loading now, on its own thread; nothing here waits for it.
+        let gpus = Gpus::start(&plan);
+        Ok(Sampler {
+            plan,
+            writer,
+            collector,
+            schedule: RowSchedule::new(records_job_series),
+            job_between: BetweenRows::default(),
+            step_between: BetweenRows::default(),
+            gpus,
+            io: ThreadIo::open(),
+            rows: 0,
+            problem: None,
+            finished: false,
+            capped: false,
+        })
     }
-    writer
-        .begin_step(&plan.step, started, plan.local_tasks)
-        .map_err(|e| e.to_string())?;
-    // Every node's file gets its job series, not only the batch node's (see the rule).
-    plan.records_job_series = writer
-        .claims_job_series(&plan.step)
-        .unwrap_or(plan.records_job_series);
 
-    let mut job_between = BetweenRows::default();
-    let mut step_between = BetweenRows::default();
-    let mut rows = 0u64;
-    let mut step_periodic = 0u32;
-    // NVML starts loading now, on its own thread; nothing here waits for it.
-    let mut gpus = Gpus::start(&plan);
-    let mut store = |writer: &mut Writer,
-                     kind: SampleKind,
-                     collector: &mut JobCollector,
-                     jb: &mut BetweenRows,
-                     sb: &mut BetweenRows,
-                     gpus: &mut Option<Gpus>| {
+    fn note(&mut self, problem: String) {
+        self.problem.get_or_insert(problem);
+    }
+
+    fn peers(&self, t_ms: i64) -> Peers {
+        Peers {
+            job_series_writer_running: self.writer.has_job_series_writer(t_ms),
+            step_row_wanted: self.writer.step_row_wanted(&self.plan.step, t_ms),
+        }
+    }
+
+    /// Reads and buffers the rows of `kind` that the schedule keeps, and the GPUs.
+    fn store(&mut self, kind: SampleKind) {
         let t = now_unix_ms();
-        if plan.records_job_series {
-            let r = collector.read_job();
-            jb.observe(t, &r);
-            writer.push(take_row(jb, t, Series::Job, kind, r, &plan));
+        let reads = self.schedule.stored(kind, self.peers(t));
+        let cores = self.plan.cores_allocated;
+        if reads.job {
+            let r = self.collector.read_job();
+            self.job_between.observe(t, &r);
+            let at = (t, Series::Job, kind);
+            let row = take_row(&mut self.job_between, at, r, cores, &self.io);
+            self.writer.push(row);
         }
-        // A periodic step row that equals the job's (the only step running) is not stored:
-        // skip reading it. Boundary rows are always read and stored.
-        // While several steps run, each step's periodic rows are kept every
-        // STEP_ROW_EVERY intervals only — the job series (written by the batch step) has the
-        // full resolution, and the per-row maxima keep every step's peaks. Without this a
-        // week-long `srun` inside a batch job tripled the file (25.6 MB at 5 s).
-        let boundary = kind != SampleKind::Periodic;
-        let coarse = plan.records_job_series || writer.has_job_series_writer(t);
-        let wanted = !plan.records_job_series || writer.step_row_wanted(&plan.step, t);
-        if boundary || (wanted && (!coarse || step_periodic.is_multiple_of(STEP_ROW_EVERY))) {
-            let r = collector.read_step();
-            sb.observe(t, &r);
-            writer.push(take_row(
-                sb,
-                t,
-                Series::step(plan.step.clone()),
-                kind,
-                r,
-                &plan,
-            ));
+        if reads.step {
+            let r = self.collector.read_step();
+            self.step_between.observe(t, &r);
+            let at = (t, Series::step(self.plan.step.clone()), kind);
+            let row = take_row(&mut self.step_between, at, r, cores, &self.io);
+            self.writer.push(row);
         }
-        if !boundary && wanted {
-            step_periodic += 1;
-        }
-        Gpus::store(gpus, writer, &plan.step, t);
-        rows += 1;
-    };
+        Gpus::store(&mut self.gpus, &mut self.writer, &self.plan.step, t);
+        self.rows += 1;
+    }
 
-    store(
-        &mut writer,
-        SampleKind::Start,
-        &mut collector,
-        &mut job_between,
-        &mut step_between,
-        &mut gpus,
-    );
-    let mut problem: Option<String> = writer.flush().err().map(|e| e.to_string());
-    let mut next_store = Instant::now() + plan.interval;
-    let mut last_flush = Instant::now();
-    let mut last_archive = Instant::now();
-    let mut finished = false;
-    // Past the cap nothing more is stored; the step's end is still noted (within the slack).
-    let mut capped = false;
-    loop {
-        let wait = FAST_READ.min(next_store.saturating_duration_since(Instant::now()));
-        match rx.recv_timeout(wait) {
-            Ok(Msg::AddTask(pid)) => collector.add_task_pid(pid),
-            Ok(Msg::Final(ack, exit_status)) => {
-                if !finished && !capped {
-                    store(
-                        &mut writer,
-                        SampleKind::End,
-                        &mut collector,
-                        &mut job_between,
-                        &mut step_between,
-                        &mut gpus,
-                    );
-                }
-                if !finished {
-                    let _ = writer.end_step(&plan.step, now_unix_ms(), exit_status);
-                    if let Err(e) = writer.flush() {
-                        problem.get_or_insert(e.to_string());
-                    }
-                    // The reading is stored: `task_exit` may go on while the archive gets
-                    // the complete recording of this step (bounded by ARCHIVE_WAIT).
-                    let _ = ack.send(());
-                    if let Some(p) = archive(&plan) {
-                        problem.get_or_insert(p);
-                    }
-                    finished = true;
-                } else {
-                    let _ = ack.send(());
-                }
-            }
-            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
-            Err(RecvTimeoutError::Timeout) => {
-                if finished || capped {
-                    continue;
-                }
-                let now = Instant::now();
-                if now >= next_store {
-                    store(
-                        &mut writer,
-                        SampleKind::Periodic,
-                        &mut collector,
-                        &mut job_between,
-                        &mut step_between,
-                        &mut gpus,
-                    );
-                    next_store += plan.interval;
-                    if next_store < now {
-                        next_store = now + plan.interval;
-                    }
-                } else {
-                    // A fast read: only the running maxima, nothing stored.
-                    Gpus::poll_open(&mut gpus, &mut writer, &plan.step);
-                    let t = now_unix_ms();
-                    if plan.records_job_series {
-                        job_between.observe(t, &collector.read_job_fast());
-                    }
-                    if !plan.records_job_series || writer.step_row_wanted(&plan.step, t) {
-                        step_between.observe(t, &collector.read_step_fast());
-                    }
-                }
-                if last_archive.elapsed() >= ARCHIVE_EVERY {
-                    let _ = writer.flush();
-                    if let Some(p) = archive(&plan) {
-                        problem.get_or_insert(p);
-                    }
-                    last_archive = Instant::now();
-                }
-                if writer.buffered() > 0 && last_flush.elapsed() >= FLUSH_EVERY.min(plan.interval) {
-                    if let Err(e) = writer.flush() {
-                        problem.get_or_insert(e.to_string());
-                    }
-                    last_flush = Instant::now();
-                    if writer.capped() {
-                        capped = true;
-                        problem.get_or_insert(format!(
-                            "recording stopped at the file's cap of {} KiB",
-                            plan.max_file_bytes >> 10
-                        ));
-                    }
-                }
+    /// A fast read: only the running maxima, nothing stored.
+    fn fast_read(&mut self) {
+        Gpus::poll_open(&mut self.gpus, &mut self.writer, &self.plan.step);
+        let t = now_unix_ms();
+        let reads = self.schedule.fast(self.peers(t));
+        if reads.job {
+            self.job_between.observe(t, &self.collector.read_job_fast());
+        }
+        if reads.step {
+            self.step_between
+                .observe(t, &self.collector.read_step_fast());
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Err(e) = self.writer.flush() {
+            self.note(e.to_string());
+        }
+    }
+
+    fn archive(&mut self) {
+        if let Some(p) = archive(&self.plan, &self.writer) {
+            self.note(p);
+        }
+    }
+
+    /// The last task's end: the last reading (while the step's cgroup exists), the step's
+    /// end, then the archive copy. Later calls only acknowledge.
+    fn finish(&mut self, ack: Sender<()>, exit_status: Option<i32>) {
+        if self.finished {
+            let _ = ack.send(());
+            return;
+        }
+        if !self.capped {
+            self.store(SampleKind::End);
+        }
+        let _ = self
+            .writer
+            .end_step(&self.plan.step, now_unix_ms(), exit_status);
+        self.flush();
+        // The reading is stored: `task_exit` may go on while the archive gets the complete
+        // recording of this step (bounded by ARCHIVE_WAIT).
+        let _ = ack.send(());
+        self.archive();
+        self.finished = true;
+    }
+
+    /// No message came within the cadence's wait: a stored row or a fast read, then the
+    /// archive copy and the flush when they are due.
+    fn tick(&mut self, cadence: &mut Cadence) {
+        if self.finished || self.capped {
+            return;
+        }
+        if cadence.take_store(Instant::now()) {
+            self.store(SampleKind::Periodic);
+        } else {
+            self.fast_read();
+        }
+        if cadence.archive_due(Instant::now()) {
+            let _ = self.writer.flush();
+            self.archive();
+            cadence.archived(Instant::now());
+        }
+        if cadence.flush_due(Instant::now(), self.writer.buffered()) {
+            self.flush();
+            cadence.flushed(Instant::now());
+            if self.writer.capped() {
+                self.capped = true;
+                let cap_kib = self.plan.max_file_bytes >> 10;
+                self.note(format!(
+                    "recording stopped at the file's cap of {cap_kib} KiB"
+                ));
             }
         }
     }
-    if !finished {
-        let _ = writer.end_step(&plan.step, now_unix_ms(), None);
+
+    /// Notes the step's end if no final reading came, and closes the file.
+    fn close(self) -> Result<String, String> {
+        let Sampler {
+            plan,
+            mut writer,
+            rows,
+            problem,
+            finished,
+            ..
+        } = self;
+        if !finished {
+            let _ = writer.end_step(&plan.step, now_unix_ms(), None);
+        }
+        writer.flush().map_err(|e| e.to_string())?;
+        writer.close().map_err(|e| e.to_string())?;
+        match problem {
+            Some(p) => Err(format!("recorded {rows} samples with a problem: {p}")),
+            None => Ok(format!("{rows} samples into {}", plan.file.display())),
+        }
     }
-    writer.flush().map_err(|e| e.to_string())?;
-    writer.close().map_err(|e| e.to_string())?;
-    match problem {
-        Some(p) => Err(format!("recorded {rows} samples with a problem: {p}")),
-        None => Ok(format!("{rows} samples into {}", plan.file.display())),
+}
+
+fn run(plan: Plan, first_task_pid: u32, rx: Receiver<Msg>) -> Result<String, String> {
+    let mut s = Sampler::open(plan, first_task_pid)?;
+    s.store(SampleKind::Start);
+    s.problem = s.writer.flush().err().map(|e| e.to_string());
+    let mut cadence = Cadence::new(s.plan.interval, Instant::now());
+    loop {
+        match rx.recv_timeout(cadence.wait(Instant::now())) {
+            Ok(Msg::AddTask(pid)) => s.collector.add_task_pid(pid),
+            Ok(Msg::Final(ack, exit_status)) => s.finish(ack, exit_status),
+            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => s.tick(&mut cadence),
+        }
     }
+    s.close()
 }

@@ -3,12 +3,6 @@
 use crate::ffi;
 use std::ffi::{c_char, c_int, CStr, CString};
 
-/// Slurm's reserved step ids (slurm.h): these steps have names, not numbers.
-const SLURM_PENDING_STEP: u32 = 0xffff_fffd;
-const SLURM_EXTERN_CONT: u32 = 0xffff_fffc;
-const SLURM_BATCH_SCRIPT: u32 = 0xffff_fffb;
-const SLURM_INTERACTIVE_STEP: u32 = 0xffff_fffa;
-
 /// Where the plugin is running (the SPANK context).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Context {
@@ -32,17 +26,6 @@ pub fn context() -> Context {
         ffi::spank_context::S_CTX_SLURMD => Context::Slurmd,
         ffi::spank_context::S_CTX_JOB_SCRIPT => Context::JobScript,
         _ => Context::Other,
-    }
-}
-
-/// The step's name as sacct prints it after the dot: `batch`, `extern`, `0`, `1`, ...
-pub fn step_name(step_id: u32) -> String {
-    match step_id {
-        SLURM_BATCH_SCRIPT => "batch".into(),
-        SLURM_EXTERN_CONT => "extern".into(),
-        SLURM_INTERACTIVE_STEP => "interactive".into(),
-        SLURM_PENDING_STEP => "pending".into(),
-        n => n.to_string(),
     }
 }
 

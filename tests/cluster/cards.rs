@@ -67,8 +67,7 @@ fn cli(args: &[&str]) -> (Option<i32>, String, String) {
     (o.status.code(), stdout(&o), stderr(&o))
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_card_held_back_in_4_of_6_jobs_is_named_across_jobs() {
     // The override's lock first: the fake cards' state is one file every GPU test writes.
     let _p = PlugstackOverride::new(&format!(

@@ -209,17 +209,10 @@ fn check_against_cgroup_env(job: &Job, source: &str, env: &[(&str, &str)]) {
     assert!(d.peak_working_set_bytes.unwrap_or(0.0) >= d.working_set_bytes * 0.95);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+// the cgroup counters are the reference here
+#[cluster_test(Phase::Cgroup)]
 fn once_json_matches_the_cgroup_when_the_plugin_records() {
     let _p = shared_plugstack();
-    // the cgroup counters are the reference here
-    if !runs_in(
-        "once_json_matches_the_cgroup_when_the_plugin_records",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let job = holding_job("cli-json", true);
     assert!(spool_file(job.id).exists(), "the plugin wrote no file");
     check_against_cgroup(&job, "plugin_file");
@@ -238,32 +231,18 @@ fn once_json_matches_the_cgroup_when_the_plugin_records() {
     cancel(&job);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test(Phase::Cgroup)]
 fn once_json_reads_directly_when_the_plugin_is_not_recording() {
     let _p = shared_plugstack();
-    if !runs_in(
-        "once_json_reads_directly_when_the_plugin_is_not_recording",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let job = holding_job("cli-direct", false);
     assert!(!spool_file(job.id).exists());
     check_against_cgroup(&job, "direct");
     cancel(&job);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test(Phase::Cgroup)]
 fn once_json_through_the_srun_hop_matches_the_cgroup() {
     let _p = shared_plugstack();
-    if !runs_in(
-        "once_json_through_the_srun_hop_matches_the_cgroup",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     // Not recorded, and the hop forced although the node is this machine: the inner run
     // reads the cgroup directly on the node, inside the job, and marks its answer.
     let job = holding_job("cli-hop", false);
@@ -284,16 +263,9 @@ fn once_json_through_the_srun_hop_matches_the_cgroup() {
     cancel(&job);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test(Phase::Cgroup)]
 fn sstat_summary_is_labelled_lifetime_totals_and_plausible() {
     let _p = shared_plugstack();
-    if !runs_in(
-        "sstat_summary_is_labelled_lifetime_totals_and_plausible",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let job = holding_job("cli-sstat", false);
     let id = job.id.to_string();
     let env = [("SLURMWATCH_SOURCE", "sstat")];
@@ -375,8 +347,7 @@ fn sstat_summary_is_labelled_lifetime_totals_and_plausible() {
     cancel(&job);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn once_csv_is_a_header_and_one_row() {
     let _p = shared_plugstack();
     let job = Submit::new("=cmd|' /C calc'!A0", "sleep 60")
@@ -406,8 +377,7 @@ fn expect(o: &Output, code: i32, words: &str) {
     assert!(stdout(o).is_empty(), "stdout on failure: {}", stdout(o));
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn bad_input_gets_one_sentence_and_the_documented_code() {
     let _p = shared_plugstack();
     // Unknown job.
@@ -464,8 +434,7 @@ fn bad_input_gets_one_sentence_and_the_documented_code() {
     expect(&o, 2, "squeue is not on PATH");
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
     let _p = shared_plugstack();
     let job = Submit::new("cli-tmux", "sleep 90")

@@ -17,8 +17,7 @@ fn fail_line(text: &str, name: &str) -> Option<String> {
         .map(String::from)
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
     {
         let _p = shared_plugstack();

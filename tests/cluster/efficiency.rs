@@ -97,8 +97,7 @@ fn mem_value(v: &str) -> f64 {
 /// Two cores busy for ~6 s under `-c 2 --mem=1G -t 5`, once recorded and once without
 /// `--slurmwatch`: CPU, memory and time efficiency against sacct's TotalCPU and elapsed
 /// and the allocation; the live view's JSON has them while the recorded job runs.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn effic_cpu_job_recorded_and_sacct_only() {
     let _p = shared_plugstack();
     let script =
@@ -137,8 +136,11 @@ fn effic_cpu_job_recorded_and_sacct_only() {
         "live CPU efficiency {live_cpu:.1} %: {:#}",
         live["efficiency"]
     );
+    // Busy loops on a shared 2-core machine may get far less than their two cores while
+    // another test runs (15 % seen): the live figure is only bounded here; the exact one is
+    // checked against sacct's TotalCPU after the job.
     assert!(
-        (20.0..=130.0).contains(&live_cpu),
+        (1.0..=130.0).contains(&live_cpu),
         "{:#}",
         live["efficiency"]
     );
@@ -161,9 +163,11 @@ fn effic_cpu_job_recorded_and_sacct_only() {
             if recorded { "recorded" } else { "sacct only" },
             r["efficiency"]
         );
-        // Other tests' jobs share the machine's 2 real cores: the job burns what it gets.
+        // Other tests' jobs (and builds) share the machine's 2 real cores: the job burns
+        // what it gets (2.6 CPU-s of 12 seen under load); the figures below are checked
+        // against sacct's, whatever they are.
         assert!(
-            t.cpu_seconds > 3.0,
+            t.cpu_seconds > 0.5,
             "two busy loops for 6 s: {} CPU-s",
             t.cpu_seconds
         );
@@ -216,8 +220,7 @@ srun -n 4 -O python3 mt.py
 /// `srun -n 4` tasks each holding ~300 MiB under `--mem=2G`: sacct's memory (the four
 /// tasks' peaks summed) is within 10 % of the cgroup's real peak of a recorded run of the
 /// same job, never one task's MaxRSS; `sizing` over three such runs never advises below it.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn effic_four_tasks_sacct_sum_matches_cgroup_peak_and_sizing() {
     let _p = shared_plugstack();
     let since = format!("@{}", now() - 5);
@@ -304,18 +307,7 @@ fn effic_four_tasks_sacct_sum_matches_cgroup_peak_and_sizing() {
 
     let until = format!("@{}", now() + 5);
     let workload = format!("effmt{tag}-run-#");
-    let s = cli_json(&[
-        "sizing",
-        "-S",
-        &since,
-        "-E",
-        &until,
-        "-u",
-        USER1,
-        "--workload",
-        &workload,
-        "--json",
-    ]);
+    let s = sizing_json(&since, &until, USER1, &workload);
     let w = &s["workloads"][0];
     assert_eq!(w["runs"], 3, "{s:#}");
     let mem = w["advice"]
@@ -354,19 +346,12 @@ fn card(i: u32, job_pid: Option<u32>) -> Value {
 /// Two cards from the fake NVML, each `utilization_gpu` 90 + its NVML index, the job's
 /// shell holding 20 GiB of each 80 GiB card beside a neighbour's 30 GiB: per-card and
 /// overall GPU utilization and GPU-memory efficiency (the job's 20 GiB, not the card's 51).
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+// The fake cards are GRES of the single-node cluster only.
+#[cluster_test(Phase::ExactlyNodes(1))]
 fn effic_gpu_job_against_the_fake_cards() {
     let _p = PlugstackOverride::new(&format!(
         "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
     ));
-    // The fake cards are GRES of the single-node cluster only.
-    if !runs_in(
-        "effic_gpu_job_against_the_fake_cards",
-        Phase::ExactlyNodes(1),
-    ) {
-        return;
-    }
     assert!(
         cluster_has_gpu_gres(),
         "the single-node cluster has no GPU GRES"
@@ -379,18 +364,7 @@ fn effic_gpu_job_against_the_fake_cards() {
         .arg("-t")
         .arg("5")
         .submit();
-    let pid_file = job.dir.join("pid");
-    let end = Instant::now() + WAIT;
-    let pid: u32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < end, "job {} never started", job.id);
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let pid = job.wait_for_number("pid", WAIT);
     set_fake_nvml_state(
         &json!({ "devices": (0..4).map(|i| card(i, Some(pid))).collect::<Vec<_>>() }),
     );
@@ -429,12 +403,8 @@ fn effic_gpu_job_against_the_fake_cards() {
 /// Two nodes, two tasks each burning CPU and holding ~300 MiB, recorded and sacct-only:
 /// CPU and time efficiency against sacct; memory per node from the recordings' largest
 /// node, and from sacct bounded by the busiest node (never below what a node used).
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test(Phase::Nodes(2))]
 fn effic_multinode_job() {
-    if !runs_in("effic_multinode_job", Phase::Nodes(2)) {
-        return;
-    }
     let _o = PlugstackOverride::new(&format!("spool={SPOOL}/%n"));
     let script = r#"
 cat > mt.py <<'PY'

@@ -33,8 +33,7 @@ fn card(i: u32, job_pid: Option<u32>) -> serde_json::Value {
 
 /// A 4-card node; the job gets two cards (GRES `gpu:2` where the cluster has GPU GRES,
 /// else `CUDA_VISIBLE_DEVICES=2,3` in its environment, as a site without GRES would).
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn job_records_its_own_cards_from_the_fake_nvml() {
     // The override's lock first: the fake card's state is one file every GPU test writes.
     let _p = PlugstackOverride::new(&format!(
@@ -52,18 +51,7 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
     };
     let job = submit.submit();
     // The job's shell is on every card from now on, beside a neighbour's process (pid 1).
-    let pid_file = job.dir.join("pid");
-    let end = Instant::now() + WAIT;
-    let pid: u32 = loop {
-        if let Some(p) = std::fs::read_to_string(&pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            break p;
-        }
-        assert!(Instant::now() < end, "job {} never started", job.id);
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let pid = job.wait_for_number("pid", WAIT);
     set_fake_nvml_state(
         &json!({ "devices": (0..4).map(|i| card(i, Some(pid))).collect::<Vec<_>>() }),
     );
@@ -154,8 +142,7 @@ fn job_records_its_own_cards_from_the_fake_nvml() {
 /// 400 W limit, 52 °C) while the job runs. The live JSON shows the card with its throttle
 /// reason while the job runs, and the report names it as a `gpu_throttled` finding with its
 /// minutes once the epilog has summarised the file.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
     // The override's lock first: the fake card's state is one file every GPU test writes.
     let _p = PlugstackOverride::new(&format!(
@@ -243,8 +230,7 @@ fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
 /// A job names every card of the 4-card node in its own environment: without `--gres=gpu`
 /// nothing is recorded (root opens no card the job was not allocated); with `--gres=gpu:2`
 /// exactly the two allocated cards are, whatever the job exports before `srun`.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn cards_named_by_the_job_alone_are_not_read() {
     let _p = PlugstackOverride::new(&format!(
         "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"

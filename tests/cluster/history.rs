@@ -10,8 +10,7 @@ use slurmwatch_tests::*;
 const WAIT: Duration = Duration::from_secs(600);
 const MIB: f64 = 1024.0 * 1024.0;
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn numbered_runs_are_one_workload_sized_from_recorded_peaks() {
     let _p = shared_plugstack();
     // Job ids may repeat after a cluster wipe: the window starts now, not at an id.
@@ -66,18 +65,7 @@ PY
     assert_eq!(w["completed"], 3);
     assert_eq!(w["recorded_runs"], 3, "each run has its file: {w:#}");
 
-    let s = cli_json(&[
-        "sizing",
-        "-S",
-        &since,
-        "-E",
-        &until,
-        "-u",
-        USER1,
-        "--workload",
-        &workload,
-        "--json",
-    ]);
+    let s = sizing_json(&since, &until, USER1, &workload);
     let ws = s["workloads"].as_array().unwrap();
     assert_eq!(ws.len(), 1, "{s:#}");
     let w = &ws[0];

@@ -62,8 +62,7 @@ fn jobs_json(args: &[&str]) -> Value {
     serde_json::from_str(&stdout(&o)).unwrap()
 }
 
-#[test]
-#[ignore]
+#[cluster_test]
 fn jobs_of_an_array_and_of_its_output_files() {
     let _g = shared_plugstack();
     // Task 3 fails; the others burn about 2 s of CPU on their one core.

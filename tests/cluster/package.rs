@@ -20,10 +20,15 @@ fn deb() -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("no .deb in {}: run scripts/package-deb.sh", dir.display()))
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_deb_installs_records_a_job_and_removes_cleanly() {
     let deb = deb();
+    let depends = stdout(&run(
+        "dpkg-deb",
+        &["-f", &deb.display().to_string(), "Depends"],
+    ));
+    // The summaries are signed with munge (issue 16): the package says so.
+    assert!(depends.split(',').any(|d| d.trim() == "munge"), "{depends}");
     let i = run("dpkg", &["-i", &deb.display().to_string()]);
     assert!(i.status.success(), "dpkg -i failed: {}", stderr(&i));
     let conf = std::fs::read_to_string("/etc/slurm/plugstack.conf.d/slurmwatch.conf").unwrap();
@@ -59,6 +64,9 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
         .expect("the Grafana dashboard is installed");
     let dash: serde_json::Value = serde_json::from_str(&dash).expect("the dashboard is JSON");
     assert!(dash["panels"].as_array().is_some_and(|p| !p.is_empty()));
+    let site = std::fs::read_to_string("/usr/share/slurmwatch/site.toml.example")
+        .expect("the site file's example is installed");
+    assert!(site.contains("#[thresholds]") && site.contains("#[notes.gpu_idle]"));
     let m8 = run("man", &["-l", "/usr/share/man/man8/slurmwatch-plugin.8.gz"]);
     assert!(
         stdout(&m8).contains("archive"),
@@ -119,22 +127,38 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
     );
 }
 
-/// The RPM (scripts/package-rpm.sh) carries the same files, the plugstack file as config,
-/// and requires the Slurm major.minor it was built for.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
-fn the_rpm_carries_the_plugin_and_pins_the_slurm_release() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/rpm");
+/// The RPMs (scripts/package-rpm.sh, one per Slurm release: the host's, 24.11 and 26.05) carry
+/// the same files, the plugstack file as config, require the Slurm major.minor each was built
+/// for (and name it in the release field), and their binaries need glibc 2.34 at most — RHEL
+/// 9's, so a plugin built on Debian 12 loads there.
+#[cluster_test]
+fn the_rpms_carry_the_plugin_and_pin_the_slurm_release() {
+    // submits no job: it reads the built RPMs.
+    for (dir, mm, next) in [
+        ("target/rpm", "22.05", "22.06"),
+        ("target/rpm-24.11", "24.11", "24.12"),
+        ("target/rpm-26.05", "26.05", "26.06"),
+    ] {
+        check_rpm(dir, mm, next);
+    }
+}
+
+fn check_rpm(dir: &str, mm: &str, next: &str) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let rpm = walk(&dir)
         .into_iter()
         .find(|p| p.extension().is_some_and(|e| e == "rpm"))
         .unwrap_or_else(|| {
             panic!(
-                "no .rpm under {}: run scripts/package-rpm.sh",
+                "no .rpm under {}: run scripts/package-rpm.sh (with the release for target/rpm-*)",
                 dir.display()
             )
         });
     let f = rpm.display().to_string();
+    assert!(
+        f.ends_with(&format!("-1.slurm{mm}.x86_64.rpm")) || f.contains(&format!(".slurm{mm}.")),
+        "the file name does not say the Slurm release: {f}"
+    );
     let files = stdout(&run("rpm", &["-qpl", &f]));
     for want in [
         "/usr/lib64/slurm/slurmwatch.so",
@@ -145,6 +169,7 @@ fn the_rpm_carries_the_plugin_and_pins_the_slurm_release() {
         "/usr/share/slurmwatch/slurmctld-epilog.sh",
         "/usr/share/slurmwatch/slurmwatch-mail.sh",
         "/usr/share/slurmwatch/grafana/slurmwatch-job.json",
+        "/usr/share/slurmwatch/site.toml.example",
     ] {
         assert!(
             files.lines().any(|l| l.starts_with(want)),
@@ -158,9 +183,44 @@ fn the_rpm_carries_the_plugin_and_pins_the_slurm_release() {
     );
     let req = stdout(&run("rpm", &["-qpR", &f]));
     assert!(
-        req.contains("slurm-slurmd >= 22.05") && req.contains("slurm-slurmd < 22.06"),
+        req.contains(&format!("slurm-slurmd >= {mm}"))
+            && req.contains(&format!("slurm-slurmd < {next}"))
+            && req.lines().any(|l| l.trim() == "munge"),
         "{req}"
     );
+    // Every ELF file in the package: the highest glibc symbol version it needs.
+    let x = job_dir(&format!("rpm-{mm}"));
+    let sh = format!("rpm2archive - < '{f}' | tar -xzf - -C '{}'", x.display());
+    let o = run("sh", &["-c", &sh]);
+    assert!(o.status.success(), "unpacking {f}: {}", stderr(&o));
+    for bin in [
+        "usr/lib64/slurm/slurmwatch.so",
+        "usr/bin/slurmwatch",
+        "usr/sbin/slurmwatch-epilog",
+    ] {
+        let p = x.join(bin);
+        let syms = stdout(&run("objdump", &["-T", &p.display().to_string()]));
+        let newest = syms
+            .split_whitespace()
+            .filter_map(|w| {
+                w.strip_prefix("(GLIBC_")
+                    .or_else(|| w.strip_prefix("GLIBC_"))
+            })
+            .filter_map(|v| {
+                let v = v.trim_end_matches(')');
+                let mut it = v.split('.').map(|n| n.parse::<u32>().ok());
+                Some((it.next()??, it.next().flatten().unwrap_or(0)))
+            })
+            .max();
+        assert!(
+            newest.is_some(),
+            "{bin} in {f}: no glibc symbols read:\n{syms}"
+        );
+        assert!(
+            newest <= Some((2, 34)),
+            "{bin} in {f} needs glibc {newest:?}, newer than RHEL 9's 2.34"
+        );
+    }
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {

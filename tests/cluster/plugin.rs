@@ -7,8 +7,7 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(300);
 const NEEDS: &str = "needs the test cluster: scripts/test.sh";
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn help_of_sbatch_srun_salloc_lists_the_option() {
     let _p = shared_plugstack();
     let _ = NEEDS;
@@ -27,8 +26,7 @@ fn help_of_sbatch_srun_salloc_lists_the_option() {
     }
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_job_that_asks_is_recorded_and_completes() {
     let _p = shared_plugstack();
     let job = Submit::new("asks", "echo hello from the job; sleep 1")
@@ -50,8 +48,7 @@ fn a_job_that_asks_is_recorded_and_completes() {
     );
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_job_given_the_bare_option_uses_the_default_interval() {
     let _p = shared_plugstack();
     let job = Submit::new("bare", "true").arg("--slurmwatch").submit();
@@ -66,8 +63,7 @@ fn a_job_given_the_bare_option_uses_the_default_interval() {
     );
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_job_that_does_not_ask_has_no_plugin_activity() {
     let _p = shared_plugstack();
     let job = Submit::new("quiet", "echo plain").submit();
@@ -86,8 +82,7 @@ fn a_job_that_does_not_ask_has_no_plugin_activity() {
     ));
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn hostile_option_values_are_refused_at_submission() {
     let _p = shared_plugstack();
     for bad in ["abc", "0", "-5", "1e9", "5s", "99999999999"] {
@@ -104,8 +99,7 @@ fn hostile_option_values_are_refused_at_submission() {
     }
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn srun_refuses_hostile_values_too() {
     let _p = shared_plugstack();
     let o = run("srun", &["--slurmwatch=abc", "true"]);
@@ -117,8 +111,7 @@ fn srun_refuses_hostile_values_too() {
     );
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_plugin_exports_only_the_spank_symbols() {
     let _p = shared_plugstack();
     let o = run("nm", &["-D", "--defined-only", PLUGIN_SO]);
@@ -147,8 +140,7 @@ fn the_plugin_exports_only_the_spank_symbols() {
 
 /// A panic inside any callback (test builds inject one on request) must leave the job
 /// COMPLETED with exit 0 and its output free of panic text.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_panic_in_a_callback_never_harms_the_job() {
     let _p = shared_plugstack();
     for callback in ["init_post_opt", "task_post_fork", "task_exit", "exit"] {
@@ -181,8 +173,7 @@ fn a_panic_in_a_callback_never_harms_the_job() {
 }
 
 /// A job's own exit code passes through untouched.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_failing_job_keeps_its_exit_code() {
     let _p = shared_plugstack();
     let job = Submit::new("fails", "echo out; exit 3")

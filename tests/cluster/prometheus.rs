@@ -226,8 +226,7 @@ fn promtool(text: &str) -> (bool, String) {
     (o.status.success(), format!("{}{}", stdout(&o), stderr(&o)))
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends() {
     let _shared = shared_plugstack();
     let stack = Stack::start("cpu");
@@ -437,8 +436,7 @@ fn card(i: u32) -> Value {
     c
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn prometheus_labels_cards_as_the_job_sees_them_and_keeps_unreadable_power_absent() {
     // The override's lock first: the fake card's state is one file every GPU test writes.
     let _p = PlugstackOverride::new(&format!(

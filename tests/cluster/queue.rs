@@ -91,8 +91,7 @@ fn command_for(job: &Job, name: &str) -> String {
     format!("scontrol update JobId={} Partition={name}", job.id)
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
     // Exclusive, on an idle node: these answers depend on what else is queued or running.
     let _p = exclusive_cluster();
@@ -156,8 +155,7 @@ fn over_short_time_limit_points_to_debug_and_restricted_only_for_research() {
     cancel(&[&j1, &j2]);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn more_memory_than_the_node_has_never_fits_anywhere() {
     // Exclusive, on an idle node: these answers depend on what else is queued or running.
     let _p = exclusive_cluster();
@@ -200,8 +198,7 @@ fn more_memory_than_the_node_has_never_fits_anywhere() {
     cancel(&[&j]);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn behind_a_job_that_fills_the_node_waits_for_resources_with_an_expected_start() {
     // Exclusive: other tests' jobs would queue behind the filler (and time out), and their
     // presence changes this job's pending reason (seen in CI: Priority, not Resources).
@@ -251,8 +248,7 @@ fn behind_a_job_that_fills_the_node_waits_for_resources_with_an_expected_start()
     cancel(&[&j, &filler]);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn held_and_dependent_jobs_are_not_advised_to_move() {
     // Exclusive, on an idle node: these answers depend on what else is queued or running.
     let _p = exclusive_cluster();
@@ -291,8 +287,7 @@ fn held_and_dependent_jobs_are_not_advised_to_move() {
     cancel(&[&dep, &held]);
 }
 
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
     // Exclusive, on an idle node: these answers depend on what else is queued or running.
     let _p = exclusive_cluster();
@@ -329,8 +324,7 @@ fn the_dashboard_shows_a_pending_job_and_quits_on_q() {
 /// 4 GiB while a job holds all but ~1 GiB of the node, so it waits. The answer says that
 /// with what its runs used it would fit now on debug, with the command — and the command,
 /// run by the job's owner, lets it start.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn history_says_a_smaller_request_fits_now_and_the_command_works() {
     let _p = exclusive_cluster();
     wait_for_idle_node();

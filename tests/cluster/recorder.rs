@@ -28,17 +28,10 @@ fn sacct_steps_cpu_seconds(job: &Job) -> f64 {
 /// Working set 200 MiB → 600 MiB for ~3 s → 200 MiB, then 1 GiB of page cache. The job
 /// measures its own baseline (the job cgroup's usage minus file cache, read by the job from
 /// the kernel's files before it allocates). Peak must be within 5 % of baseline + 600 MiB.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+// the /proc fallback has no page-cache figure; see the proc-mode CPU test
+#[cluster_test(Phase::Cgroup)]
 fn peak_working_set_excludes_cache_and_is_not_lost_between_rows() {
     let _p = shared_plugstack();
-    // the /proc fallback has no page-cache figure; see the proc-mode CPU test
-    if !runs_in(
-        "peak_working_set_excludes_cache_and_is_not_lost_between_rows",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let script = r#"
 cg=/sys/fs/cgroup/memory$(grep -E '^[0-9]+:memory:' /proc/self/cgroup | cut -d: -f3 | sed 's|/step_.*||')
 python3 - "$cg" <<'PY'
@@ -131,8 +124,7 @@ rm -f big
 /// a later run had sacct exactly 1.000 s above `times` (11.695 vs 10.695) with the recording
 /// at 10.696. So when sacct is physically impossible or disagrees with `times`, the test says
 /// so and holds the recording to the `times` witness instead of failing on a bad reference.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn cpu_total_matches_sacct_including_short_lived_processes() {
     let _p = shared_plugstack();
     let script = r#"
@@ -200,8 +192,7 @@ fn bash_times_seconds(output: &str) -> f64 {
 }
 
 /// Even a 2-second job has a start and an end reading and a CPU total.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_two_second_job_has_start_end_and_cpu_total() {
     let _p = shared_plugstack();
     let job = Submit::new("short", "sleep 2")
@@ -226,8 +217,7 @@ fn a_two_second_job_has_start_end_and_cpu_total() {
 }
 
 /// Two `srun` steps running at once: the job-level total is their sum, not double.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn overlapping_steps_are_not_double_counted() {
     let _p = shared_plugstack();
     let script = r#"
@@ -258,8 +248,7 @@ wait
 
 /// An `salloc` job has no batch step: its first step writes the job series, a step started
 /// after it ended writes it next, and the job's CPU total over both is sacct's.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn an_salloc_job_has_its_job_series() {
     let _p = shared_plugstack();
     let burn = "end=$((SECONDS+3)); while ((SECONDS<end)); do :; done";
@@ -306,8 +295,7 @@ fn an_salloc_job_has_its_job_series() {
 
 /// The file stays root's (mode 0600 plus a read-only ACL entry for the job's user): the job's
 /// user can read it, nobody else can, and nobody but root can write it.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_file_is_roots_readable_by_its_user_only() {
     use std::os::unix::fs::MetadataExt;
     let _p = shared_plugstack();
@@ -357,8 +345,7 @@ fn the_file_is_roots_readable_by_its_user_only() {
 }
 
 /// A symlink planted where the job's file will be is never followed; the job is unharmed.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_planted_symlink_is_not_followed() {
     let _p = shared_plugstack();
     let (o, dir) = Submit::new("symlink", "echo ok")
@@ -370,15 +357,7 @@ fn a_planted_symlink_is_not_followed() {
     let target = dir.join("victim");
     std::fs::write(&target, "precious").unwrap();
     std::os::unix::fs::symlink(&target, spool_file(id)).unwrap();
-    let log_offset = log_offset_now();
-    assert!(run("scontrol", &["release", &id.to_string()])
-        .status
-        .success());
-    let job = Job {
-        id,
-        dir,
-        log_offset,
-    };
+    let job = Job::release(id, dir);
     let line = job.wait(WAIT);
     assert_eq!(
         (line.state.as_str(), line.exit_code.as_str()),
@@ -401,8 +380,7 @@ fn a_planted_symlink_is_not_followed() {
 }
 
 /// A job's outcome with the plugin failing in each way equals the same job without the plugin.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn faults_never_change_the_job() {
     let script = "echo start; sleep 2; echo end; exit 7";
     let baseline = {
@@ -468,15 +446,7 @@ fn faults_never_change_the_job() {
         .sbatch();
     let id: u32 = stdout(&o).trim().parse().unwrap();
     std::fs::write(spool_file(id), vec![0x42u8; 5000]).unwrap();
-    let log_offset = log_offset_now();
-    assert!(run("scontrol", &["release", &id.to_string()])
-        .status
-        .success());
-    let job = Job {
-        id,
-        dir,
-        log_offset,
-    };
+    let job = Job::release(id, dir);
     let l = job.wait(WAIT);
     assert_eq!(
         (&l.state, &l.exit_code, &job.output()),
@@ -498,8 +468,7 @@ fn faults_never_change_the_job() {
 
 /// The archive copy: written as the job's user into a place the user controls, complete at
 /// the step's end, and a symlink the user planted at its name is replaced, never followed.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_archive_copy_is_written_as_the_user_and_never_through_a_symlink() {
     use std::os::unix::fs::MetadataExt;
     let base = "/tmp/slurmwatch-it/archive";
@@ -544,14 +513,7 @@ fn the_archive_copy_is_written_as_the_user_and_never_through_a_symlink() {
         ],
     );
     assert!(ln.status.success(), "{}", stderr(&ln));
-    let job = Job {
-        id,
-        dir,
-        log_offset: log_offset_now(),
-    };
-    assert!(run("scontrol", &["release", &id.to_string()])
-        .status
-        .success());
+    let job = Job::release(id, dir);
     let line = job.wait(WAIT);
     assert_eq!(
         (line.state.as_str(), line.exit_code.as_str()),
@@ -590,8 +552,7 @@ fn the_archive_copy_is_written_as_the_user_and_never_through_a_symlink() {
 
 /// Slurm reuses job ids (state loss, wrap at MaxJobId). A file another user's earlier job left
 /// under the same id is moved aside untouched, and the new job gets a file of its own.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_reused_job_id_never_writes_into_an_earlier_jobs_file() {
     use slurmwatch_core::sample::Source;
     use slurmwatch_core::store::{JobMeta, Writer};
@@ -625,15 +586,7 @@ fn a_reused_job_id_never_writes_into_an_earlier_jobs_file() {
         .unwrap();
     // As an older slurmwatch left it: handed to its job's user. It is moved aside unopened.
     std::os::unix::fs::chown(spool_file(id), Some(uid2), Some(uid2)).unwrap();
-    let log_offset = log_offset_now();
-    assert!(run("scontrol", &["release", &id.to_string()])
-        .status
-        .success());
-    let job = Job {
-        id,
-        dir,
-        log_offset,
-    };
+    let job = Job::release(id, dir);
     assert_eq!(job.wait(WAIT).state, "COMPLETED");
     let reader = slurmwatch_core::store::Reader::open(&spool_file(id)).unwrap();
     assert_eq!(
@@ -682,8 +635,7 @@ fn wait_for_summary(path: &std::path::Path) -> Vec<(String, String)> {
 
 /// The plugin's `job_epilog` writes the summary into the job's file when the job ends, and
 /// refreshes the archive copy so it carries the summary too.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_job_epilog_writes_the_summary_and_refreshes_the_archive() {
     use std::os::unix::fs::PermissionsExt;
     let base = "/tmp/slurmwatch-it/archive-epilog";

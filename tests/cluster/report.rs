@@ -51,14 +51,10 @@ fn time_value(v: &str) -> f64 {
 
 /// --mem=300M; ~100 MiB steady for 6 s, then a 500 MiB allocation: the report names the
 /// kill, its time, and the working set before and at the kill.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+// Without task/cgroup nothing enforces --mem (no memory cgroup): no OOM kill to report.
+#[cluster_test(Phase::Cgroup)]
 fn report_oom_after_steady_phase() {
     let _p = shared_plugstack();
-    // Without task/cgroup nothing enforces --mem (no memory cgroup): no OOM kill to report.
-    if !runs_in("report_oom_after_steady_phase", Phase::Cgroup) {
-        return;
-    }
     let script = r#"
 python3 - <<'PY'
 import time
@@ -120,17 +116,10 @@ PY
 
 /// 800 MiB written and read back (page cache) with a small working set: the --mem advice
 /// follows the working set, not the kernel's lifetime peak.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+// /proc mode has no page-cache figure
+#[cluster_test(Phase::Cgroup)]
 fn report_mem_advice_follows_working_set_not_cache() {
     let _p = shared_plugstack();
-    // /proc mode has no page-cache figure
-    if !runs_in(
-        "report_mem_advice_follows_working_set_not_cache",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let script = "dd if=/dev/zero of=big bs=1M count=800 status=none\ncat big > /dev/null\nsleep 3\nrm -f big";
     let job = Submit::new("rep-cache", script)
         .arg("--slurmwatch=1")
@@ -156,8 +145,7 @@ fn report_mem_advice_follows_working_set_not_cache() {
 }
 
 /// --time=1 and a job that sleeps: TIMEOUT, seen as hung; the time advice never shrinks.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn report_timeout_never_shortens_time() {
     let _p = shared_plugstack();
     let job = Submit::new("rep-timeout", "sleep 300")
@@ -175,8 +163,7 @@ fn report_timeout_never_shortens_time() {
 }
 
 /// Cancelled by root while the owner's job ran.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn report_cancelled_by_someone_else() {
     let _p = shared_plugstack();
     let job = Submit::new("rep-cancel", "sleep 300")
@@ -207,8 +194,7 @@ fn sha(p: &std::path::Path) -> Vec<u8> {
 
 /// Truncated, corrupt, newer-schema files, an unknown job, sacct missing or hanging: one
 /// sentence, exit 2, and the file untouched. The epilog refuses a symlink and exits 0.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn report_bad_input_is_one_sentence_and_exit_2() {
     let _p = shared_plugstack();
     let job = Submit::new("rep-bad", "sleep 2")
@@ -348,8 +334,7 @@ fn report_json_only(job: &Job) -> Value {
 /// another runs a command that does not exist (exit 127). The report finds both logs where
 /// Slurm put them and names `module_not_found` (torch), `traceback` and `command_not_found`
 /// (with the command). Another user is refused the owner's log.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn report_reads_the_jobs_own_log() {
     let _p = shared_plugstack();
     let script = r#"
@@ -497,8 +482,7 @@ fn chromium() -> Option<std::path::PathBuf> {
 /// not blank and shows the charts' coloured series, the console has no errors, and the DOM
 /// holds every chart series. Skips (with a message) only when no Chromium is installed
 /// (`scripts/deps.sh` installs it).
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn report_html_renders_in_headless_chromium() {
     let _p = shared_plugstack();
     // scripts/deps.sh installs chromium: its absence is a set-up fault, not a skip.

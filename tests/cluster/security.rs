@@ -55,8 +55,7 @@ fn as_user(user: &str, args: &[&str]) -> std::process::Output {
 /// file of the job while root's sampler has them open and mapped. Every write is refused,
 /// slurmstepd lives on to take the last reading, and the owner can still read the live file
 /// (the SQLite read-only WAL case) through `slurmwatch --once --json`.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_job_cannot_write_its_spool_files_and_its_step_survives_trying() {
     let _p = shared_plugstack();
     let cli = slurmwatch_bin();
@@ -125,13 +124,89 @@ exit 3"#,
     assert_node_in_service();
 }
 
+/// Root reads a live file while its writer appends — `slurmwatch --once --json` run by root,
+/// and an in-process reader opened and closed as fast as it goes (what Prometheus's scrapes of
+/// `metrics --listen` and an admin's live view do) — while the job starts `srun` steps, each a
+/// second writer on the same file from another slurmstepd. Found on this cluster: the writer's
+/// process closed its own descriptors of the `-shm` after the reader grant, which dropped
+/// SQLite's lock there; the next root reader then took itself for the first, truncated the
+/// `-shm` under the writer's mapping, and the batch slurmstepd died of SIGBUS (job lost, killed
+/// at its time limit). Now the job runs to its own exit code, every second has its row, and
+/// the samplers end normally.
+#[cluster_test]
+fn root_readers_of_a_live_file_never_kill_its_writer() {
+    let _p = shared_plugstack();
+    let script = "sleep 2\nfor i in 1 2 3 4; do srun -n1 sleep 1; sleep 1; done\necho done\nexit 5";
+    // -t 2: a writer killed under the readers leaves the job running to its limit.
+    let job = Submit::new("root-readers", script)
+        .arg("--slurmwatch=1")
+        .arg("-t")
+        .arg("2")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    let file = spool_file(job.id);
+    let t0 = Instant::now();
+    let (mut opens, mut clis) = (0u32, 0u32);
+    while t0.elapsed() < Duration::from_secs(14) {
+        if exists(&file) {
+            if let Ok(r) = slurmwatch_core::store::Reader::open(&file) {
+                let _ = r.steps();
+                opens += 1;
+            }
+        }
+        if opens % 20 == 0 {
+            let _ = std::process::Command::new(slurmwatch_bin())
+                .args([&job.id.to_string(), "--once", "--json"])
+                .output();
+            clis += 1;
+        }
+    }
+    eprintln!("{opens} in-process opens, {clis} live views as root");
+    assert!(opens > 200, "the reader hardly ran: {opens} opens");
+    let line = job.wait(WAIT);
+    assert_eq!(
+        (line.state.as_str(), line.exit_code.as_str()),
+        ("FAILED", "5:0"),
+        "{}",
+        job.output()
+    );
+    assert_eq!(job.output(), "done\n");
+    let lines = job.plugin_lines();
+    for step in ["batch", "0", "3"] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains(&format!("step {step}: done,"))),
+            "step {step}'s sampler did not finish: {lines:#?}"
+        );
+    }
+    let r = slurmwatch_core::store::Reader::open(&file).unwrap();
+    let rows = r.samples(&slurmwatch_core::model::Series::Job).unwrap();
+    let span_s = (rows.last().unwrap().t_unix_ms - rows[0].t_unix_ms) as f64 / 1000.0;
+    let gaps: Vec<i64> = rows
+        .windows(2)
+        .map(|w| w[1].t_unix_ms - w[0].t_unix_ms)
+        .collect();
+    eprintln!(
+        "{} job rows over {span_s:.1} s, widest gap {:?} ms",
+        rows.len(),
+        gaps.iter().max()
+    );
+    assert!(span_s >= 9.0, "the job series stops early: {span_s} s");
+    assert!(
+        gaps.iter().all(|&g| g <= 2_500),
+        "a second without its row (the writer stalled): {gaps:?}"
+    );
+    assert_node_in_service();
+}
+
 /// A crafted file in the job's place (as an older slurmwatch's user-owned file could have
 /// been rewritten): a view over a never-ending recursive CTE, a trigger on the samples table,
 /// an extra table. A later step's writer, `job_epilog`, `slurmwatch-epilog` and `slurmwatch
 /// report --file` as root each refuse it within their bound and say why; the job runs
 /// normally and the node stays in service.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn crafted_files_are_refused_within_the_bound() {
     let _p = shared_plugstack();
     // A real recording to derive the crafted files from.
@@ -164,16 +239,8 @@ fn crafted_files_are_refused_within_the_bound() {
         let _ = std::fs::remove_file(format!("{}-wal", target.display()));
         let c = run("sqlite3", &[&target.display().to_string(), sql]);
         assert!(c.status.success(), "{name}: {}", stderr(&c));
-        let offset = log_offset_now();
         let t0 = Instant::now();
-        assert!(run("scontrol", &["release", &id.to_string()])
-            .status
-            .success());
-        let job = Job {
-            id,
-            dir,
-            log_offset: offset,
-        };
+        let job = Job::release(id, dir);
         let line = job.wait(WAIT);
         assert_eq!(
             (line.state.as_str(), line.exit_code.as_str()),
@@ -187,7 +254,7 @@ fn crafted_files_are_refused_within_the_bound() {
             "{name}: {:?}",
             t0.elapsed()
         );
-        let lines = job_log_lines(offset, id);
+        let lines = job_log_lines(job.log_offset, id);
         assert!(
             lines
                 .iter()
@@ -238,8 +305,7 @@ fn crafted_files_are_refused_within_the_bound() {
 /// victim's first job: a directory of its own (mode 777), a symlink to its own directory,
 /// or a FIFO. Each is refused with a log line naming the directory; nothing of the victim's
 /// reaches the attacker; the job and the epilog are not held up.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn a_squatted_archive_directory_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let base = "/tmp/slurmwatch-it/archive-squat";
@@ -339,8 +405,7 @@ fn a_squatted_archive_directory_is_refused() {
 }
 
 /// Files older than `retain_days` are removed at a job's end on the node; others stay.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn expired_spool_files_are_removed() {
     let _o = PlugstackOverride::new(&format!("spool={SPOOL} retain_days=30"));
     let old = [
@@ -395,8 +460,7 @@ fn expired_spool_files_are_removed() {
 
 /// A job cannot grow the spool: its own file stops at the cap (a test build lowers it with
 /// SLURMWATCH_TEST_MAX_FILE_BYTES), with an event saying so, and the job runs on unharmed.
-#[test]
-#[ignore = "needs the test cluster: scripts/test.sh"]
+#[cluster_test]
 fn the_file_stops_growing_at_its_cap() {
     let _p = shared_plugstack();
     // Many short steps: each adds step rows, samples and events (~400 B; an empty file's

@@ -132,15 +132,8 @@ fn work(i: usize) -> String {
     )
 }
 
-#[test]
-#[ignore]
+#[cluster_test(Phase::Cgroup)]
 fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
-    if !runs_in(
-        "slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let _p = shared_plugstack();
     let _server = Server::start();
     let since = format!("@{}", now() - 5);
@@ -189,18 +182,7 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
     let until = format!("@{}", now() + 5);
     let workload = format!("dbd{tag}-run-#");
     let sizing = |label: &str| {
-        let s = cli_json(&[
-            "sizing",
-            "-S",
-            &since,
-            "-E",
-            &until,
-            "-u",
-            USER1,
-            "--workload",
-            &workload,
-            "--json",
-        ]);
+        let s = sizing_json(&since, &until, USER1, &workload);
         // The summaries in slurmdbd are used first: no file is opened for a run that has
         // one. (The window also holds other tests' jobs of this user, some with files.)
         let win = &s["window"];
@@ -272,17 +254,11 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
 
 /// An AdminComment another tool (here jobstats' format) put on the job is left as it was,
 /// and the report falls back to sacct with a file gone rather than misreading it.
-#[test]
-#[ignore]
+#[cluster_test(Phase::Cgroup)]
 fn slurmdbd_summary_never_overwrites_another_tools_admin_comment() {
-    if !runs_in(
-        "slurmdbd_summary_never_overwrites_another_tools_admin_comment",
-        Phase::Cgroup,
-    ) {
-        return;
-    }
     let _p = shared_plugstack();
     let _server = Server::start();
+    let log_offset = std::fs::metadata(CTLD_LOG).map_or(0, |m| m.len() as usize);
     let name = format!("dbdother{}", tag());
     let script = work(0) + "\nsleep 4";
     let job = Submit::new(&name, &script)
@@ -304,22 +280,293 @@ fn slurmdbd_summary_never_overwrites_another_tools_admin_comment() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     // The EpilogSlurmctld has run once its line is in the log.
-    let t = Instant::now();
-    let line = loop {
-        let log = std::fs::read_to_string("/var/log/slurm/ctld-epilog.log").unwrap_or_default();
-        if let Some(l) = log
-            .lines()
-            .find(|l| l.contains(&format!("job {}:", job.id)))
-        {
-            break l.to_string();
-        }
-        assert!(t.elapsed() < Duration::from_secs(90), "no ctld-epilog line");
-        std::thread::sleep(Duration::from_secs(1));
-    };
+    let line = ctld_lines(job.id, log_offset).remove(0);
     assert!(line.contains("another tool's text"), "{line}");
     assert_eq!(admin_comment(&job), theirs);
     let away = std::env::temp_dir().join(format!("slurmwatch-dbdo-{}", std::process::id()));
     let _gone = FilesAway::new(&[job.id], &away);
     let r = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
     assert_eq!(r["source"], "sacct_only", "{:#}", r["notes"]);
+}
+
+/// A user's listener on the summary port (the real endpoint down), as `USER1`: it answers
+/// `GET /jobs/<id>/summary` with `<dir>/<id>.json` and, when there is one, the credential in
+/// `<dir>/<id>.cred`. Stopped on drop.
+struct Forger {
+    child: Child,
+    dir: PathBuf,
+    #[allow(dead_code)]
+    held: std::sync::MutexGuard<'static, ()>,
+}
+
+const FORGER: &str = r#"
+import socket, sys
+d, port = sys.argv[1], int(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", port))
+s.listen(16)
+
+def answer(c):
+    req = b""
+    while b"\r\n\r\n" not in req:
+        b = c.recv(4096)
+        if not b:
+            return None
+        req += b
+    parts = req.split(b" ")
+    path = parts[1].decode() if len(parts) > 1 else ""
+    job = path.split("/")[2] if path.startswith("/jobs/") else "none"
+    try:
+        body = open(f"{d}/{job}.json", "rb").read()
+    except OSError:
+        c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        return None
+    try:
+        hdr = "X-Slurmwatch-Munge: " + open(f"{d}/{job}.cred").read().strip() + "\r\n"
+    except OSError:
+        hdr = ""
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n{hdr}Connection: close\r\n\r\n"
+    c.sendall(head.encode() + body)
+
+while True:
+    c, _ = s.accept()
+    try:
+        answer(c)
+    except OSError:
+        pass  # a client gone (the readiness probe)
+    c.close()
+"#;
+
+/// `setpriv` to `USER1` (it execs: the child is the program itself, so a kill stops it).
+fn as_user1(program: &str) -> Command {
+    let uid = stdout(&run("id", &["-u", USER1])).trim().to_string();
+    let gid = stdout(&run("id", &["-g", USER1])).trim().to_string();
+    let mut c = Command::new("setpriv");
+    c.args([
+        &format!("--reuid={uid}"),
+        &format!("--regid={gid}"),
+        "--clear-groups",
+        "--",
+        program,
+    ]);
+    c
+}
+
+impl Forger {
+    /// `held`: the port, taken before the jobs it answers for were submitted (they must not
+    /// end while another test's real endpoint has it).
+    fn start(held: std::sync::MutexGuard<'static, ()>) -> Forger {
+        let dir = std::env::temp_dir().join(format!("slurmwatch-forger-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = dir.join("forger.py");
+        std::fs::write(&script, FORGER).unwrap();
+        // The system's python: a user's PATH may lead to one the user cannot run.
+        let child = as_user1("/usr/bin/python3")
+            .arg(&script)
+            .arg(&dir)
+            .arg(SUMMARY_PORT.to_string())
+            .spawn()
+            .expect("start the forger");
+        let f = Forger { child, dir, held };
+        let t = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", SUMMARY_PORT)).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the forger did not listen"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        f
+    }
+
+    fn serve(&self, job: u32, body: &[u8], credential: Option<&str>) {
+        std::fs::write(self.dir.join(format!("{job}.json")), body).unwrap();
+        if let Some(c) = credential {
+            std::fs::write(self.dir.join(format!("{job}.cred")), c).unwrap();
+        }
+    }
+}
+
+impl Drop for Forger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// `program` (munge, unmunge) with `input` on stdin.
+fn piped(mut c: Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+const CTLD_LOG: &str = "/var/log/slurm/ctld-epilog.log";
+
+/// The job's ctld-epilog log lines past `offset` (job ids restart after a wipe), once there
+/// is one.
+fn ctld_lines(job: u32, offset: usize) -> Vec<String> {
+    let t = Instant::now();
+    loop {
+        let log = std::fs::read(CTLD_LOG).unwrap_or_default();
+        let lines: Vec<String> = String::from_utf8_lossy(log.get(offset..).unwrap_or_default())
+            .lines()
+            .filter(|l| l.contains(&format!("job {job}:")))
+            .map(String::from)
+            .collect();
+        if !lines.is_empty() {
+            return lines;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(90),
+            "job {job}: no ctld-epilog line"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// A user who binds the summary port while the node's endpoint is down cannot put a summary
+/// into slurmdbd: a forged summary with no credential, with one the user's own `munge` made
+/// (uid not 0), and a real reply whose credential was already used (replayed) are each
+/// refused with a line that says why, and no AdminComment is stored.
+#[cluster_test(Phase::Cgroup)]
+fn slurmdbd_summary_from_a_users_listener_is_refused() {
+    use slurmwatch_core::export::slurmdbd as export;
+    use slurmwatch_core::slurm::munge;
+    let _p = shared_plugstack();
+    // The user's listener has the port before any of the jobs can end.
+    let forger = Forger::start(PORT_HELD.lock().unwrap_or_else(|e| e.into_inner()));
+    let tag = tag();
+    let log_offset = std::fs::metadata(CTLD_LOG).map_or(0, |m| m.len() as usize);
+    let jobs: Vec<Job> = ["none", "user", "replay", "kept"]
+        .iter()
+        .map(|k| {
+            Submit::new(&format!("dbdforge{tag}-{k}"), "sleep 20")
+                .arg("--slurmwatch=1")
+                .arg("--mem=256M")
+                .arg("-t")
+                .arg("5")
+                .user(USER1)
+                .submit()
+        })
+        .collect();
+    // Each job's forgery is made while it runs (the cluster may run them in turn), from its
+    // real summary as root reads it.
+    for (i, j) in jobs.iter().enumerate() {
+        j.wait_running(WAIT);
+        let t = Instant::now();
+        let real = loop {
+            if let Ok(Some(n)) =
+                slurmwatch_core::report::slurmdbd::from_spool(Path::new(SPOOL), j.id)
+            {
+                break n;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(15),
+                "job {}: no file",
+                j.id
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let mut forged = real.clone();
+        forged.summary.peak_working_set_bytes = Some(1);
+        let forged = serde_json::to_vec(&forged).unwrap();
+        match i {
+            // No credential.
+            0 => forger.serve(j.id, &forged, None),
+            // The user's own munge over the payload the controller expects.
+            1 => {
+                // (Its listener could sign the controller's own nonce too: munge still says
+                // who made the credential.)
+                let nonce = munge::new_nonce().unwrap();
+                let own = piped(
+                    as_user1("munge"),
+                    munge::summary_payload(j.id, &real.meta.node, &nonce, &forged).as_bytes(),
+                );
+                assert!(own.status.success(), "{}", stderr(&own));
+                forger.serve(j.id, &forged, Some(stdout(&own).trim()));
+            }
+            // A real signed reply, fetched from the node's endpoint while it was up (another
+            // port here): already decoded once, as the controller would have (2), or kept
+            // and never decoded (3: munge alone would take it once, within its TTL; the
+            // controller's nonce for its own request is what refuses it).
+            _ => {
+                let mut real_server = Command::new(slurmwatch_bin())
+                    .args(["metrics", "--spool", SPOOL, "--listen", "127.0.0.1:9946"])
+                    .spawn()
+                    .unwrap();
+                let url = export::with_nonce(
+                    &format!("http://127.0.0.1:9946/jobs/{}/summary", j.id),
+                    &munge::new_nonce().unwrap(),
+                );
+                let t = Instant::now();
+                let r = loop {
+                    match export::get(&url, Duration::from_secs(10)) {
+                        Ok(r) => break r,
+                        Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "{e}"),
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                };
+                let _ = real_server.kill();
+                let _ = real_server.wait();
+                assert_eq!(r.code, 200, "{}", String::from_utf8_lossy(&r.body));
+                let cred = r.credential.clone().expect("the real endpoint signs");
+                if i == 2 {
+                    let first = piped(Command::new("unmunge"), cred.as_bytes());
+                    assert!(first.status.success(), "{}", stderr(&first));
+                }
+                forger.serve(j.id, &r.body, Some(&cred));
+            }
+        }
+        // The forger answers for the job, which is still running.
+        let url = format!("http://127.0.0.1:{SUMMARY_PORT}/jobs/{}/summary", j.id);
+        let r = export::get(&url, Duration::from_secs(10)).unwrap();
+        assert_eq!(r.code, 200, "job {}", j.id);
+        let q = run("squeue", &["-h", "-j", &j.id.to_string(), "-o", "%T"]);
+        assert_eq!(stdout(&q).trim(), "RUNNING", "job {}: ended too soon", j.id);
+    }
+    for j in &jobs {
+        assert_eq!(j.wait(WAIT).state, "COMPLETED", "{}", j.output());
+    }
+    let why = [
+        "no munge credential",
+        "not root",
+        "Replayed credential",
+        "not this reply",
+    ];
+    for (j, why) in jobs.iter().zip(why) {
+        let lines = ctld_lines(j.id, log_offset);
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("summary refused, not stored") && l.contains(why)),
+            "job {}: {lines:#?}",
+            j.id
+        );
+        let o = run(
+            "sacct",
+            &[
+                "-j",
+                &j.id.to_string(),
+                "-X",
+                "-n",
+                "-P",
+                "-o",
+                "AdminComment",
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o).trim(), "", "job {}: stored", j.id);
+    }
 }

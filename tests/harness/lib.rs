@@ -10,6 +10,9 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+/// `#[cluster_test]`, `#[cluster_test(PHASE)]`: see `tests/harness-macros`.
+pub use slurmwatch_tests_macros::cluster_test;
+
 pub const SLURMD_LOG: &str = "/var/log/slurm/slurmd.log";
 pub const PLUGIN_SO: &str = "/usr/local/lib/slurmwatch/slurmwatch.so";
 pub const SPOOL: &str = "/var/spool/slurmwatch";
@@ -204,6 +207,17 @@ pub struct Job {
     pub log_offset: u64,
 }
 
+/// A test that fails cancels the jobs it submitted (their values drop while it unwinds): a
+/// job left running would hold the node, and the tests after it would queue and time out
+/// for one failure. A passing test's jobs are left as they are (some end on their own).
+impl Drop for Job {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = run("scancel", &[&self.id.to_string()]);
+        }
+    }
+}
+
 /// One line of `sacct` for a job or step.
 #[derive(Debug, Clone)]
 pub struct SacctLine {
@@ -216,6 +230,37 @@ pub struct SacctLine {
 }
 
 impl Job {
+    /// Job `id`, submitted held (`sbatch --hold`) so a test could set its spool up first,
+    /// released now; its slurmd log lines start here.
+    pub fn release(id: u32, dir: PathBuf) -> Job {
+        let log_offset = log_offset_now();
+        assert!(run("scontrol", &["release", &id.to_string()])
+            .status
+            .success());
+        Job {
+            id,
+            dir,
+            log_offset,
+        }
+    }
+
+    /// The number the job's script wrote to `file` in its directory (its shell's pid, say),
+    /// once it is there.
+    pub fn wait_for_number(&self, file: &str, timeout: Duration) -> u32 {
+        let path = self.dir.join(file);
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(p) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return p;
+            }
+            assert!(Instant::now() < end, "job {} never started", self.id);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn output(&self) -> String {
         std::fs::read_to_string(self.dir.join("out.txt")).unwrap_or_default()
     }
@@ -600,6 +645,23 @@ pub fn cli_json(args: &[&str]) -> serde_json::Value {
         .expect("run slurmwatch");
     assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+}
+
+/// `slurmwatch sizing --json` of `user`'s runs of `workload` between `since` and `until`
+/// (sacct's `-S`/`-E` forms).
+pub fn sizing_json(since: &str, until: &str, user: &str, workload: &str) -> serde_json::Value {
+    cli_json(&[
+        "sizing",
+        "-S",
+        since,
+        "-E",
+        until,
+        "-u",
+        user,
+        "--workload",
+        workload,
+        "--json",
+    ])
 }
 
 #[cfg(test)]

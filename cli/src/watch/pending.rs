@@ -121,6 +121,85 @@ pub enum End {
     Started,
 }
 
+/// The frame's title: the job, and what this refresh cost Slurm.
+fn title(e: &QueueEntry, g: &Gathered, a: &Analysis) -> String {
+    format!(
+        " job {} · {} · PENDING · {} Slurm commands, {:.2} s · q quits ",
+        e.display_id,
+        a.job_name,
+        g.commands,
+        g.elapsed.as_secs_f64()
+    )
+}
+
+/// The answer's lines, its "So:" line bold where colour is allowed, and the note (a failed
+/// refresh) below them.
+fn answer_lines(a: &Analysis, color: bool, note: Option<&str>) -> Vec<Line<'static>> {
+    let mut lines: Vec<Line> = render::lines(a)
+        .into_iter()
+        .map(|l| {
+            let bold = l.starts_with("So:");
+            let style = if bold && color {
+                Style::new().add_modifier(Modifier::BOLD)
+            } else {
+                Style::new()
+            };
+            Line::from(Span::styled(l, style))
+        })
+        .collect();
+    if let Some(n) = note {
+        lines.push(Line::from(n.to_string()));
+    }
+    lines
+}
+
+/// One frame: the lines in a bordered, titled box filling the terminal.
+fn draw(
+    terminal: &mut ratatui::DefaultTerminal,
+    title: &str,
+    lines: &[Line<'static>],
+) -> std::io::Result<()> {
+    terminal.draw(|f| {
+        let [area] = Layout::vertical([Constraint::Fill(1)]).areas(f.area());
+        let block = Block::bordered()
+            .title(title.to_string())
+            .padding(Padding::horizontal(1));
+        f.render_widget(
+            Paragraph::new(lines.to_vec())
+                .block(block)
+                .wrap(Wrap { trim: false }),
+            area,
+        );
+    })?;
+    Ok(())
+}
+
+/// What the user did in the last 250 ms (the wait between checks for a due refresh).
+enum Input {
+    Nothing,
+    Resized,
+    Quit(End),
+}
+
+/// q, Q or Esc quits (0), Ctrl-C as the signal would (128 + SIGINT), a lost terminal with 2.
+fn poll_input() -> Input {
+    match event::poll(Duration::from_millis(250)) {
+        Ok(true) => match event::read() {
+            Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => match k.code {
+                KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => Input::Quit(End::Code(0)),
+                KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
+                    Input::Quit(End::Code(128 + libc::SIGINT))
+                }
+                _ => Input::Nothing,
+            },
+            Ok(Event::Resize(..)) => Input::Resized,
+            _ => Input::Nothing,
+        },
+        Ok(false) => Input::Nothing,
+        Err(_) => Input::Quit(End::Code(2)),
+    }
+}
+
 /// The refreshing view, until the job starts, leaves the queue, or the user quits.
 pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
     // First answer before taking the terminal, so a failure is a plain message.
@@ -167,61 +246,18 @@ pub fn screen(args: &WatchArgs, e: &QueueEntry) -> Result<End, Outcome> {
                         End::Code(1)
                     };
                 }
-                let title = format!(
-                    " job {} · {} · PENDING · {} Slurm commands, {:.2} s · q quits ",
-                    e.display_id,
-                    a.job_name,
-                    g.commands,
-                    g.elapsed.as_secs_f64()
-                );
-                let mut lines: Vec<Line> = render::lines(a)
-                    .into_iter()
-                    .map(|l| {
-                        let bold = l.starts_with("So:");
-                        let style = if bold && color {
-                            Style::new().add_modifier(Modifier::BOLD)
-                        } else {
-                            Style::new()
-                        };
-                        Line::from(Span::styled(l, style))
-                    })
-                    .collect();
-                if let Some(n) = &note {
-                    lines.push(Line::from(n.clone()));
-                }
-                let drawn = terminal.draw(|f| {
-                    let [area] = Layout::vertical([Constraint::Fill(1)]).areas(f.area());
-                    let block = Block::bordered()
-                        .title(title.clone())
-                        .padding(Padding::horizontal(1));
-                    f.render_widget(
-                        Paragraph::new(lines.clone())
-                            .block(block)
-                            .wrap(Wrap { trim: false }),
-                        area,
-                    );
-                });
-                if drawn.is_err() {
+                let lines = answer_lines(a, color, note.as_deref());
+                if draw(&mut terminal, &title(e, g, a), &lines).is_err() {
                     break End::Code(2);
                 }
             }
             current = None;
             next = Instant::now() + Duration::from_secs_f64(refresh);
         }
-        match event::poll(Duration::from_millis(250)) {
-            Ok(true) => match event::read() {
-                Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => match k.code {
-                    KeyCode::Char('q') | KeyCode::Char('Q') | KeyCode::Esc => break End::Code(0),
-                    KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => {
-                        break End::Code(128 + libc::SIGINT)
-                    }
-                    _ => {}
-                },
-                Ok(Event::Resize(..)) => next = Instant::now(),
-                _ => {}
-            },
-            Ok(false) => {}
-            Err(_) => break End::Code(2),
+        match poll_input() {
+            Input::Quit(end) => break end,
+            Input::Resized => next = Instant::now(),
+            Input::Nothing => {}
         }
     };
     ratatui::restore();

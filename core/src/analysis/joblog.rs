@@ -401,93 +401,12 @@ pub fn scan(text: &str) -> Scan {
         .map(strip_rank)
         .filter(|l| !l.trim().is_empty())
         .collect();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
+    for (i, line) in lines.iter().copied().enumerate() {
         let low = line.to_ascii_lowercase();
-        // CUDA out of memory (PyTorch, CUDA runtime/driver, TensorFlow on a GPU, JAX/XLA).
-        if low.contains("cuda out of memory")
-            || low.contains("cuda error: out of memory")
-            || low.contains("cuda_error_out_of_memory")
-            || low.contains("cudaerrormemoryallocation")
-            || (low.contains("oom when allocating tensor") && low.contains("gpu"))
-            || low.contains("resource_exhausted: out of memory")
-        {
-            push_line(&mut s.cuda_oom, line);
-            if let Some(rest) = after(line, "Tried to allocate ") {
-                let mut w = rest.split_whitespace();
-                if let (Some(n), Some(u)) = (w.next(), w.next()) {
-                    let u = u.trim_end_matches(['.', ',', ';', ')']);
-                    s.cuda_tried_to_allocate = Some(format!("{n} {u}"));
-                }
-            }
-        }
-        // NCCL: errors, and the watchdog's collective timeouts.
-        let watchdog = (low.contains("watchdog") && low.contains("timeout"))
-            || low.contains("watchdog got stuck")
-            || (low.contains("nccl") && low.contains("timed out"));
-        if watchdog && (low.contains("nccl") || low.contains("collective")) {
-            push_line(&mut s.nccl_timeouts, line);
-            if let Some(op) = after(line, "OpType=") {
-                let op: String = op
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !op.is_empty() {
-                    s.nccl_op = Some(op);
-                }
-            }
-            if let Some(t) = after(line, "Timeout(ms)=") {
-                let t: String = t.chars().take_while(char::is_ascii_digit).collect();
-                s.nccl_timeout_ms = t.parse().ok().or(s.nccl_timeout_ms);
-            }
-        } else if low.contains("nccl error")
-            || low.contains("ncclsystemerror")
-            || low.contains("ncclinternalerror")
-            || low.contains("ncclunhandledcudaerror")
-            || low.contains("ncclremoteerror")
-            || low.contains("ncclinvalidusage")
-            || low.contains("ncclinvalidargument")
-            || line.contains(" NCCL WARN ")
-        {
-            push_line(&mut s.nccl_errors, line);
-        }
-        // Missing modules: Python imports, Lmod, Tcl modules, the `module` command itself.
-        if line.contains("No module named ") {
-            if let Some(m) = python_module(line) {
-                push_unique(&mut s.python_modules, m);
-                push_line(&mut s.module_lines, line);
-            }
-        }
-        if line.contains("The following module(s) are unknown") {
-            let mut names = all_double_quoted(after(line, "are unknown").unwrap_or_default());
-            if names.is_empty() {
-                if let Some(next) = lines.get(i + 1) {
-                    names = all_double_quoted(next);
-                }
-            }
-            for n in names {
-                push_unique(&mut s.env_modules, n);
-            }
-            push_line(&mut s.module_lines, line);
-        }
-        if let Some(rest) = after(line, "Unable to locate a modulefile for ") {
-            let name = quoted(rest, '\'')
-                .or_else(|| quoted(rest, '"'))
-                .map(str::to_string)
-                .unwrap_or_else(|| rest.trim().to_string());
-            push_unique(&mut s.env_modules, name);
-            push_line(&mut s.module_lines, line);
-        }
-        if let Some((cmd, _)) = missing_command(line) {
-            if matches!(cmd.as_str(), "module" | "ml") {
-                s.module_command_missing = true;
-                push_line(&mut s.module_lines, line);
-            } else {
-                push_unique(&mut s.commands, cmd);
-                push_line(&mut s.command_lines, line);
-            }
-        }
+        scan_cuda_oom(&mut s, line, &low);
+        scan_nccl(&mut s, line, &low);
+        scan_modules(&mut s, &lines, i);
+        scan_missing_command(&mut s, line);
         // The last traceback wins.
         if line
             .trim_start()
@@ -498,9 +417,107 @@ pub fn scan(text: &str) -> Scan {
                 s.traceback = Some(tb);
             }
         }
-        i += 1;
     }
     s
+}
+
+/// CUDA out of memory (PyTorch, CUDA runtime/driver, TensorFlow on a GPU, JAX/XLA), and how
+/// much PyTorch tried to allocate. `low`: `line` in lower case.
+fn scan_cuda_oom(s: &mut Scan, line: &str, low: &str) {
+    if low.contains("cuda out of memory")
+        || low.contains("cuda error: out of memory")
+        || low.contains("cuda_error_out_of_memory")
+        || low.contains("cudaerrormemoryallocation")
+        || (low.contains("oom when allocating tensor") && low.contains("gpu"))
+        || low.contains("resource_exhausted: out of memory")
+    {
+        push_line(&mut s.cuda_oom, line);
+        if let Some(rest) = after(line, "Tried to allocate ") {
+            let mut w = rest.split_whitespace();
+            if let (Some(n), Some(u)) = (w.next(), w.next()) {
+                let u = u.trim_end_matches(['.', ',', ';', ')']);
+                s.cuda_tried_to_allocate = Some(format!("{n} {u}"));
+            }
+        }
+    }
+}
+
+/// NCCL: errors, and the watchdog's collective timeouts with their op and timeout (ms).
+fn scan_nccl(s: &mut Scan, line: &str, low: &str) {
+    let watchdog = (low.contains("watchdog") && low.contains("timeout"))
+        || low.contains("watchdog got stuck")
+        || (low.contains("nccl") && low.contains("timed out"));
+    if watchdog && (low.contains("nccl") || low.contains("collective")) {
+        push_line(&mut s.nccl_timeouts, line);
+        if let Some(op) = after(line, "OpType=") {
+            let op: String = op
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !op.is_empty() {
+                s.nccl_op = Some(op);
+            }
+        }
+        if let Some(t) = after(line, "Timeout(ms)=") {
+            let t: String = t.chars().take_while(char::is_ascii_digit).collect();
+            s.nccl_timeout_ms = t.parse().ok().or(s.nccl_timeout_ms);
+        }
+    } else if low.contains("nccl error")
+        || low.contains("ncclsystemerror")
+        || low.contains("ncclinternalerror")
+        || low.contains("ncclunhandledcudaerror")
+        || low.contains("ncclremoteerror")
+        || low.contains("ncclinvalidusage")
+        || low.contains("ncclinvalidargument")
+        || line.contains(" NCCL WARN ")
+    {
+        push_line(&mut s.nccl_errors, line);
+    }
+}
+
+/// Missing modules: Python imports, Lmod and Tcl modules (whose names may be on the next
+/// line, `lines[i + 1]`).
+fn scan_modules(s: &mut Scan, lines: &[&str], i: usize) {
+    let line = lines[i];
+    if line.contains("No module named ") {
+        if let Some(m) = python_module(line) {
+            push_unique(&mut s.python_modules, m);
+            push_line(&mut s.module_lines, line);
+        }
+    }
+    if line.contains("The following module(s) are unknown") {
+        let mut names = all_double_quoted(after(line, "are unknown").unwrap_or_default());
+        if names.is_empty() {
+            if let Some(next) = lines.get(i + 1) {
+                names = all_double_quoted(next);
+            }
+        }
+        for n in names {
+            push_unique(&mut s.env_modules, n);
+        }
+        push_line(&mut s.module_lines, line);
+    }
+    if let Some(rest) = after(line, "Unable to locate a modulefile for ") {
+        let name = quoted(rest, '\'')
+            .or_else(|| quoted(rest, '"'))
+            .map(str::to_string)
+            .unwrap_or_else(|| rest.trim().to_string());
+        push_unique(&mut s.env_modules, name);
+        push_line(&mut s.module_lines, line);
+    }
+}
+
+/// A command the shell could not find; the `module` command itself is a module problem.
+fn scan_missing_command(s: &mut Scan, line: &str) {
+    if let Some((cmd, _)) = missing_command(line) {
+        if matches!(cmd.as_str(), "module" | "ml") {
+            s.module_command_missing = true;
+            push_line(&mut s.module_lines, line);
+        } else {
+            push_unique(&mut s.commands, cmd);
+            push_line(&mut s.command_lines, line);
+        }
+    }
 }
 
 /// Reads the traceback whose header is `lines[start]`: indented frame lines, then the first
@@ -624,148 +641,169 @@ impl Scan {
         }
     }
 
-    /// The findings, in a fixed order. Facts carry the lines quoted from the log.
+    /// The findings, in a fixed order (`LOG_RULES`). Facts carry the lines quoted from the
+    /// log.
     pub fn findings(&self) -> Vec<Finding> {
-        let mut out = Vec::new();
-        let mut push = |code: &'static str, facts: Value, sentence: String| {
-            if let Value::Object(facts) = facts {
-                out.push(Finding {
+        LOG_RULES
+            .iter()
+            .filter_map(|&(code, rule)| {
+                let (facts, sentence) = rule(self)?;
+                let Value::Object(facts) = facts else {
+                    return None;
+                };
+                Some(Finding {
                     code,
                     facts,
                     sentence,
-                });
-            }
+                    site_note: None,
+                })
+            })
+            .collect()
+    }
+
+    fn cuda_oom(&self) -> Option<(Value, String)> {
+        let first = self.cuda_oom.first()?;
+        let facts = json!({
+            "source": "log",
+            "count": self.cuda_oom.len(),
+            "tried_to_allocate": self.cuda_tried_to_allocate,
+            "lines": self.cuda_oom,
+        });
+        let sentence = format!(
+            "The job's log shows the GPU ran out of memory{}: \"{}\".",
+            self.cuda_tried_to_allocate
+                .as_deref()
+                .map(|t| format!(" (it tried to allocate {t} more)"))
+                .unwrap_or_default(),
+            first
+        );
+        Some((facts, sentence))
+    }
+
+    fn nccl_error(&self) -> Option<(Value, String)> {
+        if self.nccl_errors.is_empty() && self.nccl_timeouts.is_empty() {
+            return None;
+        }
+        let sentence = match (self.nccl_timeouts.first(), self.nccl_errors.first()) {
+            (Some(_), _) => format!(
+                "The job's log shows an NCCL collective{} timed out{} in the watchdog: a rank stopped, hung or lost its network.",
+                self.nccl_op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default(),
+                self.nccl_timeout_ms
+                    .map(|t| format!(" after {} s", t / 1000))
+                    .unwrap_or_default()
+            ),
+            (None, Some(e)) => format!("The job's log shows NCCL errors: \"{e}\"."),
+            (None, None) => String::new(),
         };
-        if let Some(first) = self.cuda_oom.first() {
-            push(
-                "cuda_oom",
-                json!({
-                    "source": "log",
-                    "count": self.cuda_oom.len(),
-                    "tried_to_allocate": self.cuda_tried_to_allocate,
-                    "lines": self.cuda_oom,
-                }),
-                format!(
-                    "The job's log shows the GPU ran out of memory{}: \"{}\".",
-                    self.cuda_tried_to_allocate
-                        .as_deref()
-                        .map(|t| format!(" (it tried to allocate {t} more)"))
-                        .unwrap_or_default(),
-                    first
-                ),
-            );
-        }
-        if !self.nccl_errors.is_empty() || !self.nccl_timeouts.is_empty() {
-            let sentence = match (self.nccl_timeouts.first(), self.nccl_errors.first()) {
-                (Some(_), _) => format!(
-                    "The job's log shows an NCCL collective{} timed out{} in the watchdog: a rank stopped, hung or lost its network.",
-                    self.nccl_op.as_deref().map(|o| format!(" ({o})")).unwrap_or_default(),
-                    self.nccl_timeout_ms
-                        .map(|t| format!(" after {} s", t / 1000))
-                        .unwrap_or_default()
-                ),
-                (None, Some(e)) => format!("The job's log shows NCCL errors: \"{e}\"."),
-                (None, None) => String::new(),
-            };
-            push(
-                "nccl_error",
-                json!({
-                    "source": "log",
-                    "errors": self.nccl_errors.len(),
-                    "watchdog_timeouts": self.nccl_timeouts.len(),
-                    "op_type": self.nccl_op,
-                    "timeout_ms": self.nccl_timeout_ms,
-                    "lines": self.nccl_timeouts.iter().chain(&self.nccl_errors).take(MAX_NAMES).collect::<Vec<_>>(),
-                }),
-                sentence,
-            );
-        }
-        if !self.python_modules.is_empty()
-            || !self.env_modules.is_empty()
-            || self.module_command_missing
+        let facts = json!({
+            "source": "log",
+            "errors": self.nccl_errors.len(),
+            "watchdog_timeouts": self.nccl_timeouts.len(),
+            "op_type": self.nccl_op,
+            "timeout_ms": self.nccl_timeout_ms,
+            "lines": self.nccl_timeouts.iter().chain(&self.nccl_errors).take(MAX_NAMES).collect::<Vec<_>>(),
+        });
+        Some((facts, sentence))
+    }
+
+    fn module_not_found(&self) -> Option<(Value, String)> {
+        if self.python_modules.is_empty()
+            && self.env_modules.is_empty()
+            && !self.module_command_missing
         {
-            let mut parts = Vec::new();
-            if !self.python_modules.is_empty() {
-                parts.push(format!(
-                    "Python could not import {}",
-                    list(&self.python_modules)
-                ));
-            }
-            if !self.env_modules.is_empty() {
-                parts.push(format!(
-                    "`module load` does not know {} (check `module spider`/`module avail`)",
-                    list(&self.env_modules)
-                ));
-            }
-            if self.module_command_missing {
-                parts.push("the `module` command does not exist in the job's shell (start the script with `#!/bin/bash -l`, or source the site's modules init)".into());
-            }
-            let mut modules = self.python_modules.clone();
-            modules.extend(self.env_modules.iter().cloned());
-            push(
-                "module_not_found",
-                json!({
-                    "source": "log",
-                    "modules": modules,
-                    "python_modules": self.python_modules,
-                    "environment_modules": self.env_modules,
-                    "module_command_missing": self.module_command_missing,
-                    "lines": self.module_lines,
-                }),
-                format!("The job's log shows missing modules: {}.", parts.join("; ")),
-            );
+            return None;
         }
-        if let Some(tb) = &self.traceback {
-            let at = match (&tb.file, tb.line) {
-                (Some(f), Some(n)) => format!(
-                    " at {f}:{n}{}",
-                    tb.function
-                        .as_deref()
-                        .map(|f| format!(" in {f}"))
-                        .unwrap_or_default()
-                ),
-                _ => String::new(),
-            };
-            push(
-                "traceback",
-                json!({
-                    "source": "log",
-                    "exception": tb.exception,
-                    "message": tb.message,
-                    "file": tb.file,
-                    "line": tb.line,
-                    "function": tb.function,
-                    "lines": tb.lines,
-                }),
-                format!(
-                    "The last Python traceback in the log ends in {}{}{}.",
-                    tb.exception,
-                    if tb.message.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", tb.message)
-                    },
-                    at
-                ),
-            );
+        let mut parts = Vec::new();
+        if !self.python_modules.is_empty() {
+            parts.push(format!(
+                "Python could not import {}",
+                list(&self.python_modules)
+            ));
         }
-        if !self.commands.is_empty() {
-            push(
-                "command_not_found",
-                json!({
-                    "source": "log",
-                    "commands": self.commands,
-                    "lines": self.command_lines,
-                }),
-                format!(
-                    "The job's log shows the shell could not find {} (not installed, not on PATH, or its module not loaded).",
-                    list(&self.commands)
-                ),
-            );
+        if !self.env_modules.is_empty() {
+            parts.push(format!(
+                "`module load` does not know {} (check `module spider`/`module avail`)",
+                list(&self.env_modules)
+            ));
         }
-        out
+        if self.module_command_missing {
+            parts.push("the `module` command does not exist in the job's shell (start the script with `#!/bin/bash -l`, or source the site's modules init)".into());
+        }
+        let mut modules = self.python_modules.clone();
+        modules.extend(self.env_modules.iter().cloned());
+        let facts = json!({
+            "source": "log",
+            "modules": modules,
+            "python_modules": self.python_modules,
+            "environment_modules": self.env_modules,
+            "module_command_missing": self.module_command_missing,
+            "lines": self.module_lines,
+        });
+        let sentence = format!("The job's log shows missing modules: {}.", parts.join("; "));
+        Some((facts, sentence))
+    }
+
+    fn traceback(&self) -> Option<(Value, String)> {
+        let tb = self.traceback.as_ref()?;
+        let at = match (&tb.file, tb.line) {
+            (Some(f), Some(n)) => format!(
+                " at {f}:{n}{}",
+                tb.function
+                    .as_deref()
+                    .map(|f| format!(" in {f}"))
+                    .unwrap_or_default()
+            ),
+            _ => String::new(),
+        };
+        let facts = json!({
+            "source": "log",
+            "exception": tb.exception,
+            "message": tb.message,
+            "file": tb.file,
+            "line": tb.line,
+            "function": tb.function,
+            "lines": tb.lines,
+        });
+        let sentence = format!(
+            "The last Python traceback in the log ends in {}{}{}.",
+            tb.exception,
+            if tb.message.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", tb.message)
+            },
+            at
+        );
+        Some((facts, sentence))
+    }
+
+    fn command_not_found(&self) -> Option<(Value, String)> {
+        if self.commands.is_empty() {
+            return None;
+        }
+        let facts = json!({
+            "source": "log",
+            "commands": self.commands,
+            "lines": self.command_lines,
+        });
+        let sentence = format!(
+            "The job's log shows the shell could not find {} (not installed, not on PATH, or its module not loaded).",
+            list(&self.commands)
+        );
+        Some((facts, sentence))
     }
 }
+
+/// One rule per code a log can show, in the order the findings are listed: each gives the
+/// finding's facts and sentence, or `None` when the log does not show it.
+type LogRule = fn(&Scan) -> Option<(Value, String)>;
+const LOG_RULES: [(&str, LogRule); 5] = [
+    ("cuda_oom", Scan::cuda_oom),
+    ("nccl_error", Scan::nccl_error),
+    ("module_not_found", Scan::module_not_found),
+    ("traceback", Scan::traceback),
+    ("command_not_found", Scan::command_not_found),
+];
 
 fn list(names: &[String]) -> String {
     names
@@ -905,6 +943,7 @@ mod tests {
             code: "command_not_found",
             facts: json!({"exit_code": 127}).as_object().unwrap().clone(),
             sentence: "Exit code 127.".into(),
+            site_note: None,
         }];
         let s = scan("bash: line 2: foo: command not found\n");
         merge_findings(&mut base, s.findings());

@@ -2,17 +2,22 @@
 //!
 //! A finding is a fact with its evidence, never a grade: each has a stable `code`, the
 //! figures it rests on (`facts`) and one sentence. Thresholds are the anchors' own defaults
-//! (slurmpast, jobstats, seff; docs/design.md §8), one named constant each. Low use that is right
+//! (slurmpast, jobstats, seff; docs/design.md §8), one named constant each, handed to the rules
+//! as a [`Thresholds`] value that a site file may change (docs/reference/site.md). Low use that is right
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
 pub mod efficiency;
 pub mod joblog;
+mod sbatch_lines;
 pub mod summary;
+pub mod thresholds;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+pub use sbatch_lines::sbatch;
 pub use summary::{GpuSummary, OomEvent, Summary};
+pub use thresholds::Thresholds;
 
 /// `walltime_slack`: a completed job that used less than this share of its time limit.
 pub const WALLTIME_SLACK_PERCENT: f64 = 50.0;
@@ -54,6 +59,8 @@ pub const OOM_MEM_FACTOR: f64 = 1.5;
 /// A throttled card is a finding from this many minutes, or from this fraction of the run.
 pub const GPU_THROTTLED_MIN_MINUTES: f64 = 1.0;
 pub const GPU_THROTTLED_MIN_FRACTION: f64 = 0.25;
+/// `gpu_idle`: a card idle for at least this many minutes.
+pub const GPU_IDLE_MIN_MINUTES: f64 = 1.0;
 /// `--time` advice: elapsed plus this margin…
 pub const TIME_MARGIN_PERCENT: f64 = 25.0;
 /// …and never less than this many seconds of margin.
@@ -63,6 +70,46 @@ pub const TIMEOUT_TIME_FACTOR: f64 = 2.0;
 
 /// Exit code of a shell that could not find the command.
 pub const EXIT_COMMAND_NOT_FOUND: i32 = 127;
+
+/// Every code a report's `findings[]` can carry, in docs/reference/findings.md's order (a test
+/// holds the two together): a site file's `[notes.CODE]` must name one of these.
+pub const CODES: &[&str] = &[
+    "oom_killed",
+    "timeout_hung",
+    "timeout_computing",
+    "timeout",
+    "cancelled_by_other",
+    "cancelled",
+    "node_fail",
+    "boot_fail",
+    "preempted",
+    "deadline",
+    "command_not_found",
+    "failed_exit_code",
+    "killed_by_signal",
+    "sacct_record_open",
+    "walltime_slack",
+    "walltime_margin",
+    "memory_overrequested",
+    "memory_cache_inflated",
+    "maxrss_above_limit",
+    "heavy_paging",
+    "serial_on_many_cores",
+    "cpu_underused",
+    "idle_allocation",
+    "system_time_high",
+    "gpu_throttled",
+    "gpu_idle",
+    "gpu_xid",
+    "gpu_card_history",
+    "node_not_recorded",
+    "straggler_node",
+    "memory_imbalance",
+    "cuda_oom",
+    "nccl_error",
+    "module_not_found",
+    "traceback",
+];
 
 /// Everything the findings look at; each figure `None` when unknown.
 #[derive(Debug, Clone, Default)]
@@ -114,6 +161,17 @@ pub struct Finding {
     pub code: &'static str,
     pub facts: Map<String, Value>,
     pub sentence: String,
+    /// The site's note for this code (the CLI's site file); absent without one, so a site
+    /// without notes gets today's JSON unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub site_note: Option<SiteNote>,
+}
+
+/// A site's sentence and link for one finding code, said under the finding.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SiteNote {
+    pub text: Option<String>,
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -151,7 +209,7 @@ fn is(state: &Option<String>, s: &str) -> bool {
 
 /// One rule per finding (or per family of findings that share their test), in the order
 /// the report lists them: outcome first, then time, memory, CPU, GPUs.
-type Rule = fn(&Facts, &mut Vec<Finding>);
+type Rule = fn(&Facts, &Thresholds, &mut Vec<Finding>);
 
 const RULES: &[Rule] = &[
     oom_killed,
@@ -171,11 +229,11 @@ const RULES: &[Rule] = &[
     gpu_cards,
 ];
 
-/// The facts worth saying about this job, outcome first.
-pub fn findings(f: &Facts) -> Vec<Finding> {
+/// The facts worth saying about this job, outcome first, under the site's thresholds.
+pub fn findings(f: &Facts, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for rule in RULES {
-        rule(f, &mut out);
+        rule(f, t, &mut out);
     }
     out
 }
@@ -185,10 +243,11 @@ fn push(out: &mut Vec<Finding>, code: &'static str, facts_v: Value, sentence: St
         code,
         facts: facts(facts_v),
         sentence,
+        site_note: None,
     })
 }
 
-fn oom_killed(f: &Facts, out: &mut Vec<Finding>) {
+fn oom_killed(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::{bytes, clock, duration};
     let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if oom_state || f.oom_kills.unwrap_or(0) > 0 {
@@ -250,12 +309,12 @@ fn oom_killed(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn timeout_hung(f: &Facts, out: &mut Vec<Finding>) {
+fn timeout_hung(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::duration;
     if is(&f.state, "TIMEOUT") {
         let limit = f.timelimit_seconds;
         match f.last_stretch {
-            Some((secs, cpu)) if secs > 0.0 && cpu < IDLE_MAX_CPU_SECONDS * secs.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS => push(out,
+            Some((secs, cpu)) if secs > 0.0 && cpu < t.idle_max_cpu_seconds * secs.min(t.idle_min_seconds) / t.idle_min_seconds => push(out,
                 "timeout_hung",
                 json!({"limit_seconds": limit, "last_seconds": finite(secs), "last_cpu_seconds": finite(cpu)}),
                 format!(
@@ -287,7 +346,7 @@ fn timeout_hung(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn cancelled_by_other(f: &Facts, out: &mut Vec<Finding>) {
+fn cancelled_by_other(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     if is(&f.state, "CANCELLED") {
         match (f.cancelled_by_uid, f.owner_uid) {
             (Some(by), Some(owner)) if by != owner => push(
@@ -314,7 +373,7 @@ fn cancelled_by_other(f: &Facts, out: &mut Vec<Finding>) {
 }
 
 /// `node_fail`, `boot_fail`, `preempted`, `deadline`: Slurm ended the job.
-fn ended_by_slurm(f: &Facts, out: &mut Vec<Finding>) {
+fn ended_by_slurm(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     for (state, code, what) in [
         ("NODE_FAIL", "node_fail", "Ended because its node failed."),
         (
@@ -336,7 +395,7 @@ fn ended_by_slurm(f: &Facts, out: &mut Vec<Finding>) {
 }
 
 /// `command_not_found` (exit 127), else `failed_exit_code`.
-fn failed_exit_code(f: &Facts, out: &mut Vec<Finding>) {
+fn failed_exit_code(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     if f.exit_code == Some(EXIT_COMMAND_NOT_FOUND) {
         push(out,
             "command_not_found",
@@ -355,7 +414,7 @@ fn failed_exit_code(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn killed_by_signal(f: &Facts, out: &mut Vec<Finding>) {
+fn killed_by_signal(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if let Some(sig) = f.exit_signal.filter(|&s| s != 0) {
         let explained = oom_state
@@ -376,7 +435,7 @@ fn killed_by_signal(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn sacct_record_open(f: &Facts, out: &mut Vec<Finding>) {
+fn sacct_record_open(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     if f.sacct_record_open {
         push(out,
             "sacct_record_open",
@@ -386,11 +445,11 @@ fn sacct_record_open(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn walltime_slack(f: &Facts, out: &mut Vec<Finding>) {
+fn walltime_slack(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::duration;
     let completed = is(&f.state, "COMPLETED");
     if let (true, Some(el), Some(lim)) = (completed, f.elapsed_seconds, f.timelimit_seconds) {
-        if lim > WALLTIME_SLACK_MIN_LIMIT_SECONDS && el * 100.0 / lim < WALLTIME_SLACK_PERCENT {
+        if lim > t.walltime_slack_min_limit_seconds && el * 100.0 / lim < t.walltime_slack_percent {
             push(out,
                 "walltime_slack",
                 json!({"elapsed_seconds": finite(el), "limit_seconds": finite(lim), "percent_used": finite(el * 100.0 / lim)}),
@@ -399,7 +458,9 @@ fn walltime_slack(f: &Facts, out: &mut Vec<Finding>) {
                     duration(el), duration(lim), el * 100.0 / lim
                 ),
             );
-        } else if lim - el < WALLTIME_MARGIN_SECONDS && el * 100.0 / lim >= WALLTIME_SLACK_PERCENT {
+        } else if lim - el < t.walltime_margin_seconds
+            && el * 100.0 / lim >= t.walltime_slack_percent
+        {
             // Within 5 min of a short limit is not "near it" when most of the limit was
             // left (a 5-s job under a 5-min limit was said to be at its margin).
             push(
@@ -416,13 +477,13 @@ fn walltime_slack(f: &Facts, out: &mut Vec<Finding>) {
 }
 
 // Memory.
-fn memory_overrequested(f: &Facts, out: &mut Vec<Finding>) {
+fn memory_overrequested(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::bytes;
     if let (Some(ws), Some(limit)) = (f.peak_working_set_bytes, f.memory_limit_bytes) {
         let unused = limit.saturating_sub(ws);
         if limit > 0
-            && (ws as f64) * 100.0 / (limit as f64) < MEMORY_UNDERUSED_PERCENT
-            && unused >= MEMORY_UNDERUSED_MIN_UNUSED_BYTES
+            && (ws as f64) * 100.0 / (limit as f64) < t.memory_underused_percent
+            && unused >= t.memory_underused_min_unused_bytes
         {
             let mut s = format!(
                 "Asked for {}, working set peaked at {}",
@@ -443,10 +504,10 @@ fn memory_overrequested(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn memory_cache_inflated(f: &Facts, out: &mut Vec<Finding>) {
+fn memory_cache_inflated(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::bytes;
     if let (Some(ws), Some(l)) = (f.peak_working_set_bytes, f.lifetime_peak_bytes) {
-        if l as f64 >= ws as f64 * CACHE_INFLATED_FACTOR && l - ws >= CACHE_INFLATED_MIN_BYTES {
+        if l as f64 >= ws as f64 * t.cache_inflated_factor && l - ws >= t.cache_inflated_min_bytes {
             push(out,
                 "memory_cache_inflated",
                 json!({"peak_working_set_bytes": ws, "lifetime_peak_bytes": l}),
@@ -460,7 +521,7 @@ fn memory_cache_inflated(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn maxrss_above_limit(f: &Facts, out: &mut Vec<Finding>) {
+fn maxrss_above_limit(f: &Facts, _: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::bytes;
     let oom_state = is(&f.state, "OUT_OF_MEMORY");
     if let (Some(rss), Some(limit)) = (f.max_rss_bytes, f.memory_limit_bytes) {
@@ -478,8 +539,8 @@ fn maxrss_above_limit(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn heavy_paging(f: &Facts, out: &mut Vec<Finding>) {
-    if let Some(mf) = f.major_faults.filter(|&m| m >= MAJOR_FAULTS_HEAVY) {
+fn heavy_paging(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
+    if let Some(mf) = f.major_faults.filter(|&m| m >= t.major_faults_heavy) {
         push(out,
             "heavy_paging",
             json!({"major_faults": mf}),
@@ -490,15 +551,15 @@ fn heavy_paging(f: &Facts, out: &mut Vec<Finding>) {
 
 // CPU.
 /// `idle_allocation`, `serial_on_many_cores`, `cpu_underused`.
-fn cpu_use(f: &Facts, out: &mut Vec<Finding>) {
+fn cpu_use(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::duration;
     if let (Some(cores), Some(el), Some(cpu)) =
         (f.cores_allocated, f.elapsed_seconds, f.cpu_seconds)
     {
         let avg = if el > 0.0 { cpu / el } else { 0.0 };
         let peak = f.peak_effective_cores;
-        if cores > CPU_UNDERUSED_MIN_CORES && el >= CPU_UNDERUSED_MIN_RUN_SECONDS {
-            if peak.is_some_and(|p| p <= SERIAL_PEAK_CORES) && cores >= 2.0 {
+        if cores > t.cpu_underused_min_cores && el >= t.cpu_underused_min_run_seconds {
+            if peak.is_some_and(|p| p <= t.serial_peak_cores) && cores >= 2.0 {
                 push(out,
                     "serial_on_many_cores",
                     json!({"cores_allocated": finite(cores), "peak_effective_cores": peak.map(finite), "average_effective_cores": finite(avg)}),
@@ -507,7 +568,7 @@ fn cpu_use(f: &Facts, out: &mut Vec<Finding>) {
                         peak.unwrap_or(0.0)
                     ),
                 );
-            } else if avg * 100.0 / cores < CPU_UNDERUSED_PERCENT {
+            } else if avg * 100.0 / cores < t.cpu_underused_percent {
                 push(
                     out,
                     "cpu_underused",
@@ -521,7 +582,7 @@ fn cpu_use(f: &Facts, out: &mut Vec<Finding>) {
                 );
             }
         }
-        if el > IDLE_MIN_SECONDS && cpu < IDLE_MAX_CPU_SECONDS && !is(&f.state, "TIMEOUT") {
+        if el > t.idle_min_seconds && cpu < t.idle_max_cpu_seconds && !is(&f.state, "TIMEOUT") {
             push(
                 out,
                 "idle_allocation",
@@ -535,9 +596,9 @@ fn cpu_use(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-fn system_time_high(f: &Facts, out: &mut Vec<Finding>) {
+fn system_time_high(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     if let (Some(sys), Some(cpu)) = (f.cpu_system_seconds, f.cpu_seconds) {
-        if cpu >= SYSTEM_TIME_MIN_CPU_SECONDS && sys * 100.0 / cpu >= SYSTEM_TIME_PERCENT {
+        if cpu >= t.system_time_min_cpu_seconds && sys * 100.0 / cpu >= t.system_time_percent {
             push(out,
                 "system_time_high",
                 json!({"system_seconds": finite(sys), "cpu_seconds": finite(cpu)}),
@@ -551,7 +612,7 @@ fn system_time_high(f: &Facts, out: &mut Vec<Finding>) {
 }
 
 /// Per card: `gpu_throttled`, `gpu_idle`, `gpu_xid`.
-fn gpu_cards(f: &Facts, out: &mut Vec<Finding>) {
+fn gpu_cards(f: &Facts, t: &Thresholds, out: &mut Vec<Finding>) {
     use crate::units::clock;
     let run_minutes = f.elapsed_seconds.map(|s| s / 60.0);
     for g in &f.gpus {
@@ -561,8 +622,9 @@ fn gpu_cards(f: &Facts, out: &mut Vec<Finding>) {
             None => g.label.clone(),
         };
         let notable = |m: f64| {
-            m >= GPU_THROTTLED_MIN_MINUTES
-                || run_minutes.is_some_and(|r| r > 0.0 && m >= r * GPU_THROTTLED_MIN_FRACTION)
+            m >= t.gpu_throttled_min_minutes
+                || run_minutes
+                    .is_some_and(|r| r > 0.0 && m >= r * t.gpu_throttled_min_run_percent / 100.0)
         };
         if let Some(m) = g.minutes_throttled.filter(|&m| m > 0.0 && notable(m)) {
             push(
@@ -585,7 +647,7 @@ fn gpu_cards(f: &Facts, out: &mut Vec<Finding>) {
                 ),
             );
         }
-        if let Some(m) = g.minutes_idle.filter(|&m| m >= 1.0) {
+        if let Some(m) = g.minutes_idle.filter(|&m| m >= t.gpu_idle_min_minutes) {
             push(
                 out,
                 "gpu_idle",
@@ -622,134 +684,6 @@ fn gpu_cards(f: &Facts, out: &mut Vec<Finding>) {
     }
 }
 
-/// The `#SBATCH` lines this job's measurements support, each with its reason.
-pub fn sbatch(f: &Facts) -> Vec<SbatchLine> {
-    use crate::units::{bytes, duration, mem_flag, time_flag};
-    let mut out = Vec::new();
-    let oom = is(&f.state, "OUT_OF_MEMORY") || f.oom_kills.unwrap_or(0) > 0;
-    if oom {
-        if let Some(limit) = f.memory_limit_bytes {
-            let want = (limit as f64 * OOM_MEM_FACTOR) as u64;
-            let want = want.max(f.peak_working_set_bytes.map_or(0, |w| {
-                (w as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64
-            }));
-            out.push(SbatchLine {
-                flag: "--mem",
-                value: mem_flag(want),
-                reason: format!(
-                    "OOM-killed at the {} limit: it needs more, how much more was not measured; the old limit × {OOM_MEM_FACTOR} is a start.",
-                    bytes(limit)
-                ),
-            });
-        }
-    } else if let (true, Some(ws)) = (f.recorded, f.peak_working_set_bytes) {
-        let want = (ws as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64;
-        let mut reason = format!(
-            "working-set peak {} + {MEM_HEADROOM_PERCENT:.0} % headroom",
-            bytes(ws)
-        );
-        if let Some(l) = f.lifetime_peak_bytes.filter(|&l| l > ws + (64 << 20)) {
-            reason += &format!(
-                " (the kernel's {} includes reclaimable page cache, which needs no --mem)",
-                bytes(l)
-            );
-        }
-        out.push(SbatchLine {
-            flag: "--mem",
-            value: mem_flag(want),
-            reason,
-        });
-    }
-    // On a multi-node job the job's peak is a sum over nodes: the busiest node's peak, per
-    // task there, is what one task needed.
-    let per_node = f.busiest_node.as_ref();
-    let cores = match per_node {
-        Some(b) => Some((
-            b.peak_effective_cores,
-            b.cores_allocated,
-            b.tasks.unwrap_or(1).max(1),
-        )),
-        None => f.peak_effective_cores.map(|p| (p, f.cores_allocated, 1)),
-    };
-    if let (true, Some((peak, alloc, tasks))) = (f.recorded, cores) {
-        let n = (peak / f64::from(tasks) - 0.05).ceil().max(1.0) as u64;
-        let alloc = alloc.map(|c| c as u64);
-        if alloc.is_none_or(|a| n * u64::from(tasks) <= a) {
-            let place = match per_node {
-                Some(b) if tasks > 1 => {
-                    format!(" on {} (the busiest node, {tasks} tasks there)", b.node)
-                }
-                Some(b) => format!(" on {} (the busiest node)", b.node),
-                None => String::new(),
-            };
-            out.push(SbatchLine {
-                flag: "--cpus-per-task",
-                value: n.to_string(),
-                reason: format!(
-                    "at most {peak:.2} cores were busy at once{place}{}",
-                    alloc
-                        .map(|a| format!(" of {a} allocated"))
-                        .unwrap_or_default()
-                ),
-            });
-        }
-    }
-    if let Some(el) = f.elapsed_seconds {
-        if is(&f.state, "TIMEOUT") {
-            let lim = f.timelimit_seconds.unwrap_or(el);
-            let hung = matches!(f.last_stretch, Some((s, c)) if s > 0.0 && c < IDLE_MAX_CPU_SECONDS * s.min(IDLE_MIN_SECONDS) / IDLE_MIN_SECONDS);
-            if hung {
-                out.push(SbatchLine {
-                    flag: "--time",
-                    value: time_flag(lim),
-                    reason: format!("stopped at its {} limit while idle: keep the limit and find what it waited on", duration(lim)),
-                });
-            } else {
-                out.push(SbatchLine {
-                    flag: "--time",
-                    value: time_flag(lim * TIMEOUT_TIME_FACTOR),
-                    reason: format!(
-                        "stopped at its {} limit still working; the time it needs is unknown, so never less than that (here × {TIMEOUT_TIME_FACTOR})",
-                        duration(lim)
-                    ),
-                });
-            }
-        } else if is(&f.state, "COMPLETED") {
-            let margin = (el * TIME_MARGIN_PERCENT / 100.0).max(TIME_MIN_MARGIN_SECONDS);
-            match f.timelimit_seconds {
-                // The limit was enough and is no longer than the advice: keep it.
-                Some(lim) if lim <= el + margin => out.push(SbatchLine {
-                    flag: "--time",
-                    value: time_flag(lim),
-                    reason: format!(
-                        "ran {} within its {} limit: keep it",
-                        duration(el),
-                        duration(lim)
-                    ),
-                }),
-                _ => out.push(SbatchLine {
-                    flag: "--time",
-                    value: time_flag(el + margin),
-                    reason: format!("ran {} + {} margin", duration(el), duration(margin)),
-                }),
-            }
-        }
-    }
-    let used_gpus = f
-        .gpus
-        .iter()
-        .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
-        .count();
-    if !f.gpus.is_empty() && used_gpus < f.gpus.len() {
-        out.push(SbatchLine {
-            flag: "--gres",
-            value: format!("gpu:{}", used_gpus.max(1)),
-            reason: format!("{used_gpus} of {} cards were used", f.gpus.len()),
-        });
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -757,7 +691,26 @@ mod tests {
     const GIB: u64 = 1 << 30;
 
     fn codes(f: &Facts) -> Vec<&'static str> {
-        findings(f).iter().map(|x| x.code).collect()
+        let out: Vec<_> = findings(f, &Thresholds::default())
+            .iter()
+            .map(|x| x.code)
+            .collect();
+        for c in &out {
+            assert!(CODES.contains(c), "{c} is missing from CODES");
+        }
+        out
+    }
+
+    /// CODES and the reference's table name the same codes, in the same order.
+    #[test]
+    fn codes_match_the_reference() {
+        let doc = include_str!("../../../docs/reference/findings.md");
+        let mut in_doc = Vec::new();
+        for line in doc.lines().filter(|l| l.starts_with("| `")) {
+            let first = line.split('|').nth(1).unwrap_or("");
+            in_doc.extend(first.split('`').skip(1).step_by(2));
+        }
+        assert_eq!(in_doc, CODES);
     }
 
     #[test]
@@ -777,7 +730,11 @@ mod tests {
             lifetime_peak_bytes: Some(GIB / 2),
             ..Facts::default()
         };
-        assert!(codes(&f).is_empty(), "{:?}", findings(&f));
+        assert!(
+            codes(&f).is_empty(),
+            "{:?}",
+            findings(&f, &Thresholds::default())
+        );
     }
 
     #[test]
@@ -790,14 +747,14 @@ mod tests {
             lifetime_peak_bytes: Some(17 * GIB),
             ..Facts::default()
         };
-        let fs = findings(&f);
+        let fs = findings(&f, &Thresholds::default());
         let m = fs
             .iter()
             .find(|x| x.code == "memory_overrequested")
             .unwrap();
         assert_eq!(m.sentence, "Asked for 48.0 GiB, working set peaked at 10.0 GiB (page cache raised the kernel's figure to 17.0 GiB).");
         assert!(codes(&f).contains(&"memory_cache_inflated"));
-        let s = sbatch(&f);
+        let s = sbatch(&f, &Thresholds::default());
         assert_eq!(s[0].flag, "--mem");
         assert_eq!(s[0].value, "12G"); // 10 GiB × 1.2, not the 17 GiB lifetime peak
     }
@@ -812,11 +769,17 @@ mod tests {
             last_stretch: Some((300.0, 290.0)),
             ..Facts::default()
         };
-        let t = sbatch(&f).into_iter().find(|s| s.flag == "--time").unwrap();
+        let t = sbatch(&f, &Thresholds::default())
+            .into_iter()
+            .find(|s| s.flag == "--time")
+            .unwrap();
         assert_eq!(t.value, "02:00:00");
         assert_eq!(codes(&f), vec!["timeout_computing"]);
         f.last_stretch = Some((300.0, 0.5));
-        let t = sbatch(&f).into_iter().find(|s| s.flag == "--time").unwrap();
+        let t = sbatch(&f, &Thresholds::default())
+            .into_iter()
+            .find(|s| s.flag == "--time")
+            .unwrap();
         assert_eq!(t.value, "01:00:00"); // the same limit: never below it
         assert_eq!(codes(&f), vec!["timeout_hung"]);
     }
@@ -890,9 +853,239 @@ mod tests {
             last_stretch: Some((f64::NAN, 0.0)),
             ..Facts::default()
         };
-        for x in findings(&f) {
+        for x in findings(&f, &Thresholds::default()) {
             let s = serde_json::to_string(&x).unwrap();
             assert!(!s.contains("NaN"), "{s}");
         }
+    }
+
+    /// One case per code of [`RULES`]: facts that say it, and the nearest facts that do not
+    /// (a threshold just missed, or the neighbouring code's state).
+    #[test]
+    fn each_code_is_said_and_not_said() {
+        let st = |s: &str| Some(s.to_string());
+        let done = |el: f64, lim: f64| Facts {
+            state: st("COMPLETED"),
+            elapsed_seconds: Some(el),
+            timelimit_seconds: Some(lim),
+            ..Facts::default()
+        };
+        let mem = |ws: u64, limit: u64, lifetime: Option<u64>| Facts {
+            peak_working_set_bytes: Some(ws),
+            memory_limit_bytes: Some(limit),
+            lifetime_peak_bytes: lifetime,
+            ..Facts::default()
+        };
+        let cpu = |cores: f64, cpu: f64, peak: f64| Facts {
+            state: st("COMPLETED"),
+            elapsed_seconds: Some(600.0),
+            cores_allocated: Some(cores),
+            cpu_seconds: Some(cpu),
+            peak_effective_cores: Some(peak),
+            ..Facts::default()
+        };
+        let timeout = |stretch: Option<(f64, f64)>| Facts {
+            state: st("TIMEOUT"),
+            timelimit_seconds: Some(3600.0),
+            last_stretch: stretch,
+            ..Facts::default()
+        };
+        let cancelled = |by: u32| Facts {
+            state: st("CANCELLED"),
+            cancelled_by_uid: Some(by),
+            owner_uid: Some(1001),
+            ..Facts::default()
+        };
+        let failed = |code: i32, signal: i32| Facts {
+            state: st("FAILED"),
+            exit_code: Some(code),
+            exit_signal: Some(signal),
+            ..Facts::default()
+        };
+        let state = |s: &str| Facts {
+            state: st(s),
+            ..Facts::default()
+        };
+        let card = |throttled: f64, idle: f64, xids: Vec<summary::XidEvent>| Facts {
+            elapsed_seconds: Some(3600.0),
+            gpus: vec![GpuSummary {
+                label: "cuda:0".into(),
+                minutes_throttled: Some(throttled),
+                minutes_idle: Some(idle),
+                xid_events: xids,
+                ..GpuSummary::default()
+            }],
+            ..Facts::default()
+        };
+        let sys = |system: f64| Facts {
+            cpu_seconds: Some(100.0),
+            cpu_system_seconds: Some(system),
+            ..Facts::default()
+        };
+        let cases: Vec<(&str, Facts, Facts)> = vec![
+            (
+                "oom_killed",
+                state("OUT_OF_MEMORY"),
+                Facts {
+                    oom_kills: Some(0),
+                    ..state("COMPLETED")
+                },
+            ),
+            (
+                "timeout_hung",
+                timeout(Some((300.0, 0.5))),
+                timeout(Some((300.0, 290.0))),
+            ),
+            (
+                "timeout_computing",
+                timeout(Some((300.0, 290.0))),
+                timeout(Some((300.0, 0.5))),
+            ),
+            ("timeout", timeout(None), timeout(Some((300.0, 290.0)))),
+            ("cancelled_by_other", cancelled(0), cancelled(1001)),
+            ("cancelled", cancelled(1001), cancelled(0)),
+            ("node_fail", state("NODE_FAIL"), state("FAILED")),
+            ("boot_fail", state("BOOT_FAIL"), state("NODE_FAIL")),
+            ("preempted", state("PREEMPTED"), state("CANCELLED")),
+            ("deadline", state("DEADLINE"), state("TIMEOUT")),
+            ("command_not_found", failed(127, 0), failed(1, 0)),
+            ("failed_exit_code", failed(1, 0), failed(127, 0)),
+            (
+                "killed_by_signal",
+                failed(0, 9),
+                Facts {
+                    exit_signal: Some(15),
+                    ..cancelled(1001)
+                },
+            ),
+            (
+                "sacct_record_open",
+                Facts {
+                    sacct_record_open: true,
+                    ..state("RUNNING")
+                },
+                state("RUNNING"),
+            ),
+            ("walltime_slack", done(600.0, 3600.0), done(600.0, 1800.0)),
+            (
+                "walltime_margin",
+                done(3500.0, 3600.0),
+                done(3200.0, 3600.0),
+            ),
+            (
+                "memory_overrequested",
+                mem(10 * GIB, 48 * GIB, None),
+                mem(10 * GIB, 40 * GIB, None),
+            ),
+            (
+                "memory_cache_inflated",
+                mem(10 * GIB, 48 * GIB, Some(15 * GIB)),
+                mem(10 * GIB, 48 * GIB, Some(14 * GIB)),
+            ),
+            (
+                "maxrss_above_limit",
+                Facts {
+                    max_rss_bytes: Some(5 * GIB),
+                    ..mem(GIB, 4 * GIB, None)
+                },
+                Facts {
+                    max_rss_bytes: Some(5 * GIB),
+                    oom_kills: Some(1),
+                    ..mem(GIB, 4 * GIB, None)
+                },
+            ),
+            (
+                "heavy_paging",
+                Facts {
+                    major_faults: Some(1000),
+                    ..Facts::default()
+                },
+                Facts {
+                    major_faults: Some(999),
+                    ..Facts::default()
+                },
+            ),
+            (
+                "serial_on_many_cores",
+                cpu(8.0, 590.0, 1.0),
+                cpu(8.0, 590.0, 1.2),
+            ),
+            ("cpu_underused", cpu(8.0, 600.0, 4.0), cpu(8.0, 800.0, 4.0)),
+            ("idle_allocation", cpu(1.0, 5.0, 0.1), cpu(1.0, 15.0, 0.1)),
+            ("system_time_high", sys(30.0), sys(29.0)),
+            (
+                "gpu_throttled",
+                card(2.0, 0.0, vec![]),
+                card(0.5, 0.0, vec![]),
+            ),
+            ("gpu_idle", card(0.0, 1.0, vec![]), card(0.0, 0.9, vec![])),
+            (
+                "gpu_xid",
+                card(0.0, 0.0, vec![summary::XidEvent::new(1, 79)]),
+                card(0.0, 0.0, vec![]),
+            ),
+        ];
+        let mut covered: Vec<&str> = Vec::new();
+        for (code, yes, no) in &cases {
+            assert!(
+                codes(yes).contains(code),
+                "{code} not said: {:?}",
+                codes(yes)
+            );
+            assert!(!codes(no).contains(code), "{code} said: {:?}", codes(no));
+            covered.push(code);
+        }
+        // Every code the rules can say has its case (the log's, the nodes' and the card
+        // history's codes are said elsewhere and tested there).
+        let elsewhere = [
+            "gpu_card_history",
+            "node_not_recorded",
+            "straggler_node",
+            "memory_imbalance",
+            "cuda_oom",
+            "nccl_error",
+            "module_not_found",
+            "traceback",
+        ];
+        let mut want: Vec<&str> = CODES
+            .iter()
+            .copied()
+            .filter(|c| !elsewhere.contains(c))
+            .collect();
+        want.sort();
+        covered.sort();
+        assert_eq!(covered, want);
+    }
+
+    /// A site's threshold moves the line: the near miss above is said once the threshold
+    /// is lowered past it.
+    #[test]
+    fn thresholds_move_the_line() {
+        let f = Facts {
+            major_faults: Some(999),
+            ..Facts::default()
+        };
+        let t = Thresholds {
+            major_faults_heavy: 999,
+            ..Thresholds::default()
+        };
+        assert!(findings(&f, &Thresholds::default()).is_empty());
+        assert_eq!(findings(&f, &t)[0].code, "heavy_paging");
+        let slack = Facts {
+            state: Some("COMPLETED".into()),
+            elapsed_seconds: Some(600.0),
+            timelimit_seconds: Some(1800.0),
+            ..Facts::default()
+        };
+        let t = Thresholds {
+            walltime_slack_min_limit_seconds: 900.0,
+            ..Thresholds::default()
+        };
+        assert!(!findings(&slack, &Thresholds::default())
+            .iter()
+            .any(|x| x.code == "walltime_slack"));
+        assert!(findings(&slack, &t)
+            .iter()
+            .any(|x| x.code == "walltime_slack"));
     }
 }

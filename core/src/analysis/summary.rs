@@ -217,51 +217,69 @@ impl Summary {
             s.io_read_bytes = u.io_read_bytes.or(s.io_read_bytes);
             s.io_write_bytes = u.io_write_bytes.or(s.io_write_bytes);
             s.cores_allocated = r.cores_allocated.or(s.cores_allocated);
-            let mut kills_here = 0;
-            if let Some(k) = u.memory_oom_kills {
-                // Counters only climb: a rise is a kill; the first reading sets the base.
-                if let Some(before) = last_kills {
-                    if k > before {
-                        kills_here = k - before;
-                        s.oom_events.push(oom_event(job, i, kills_here));
-                    }
-                } else if k > 0 {
-                    kills_here = k;
-                    s.oom_events.push(oom_event(job, i, k));
-                }
-                last_kills = Some(last_kills.map_or(k, |b| b.max(k)));
-                s.oom_kills = last_kills;
-            }
-            if let Some(h) = u.memory_limit_hits {
-                if last_hits.is_some_and(|b| h > b) && s.limit_hit_events.len() < MAX_LIMIT_EVENTS {
-                    let mut ev = oom_event(job, i, kills_here);
-                    ev.limit_hits = Some(h - last_hits.unwrap_or(0));
-                    s.limit_hit_events.push(ev);
-                }
-                last_hits = Some(last_hits.map_or(h, |b| b.max(h)));
-            }
+            s.note_memory_events(job, i, &mut last_kills, &mut last_hits);
             prev = Some(r);
         }
-        // No readable counter, but the plugin logged a kill: keep it, with what we know.
         if s.oom_events.is_empty() {
-            for e in events.iter().filter(|e| e.kind == "oom_kill") {
-                let i = job.partition_point(|r| r.t_unix_ms < e.t_unix_ms);
-                let i = i.min(job.len().saturating_sub(1));
-                if !job.is_empty() {
-                    let mut ev = oom_event(job, i, 1);
-                    ev.t_unix_ms = e.t_unix_ms;
-                    s.oom_events.push(ev);
-                }
-            }
-            if !s.oom_events.is_empty() && s.oom_kills.is_none() {
-                s.oom_kills = Some(s.oom_events.len() as u64);
-            }
+            s.oom_events_from_log(job, events);
         }
         (s.peak_working_set_bytes, s.peak_working_set_t_unix_ms) = ws.unzip();
         (s.peak_effective_cores, s.peak_effective_cores_t_unix_ms) = cores.unzip();
         (s.lifetime_peak_bytes, s.lifetime_peak_t_unix_ms) = life.unzip();
         (s.sampler_cpu_usec, s.sampler_bytes_written) = sampler_totals(job, steps, step_ends);
         s
+    }
+
+    /// Row `i`'s OOM-kill and limit-hit counters: a rise over the last reading (`last_kills`,
+    /// `last_hits`, carried between rows) is an event; the first reading sets the base.
+    fn note_memory_events(
+        &mut self,
+        job: &[SampleRow],
+        i: usize,
+        last_kills: &mut Option<u64>,
+        last_hits: &mut Option<u64>,
+    ) {
+        let u = &job[i].usage;
+        let mut kills_here = 0;
+        if let Some(k) = u.memory_oom_kills {
+            // Counters only climb: a rise is a kill; the first reading sets the base.
+            if let Some(before) = *last_kills {
+                if k > before {
+                    kills_here = k - before;
+                    self.oom_events.push(oom_event(job, i, kills_here));
+                }
+            } else if k > 0 {
+                kills_here = k;
+                self.oom_events.push(oom_event(job, i, k));
+            }
+            *last_kills = Some(last_kills.map_or(k, |b| b.max(k)));
+            self.oom_kills = *last_kills;
+        }
+        if let Some(h) = u.memory_limit_hits {
+            if last_hits.is_some_and(|b| h > b) && self.limit_hit_events.len() < MAX_LIMIT_EVENTS {
+                let mut ev = oom_event(job, i, kills_here);
+                ev.limit_hits = Some(h - last_hits.unwrap_or(0));
+                self.limit_hit_events.push(ev);
+            }
+            *last_hits = Some(last_hits.map_or(h, |b| b.max(h)));
+        }
+    }
+
+    /// No readable kill counter, but the plugin logged a kill: keep it, at the row nearest
+    /// its time, with what we know.
+    fn oom_events_from_log(&mut self, job: &[SampleRow], events: &[Event]) {
+        for e in events.iter().filter(|e| e.kind == "oom_kill") {
+            let i = job.partition_point(|r| r.t_unix_ms < e.t_unix_ms);
+            let i = i.min(job.len().saturating_sub(1));
+            if !job.is_empty() {
+                let mut ev = oom_event(job, i, 1);
+                ev.t_unix_ms = e.t_unix_ms;
+                self.oom_events.push(ev);
+            }
+        }
+        if !self.oom_events.is_empty() && self.oom_kills.is_none() {
+            self.oom_kills = Some(self.oom_events.len() as u64);
+        }
     }
 
     /// Rows for the `summary` table: one per field, each value JSON text.

@@ -111,6 +111,52 @@ struct Rec {
     stub: bool,
 }
 
+impl Rec {
+    /// A root not counted itself (`descendants_of` mode): only what it reaped since `base`
+    /// (its cutime, cstime, cmajflt when first seen), in clock ticks and faults.
+    fn root_stub(st: &ProcStat, base: [u64; 3]) -> Rec {
+        let reaped = [st.cutime, st.cstime, st.cmajflt];
+        Rec {
+            starttime: st.starttime,
+            ppid: st.ppid,
+            total: [
+                reaped[0].saturating_sub(base[0]),
+                reaped[1].saturating_sub(base[1]),
+                reaped[2].saturating_sub(base[2]),
+                0,
+                0,
+            ],
+            absorb: [reaped[0], reaped[1], reaped[2], 0, 0],
+            io_ok: true,
+            rss_pages: 0,
+            threads: 0,
+            stub: true,
+        }
+    }
+
+    /// A tree member: own + reaped CPU and faults, and its io counters (read, written bytes)
+    /// where `/proc/<pid>/io` was readable.
+    fn member(st: &ProcStat, io: Option<(u64, u64)>) -> Rec {
+        let (rd, wr) = io.unwrap_or((0, 0));
+        Rec {
+            starttime: st.starttime,
+            ppid: st.ppid,
+            total: [
+                st.utime.saturating_add(st.cutime),
+                st.stime.saturating_add(st.cstime),
+                st.majflt.saturating_add(st.cmajflt),
+                rd,
+                wr,
+            ],
+            absorb: [st.cutime, st.cstime, st.cmajflt, rd, wr],
+            io_ok: io.is_some(),
+            rss_pages: st.rss_pages,
+            threads: st.num_threads,
+            stub: false,
+        }
+    }
+}
+
 /// Tracks the process trees under a set of root pids and reports their usage with
 /// cumulative counters that never go backwards and keep the work of exited processes.
 ///
@@ -307,26 +353,7 @@ impl ProcTreeTracker {
                     .root_base
                     .entry(pid)
                     .or_insert([st.cutime, st.cstime, st.cmajflt]);
-                let reaped = [st.cutime, st.cstime, st.cmajflt];
-                self.cur.insert(
-                    pid,
-                    Rec {
-                        starttime: st.starttime,
-                        ppid: st.ppid,
-                        total: [
-                            reaped[0].saturating_sub(base[0]),
-                            reaped[1].saturating_sub(base[1]),
-                            reaped[2].saturating_sub(base[2]),
-                            0,
-                            0,
-                        ],
-                        absorb: [reaped[0], reaped[1], reaped[2], 0, 0],
-                        io_ok: true,
-                        rss_pages: 0,
-                        threads: 0,
-                        stub: true,
-                    },
-                );
+                self.cur.insert(pid, Rec::root_stub(&st, base));
                 if let Some(kids) = self.children.get(&pid) {
                     stack.extend(kids.iter().filter(|k| !self.roots.contains_key(k)));
                 }
@@ -337,26 +364,7 @@ impl ProcTreeTracker {
             io_path.push(pid.to_string());
             io_path.push("io");
             let io = read_opt(&mut self.buf, &io_path).and_then(parse_io);
-            let (rd, wr) = io.unwrap_or((0, 0));
-            self.cur.insert(
-                pid,
-                Rec {
-                    starttime: st.starttime,
-                    ppid: st.ppid,
-                    total: [
-                        st.utime.saturating_add(st.cutime),
-                        st.stime.saturating_add(st.cstime),
-                        st.majflt.saturating_add(st.cmajflt),
-                        rd,
-                        wr,
-                    ],
-                    absorb: [st.cutime, st.cstime, st.cmajflt, rd, wr],
-                    io_ok: io.is_some(),
-                    rss_pages: st.rss_pages,
-                    threads: st.num_threads,
-                    stub: false,
-                },
-            );
+            self.cur.insert(pid, Rec::member(&st, io));
             if let Some(kids) = self.children.get(&pid) {
                 stack.extend(kids.iter().copied());
             }

@@ -14,6 +14,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use crate::slurm::munge;
+
 /// The longest a client may take to send its request head.
 pub const READ_DEADLINE: Duration = Duration::from_secs(2);
 /// The longest a client may take to read the response.
@@ -28,8 +30,15 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     Metrics,
-    /// `GET /jobs/<id>/summary`: the id is all digits and fits a Slurm job id.
-    JobSummary(u32),
+    /// `GET /jobs/<id>/summary?nonce=<hex>`: the id is all digits and fits a Slurm job id;
+    /// the nonce is the controller's for this request (`munge::is_nonce`), signed with the
+    /// reply.
+    JobSummary {
+        job_id: u32,
+        nonce: String,
+    },
+    /// A summary asked without a well-formed nonce (an older controller, or not one at all).
+    SummaryWithoutNonce,
     Other,
     Bad,
 }
@@ -37,8 +46,12 @@ pub enum Request {
 /// The answer to a [`Request::JobSummary`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    /// The summary as JSON.
-    Json(String),
+    /// The summary as JSON, and the munge credential over it (`slurm::munge`), sent in its
+    /// header.
+    Json {
+        body: String,
+        credential: Option<String>,
+    },
     /// Not recorded on this node (one sentence).
     NotFound(String),
     /// Recorded but unreadable now (one sentence): the caller may retry.
@@ -49,8 +62,8 @@ pub enum Reply {
 pub trait Routes {
     /// The exposition text for `GET /metrics`.
     fn metrics(&mut self) -> String;
-    /// The job's summary for `GET /jobs/<id>/summary`.
-    fn job_summary(&mut self, job_id: u32) -> Reply;
+    /// The job's summary for `GET /jobs/<id>/summary`, signed with `nonce`.
+    fn job_summary(&mut self, job_id: u32, nonce: &str) -> Reply;
 }
 
 /// Reads the request head from `stream` within the deadlines.
@@ -77,8 +90,8 @@ fn read_request(stream: &mut TcpStream) -> Request {
     parse_request_line(&buf)
 }
 
-/// `GET /metrics HTTP/1.x` (a query string allowed) and `GET /jobs/<id>/summary` are the
-/// requests answered.
+/// `GET /metrics HTTP/1.x` (a query string allowed) and `GET /jobs/<id>/summary?nonce=<hex>`
+/// are the requests answered.
 pub fn parse_request_line(head: &[u8]) -> Request {
     let line = head.split(|&b| b == b'\n').next().unwrap_or(b"");
     let Ok(line) = std::str::from_utf8(line) else {
@@ -93,7 +106,7 @@ pub fn parse_request_line(head: &[u8]) -> Request {
     if !version.starts_with("HTTP/1.") {
         return Request::Bad;
     }
-    let path = target.split('?').next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     if method != "GET" {
         return Request::Other;
     }
@@ -105,16 +118,40 @@ pub fn parse_request_line(head: &[u8]) -> Request {
         .and_then(|p| p.strip_suffix("/summary"))
         .filter(|id| !id.is_empty() && id.len() <= 10 && id.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|id| id.parse::<u32>().ok());
-    match job {
-        Some(id) => Request::JobSummary(id),
-        None => Request::Other,
+    let nonce = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("nonce="))
+        .filter(|n| munge::is_nonce(n));
+    match (job, nonce) {
+        (Some(job_id), Some(n)) => Request::JobSummary {
+            job_id,
+            nonce: n.to_string(),
+        },
+        (Some(_), None) => Request::SummaryWithoutNonce,
+        (None, _) => Request::Other,
     }
 }
 
 fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) {
+    respond_with(stream, status, content_type, None, body)
+}
+
+/// With `credential`, the munge header too (a value that is not a credential is never
+/// written: it could break the head).
+fn respond_with(
+    stream: &mut TcpStream,
+    status: &str,
+    content_type: &str,
+    credential: Option<&str>,
+    body: &str,
+) {
     let _ = stream.set_write_timeout(Some(WRITE_DEADLINE));
+    let extra = match credential {
+        Some(c) if munge::is_credential(c) => format!("{}: {c}\r\n", munge::HEADER),
+        _ => String::new(),
+    };
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     );
     let _ = stream
@@ -131,8 +168,14 @@ pub fn handle(mut stream: TcpStream, routes: &mut dyn Routes) {
             let body = routes.metrics();
             respond(&mut stream, "200 OK", CONTENT_TYPE, &body);
         }
-        Request::JobSummary(id) => match routes.job_summary(id) {
-            Reply::Json(body) => respond(&mut stream, "200 OK", "application/json", &body),
+        Request::JobSummary { job_id, nonce } => match routes.job_summary(job_id, &nonce) {
+            Reply::Json { body, credential } => respond_with(
+                &mut stream,
+                "200 OK",
+                "application/json",
+                credential.as_deref(),
+                &body,
+            ),
             Reply::NotFound(why) => respond(&mut stream, "404 Not Found", TEXT, &(why + "\n")),
             Reply::Unavailable(why) => {
                 respond(&mut stream, "503 Service Unavailable", TEXT, &(why + "\n"))
@@ -143,6 +186,12 @@ pub fn handle(mut stream: TcpStream, routes: &mut dyn Routes) {
             "404 Not Found",
             TEXT,
             "only GET /metrics and GET /jobs/<id>/summary are served here\n",
+        ),
+        Request::SummaryWithoutNonce => respond(
+            &mut stream,
+            "400 Bad Request",
+            TEXT,
+            "a summary is asked with ?nonce=<32 hex digits> (the controller's slurmwatch is older than this node's)\n",
         ),
         Request::Bad => respond(&mut stream, "400 Bad Request", TEXT, "bad request\n"),
     }
@@ -173,9 +222,23 @@ mod tests {
             Request::Metrics
         );
         assert_eq!(
-            parse_request_line(b"GET /jobs/4242/summary HTTP/1.1\r\n\r\n"),
-            Request::JobSummary(4242)
+            parse_request_line(
+                b"GET /jobs/4242/summary?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\n\r\n"
+            ),
+            Request::JobSummary {
+                job_id: 4242,
+                nonce: "00112233445566778899aabbccddeeff".into()
+            }
         );
+        // A summary without a nonce a node would sign: refused, not served unsigned.
+        for no_nonce in [
+            &b"GET /jobs/4242/summary HTTP/1.1\r\n\r\n"[..],
+            b"GET /jobs/4242/summary?nonce= HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4242/summary?nonce=0011 HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4242/summary?nonce=00112233445566778899AABBCCDDEEFF HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(parse_request_line(no_nonce), Request::SummaryWithoutNonce);
+        }
         for other in [
             &b"GET / HTTP/1.1\r\n\r\n"[..],
             b"POST /metrics HTTP/1.1\r\n\r\n",
@@ -217,9 +280,16 @@ mod tests {
                 self.0 += 1;
                 format!("scrapes {}\n", self.0)
             }
-            fn job_summary(&mut self, job_id: u32) -> Reply {
+            fn job_summary(&mut self, job_id: u32, nonce: &str) -> Reply {
                 match job_id {
-                    7 => Reply::Json("{\"job_id\":\"7\"}".into()),
+                    7 => Reply::Json {
+                        body: format!("{{\"job_id\":\"7\",\"nonce\":\"{nonce}\"}}"),
+                        credential: Some("MUNGE:AwQF+/=:".into()),
+                    },
+                    6 => Reply::Json {
+                        body: "{}".into(),
+                        credential: Some("MUNGE:x\r\nSet-Cookie: y:".into()),
+                    },
                     8 => Reply::Unavailable("busy".into()),
                     _ => Reply::NotFound(format!("job {job_id} was not recorded here")),
                 }
@@ -232,18 +302,43 @@ mod tests {
         assert!(ok.ends_with("\r\n\r\nscrapes 1\n"), "{ok}");
         let nf = get(addr, b"GET /other HTTP/1.1\r\n\r\n");
         assert!(nf.starts_with("HTTP/1.1 404"), "{nf}");
-        let js = get(addr, b"GET /jobs/7/summary HTTP/1.1\r\n\r\n");
+        let js = get(
+            addr,
+            b"GET /jobs/7/summary?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\n\r\n",
+        );
         assert!(js.starts_with("HTTP/1.1 200 OK\r\n"), "{js}");
         assert!(
-            js.contains("application/json") && js.ends_with("{\"job_id\":\"7\"}"),
+            js.contains("application/json")
+                && js
+                    .ends_with("{\"job_id\":\"7\",\"nonce\":\"00112233445566778899aabbccddeeff\"}"),
             "{js}"
         );
-        let busy = get(addr, b"GET /jobs/8/summary HTTP/1.1\r\n\r\n");
+        assert!(
+            js.contains("\r\nX-Slurmwatch-Munge: MUNGE:AwQF+/=:\r\n"),
+            "{js}"
+        );
+        let odd = get(
+            addr,
+            b"GET /jobs/6/summary?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\n\r\n",
+        );
+        assert!(!odd.contains("Munge") && !odd.contains("Cookie"), "{odd}");
+        let busy = get(
+            addr,
+            b"GET /jobs/8/summary?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\n\r\n",
+        );
         assert!(busy.starts_with("HTTP/1.1 503"), "{busy}");
-        let none = get(addr, b"GET /jobs/9/summary HTTP/1.1\r\n\r\n");
+        let none = get(
+            addr,
+            b"GET /jobs/9/summary?nonce=00112233445566778899aabbccddeeff HTTP/1.1\r\n\r\n",
+        );
         assert!(
             none.starts_with("HTTP/1.1 404") && none.contains("job 9 was not recorded"),
             "{none}"
+        );
+        let old = get(addr, b"GET /jobs/7/summary HTTP/1.1\r\n\r\n");
+        assert!(
+            old.starts_with("HTTP/1.1 400") && old.contains("?nonce="),
+            "{old}"
         );
         let silent = TcpStream::connect(addr).unwrap();
         let t = Instant::now();

@@ -272,8 +272,19 @@ fn native_series(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) 
 }
 
 fn native_gpus(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
+    let mut f = native_gpu_families();
+    for job in &scrape.jobs {
+        for g in &job.gpus {
+            add_native_gpu(&mut f, &gpu_labels(job, g, opts), g);
+        }
+    }
+    fams.extend(f);
+}
+
+/// The native per-card families, in the order `add_native_gpu` fills them by index.
+fn native_gpu_families() -> [Family; 14] {
     use Kind::{Counter, Gauge};
-    let mut f = [
+    [
         Family::new(
             "slurmwatch_gpu_sample_timestamp_seconds",
             Gauge,
@@ -344,63 +355,68 @@ fn native_gpus(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
             Counter,
             "Uncorrected ECC errors since the driver loaded (volatile count).",
         ),
-    ];
-    for job in &scrape.jobs {
-        for g in &job.gpus {
-            let l = gpu_labels(job, g, opts);
-            let s = &g.row.sample;
-            f[0].add(
-                &l,
-                Some(Value::Micros((g.row.t_unix_ms.max(0) as u64) * 1000)),
-            );
-            f[1].add(
-                &l,
-                ok(&s.utilization_percent).map(|p| Value::Float(f64::from(p) / 100.0)),
-            );
-            f[2].add(
-                &l,
-                ok(&s.memory_utilization_percent).map(|p| Value::Float(f64::from(p) / 100.0)),
-            );
-            f[3].add(&l, int(ok(&s.memory_used_bytes)));
-            f[4].add(&l, int(ok(&s.processes).map(|p| p.job_memory_bytes)));
-            f[5].add(&l, int(g.card.memory_total_bytes));
-            f[6].add(
-                &l,
-                ok(&s.power_draw_milliwatts).map(|mw| Value::Float(f64::from(mw) / 1000.0)),
-            );
-            f[7].add(
-                &l,
-                ok(&s.power_limit_milliwatts).map(|mw| Value::Float(f64::from(mw) / 1000.0)),
-            );
-            f[8].add(&l, int(ok(&s.temperature_celsius).map(u64::from)));
-            f[9].add(
-                &l,
-                int(ok(&s.sm_clock_mhz).map(|m| u64::from(m) * 1_000_000)),
-            );
-            f[10].add(
-                &l,
-                int(g.card.sm_clock_max_mhz.map(|m| u64::from(m) * 1_000_000)),
-            );
-            if let Some(mask) = ok(&s.throttle_reasons) {
-                let known: u64 = THROTTLE_BITS.iter().map(|(b, _)| b).sum();
-                let reasons = THROTTLE_BITS
-                    .iter()
-                    .map(|(b, n)| (*n, mask & b != 0))
-                    .chain([("other", mask & !known != 0)]);
-                for (name, on) in reasons {
-                    let mut lr = l.clone();
-                    lr.push(("reason", name.to_string()));
-                    f[11].add(&lr, Some(Value::Int(u64::from(on))));
-                }
-            }
-            f[12].add(
-                &l,
-                ok(&s.energy_millijoules).map(|mj| Value::Float(mj as f64 / 1000.0)),
-            );
-            f[13].add(&l, int(ok(&s.ecc_uncorrected)));
-        }
+    ]
+}
+
+/// One card's latest stored reading as one series in each of `native_gpu_families`' families
+/// (a reading NVML could not take adds no series: never a made-up 0).
+fn add_native_gpu(f: &mut [Family; 14], l: &Labels, g: &LiveGpu) {
+    let s = &g.row.sample;
+    f[0].add(
+        l,
+        Some(Value::Micros((g.row.t_unix_ms.max(0) as u64) * 1000)),
+    );
+    f[1].add(
+        l,
+        ok(&s.utilization_percent).map(|p| Value::Float(f64::from(p) / 100.0)),
+    );
+    f[2].add(
+        l,
+        ok(&s.memory_utilization_percent).map(|p| Value::Float(f64::from(p) / 100.0)),
+    );
+    f[3].add(l, int(ok(&s.memory_used_bytes)));
+    f[4].add(l, int(ok(&s.processes).map(|p| p.job_memory_bytes)));
+    f[5].add(l, int(g.card.memory_total_bytes));
+    f[6].add(
+        l,
+        ok(&s.power_draw_milliwatts).map(|mw| Value::Float(f64::from(mw) / 1000.0)),
+    );
+    f[7].add(
+        l,
+        ok(&s.power_limit_milliwatts).map(|mw| Value::Float(f64::from(mw) / 1000.0)),
+    );
+    f[8].add(l, int(ok(&s.temperature_celsius).map(u64::from)));
+    f[9].add(
+        l,
+        int(ok(&s.sm_clock_mhz).map(|m| u64::from(m) * 1_000_000)),
+    );
+    f[10].add(
+        l,
+        int(g.card.sm_clock_max_mhz.map(|m| u64::from(m) * 1_000_000)),
+    );
+    if let Some(mask) = ok(&s.throttle_reasons) {
+        add_throttle_reasons(&mut f[11], l, mask);
     }
-    fams.extend(f);
+    f[12].add(
+        l,
+        ok(&s.energy_millijoules).map(|mj| Value::Float(mj as f64 / 1000.0)),
+    );
+    f[13].add(l, int(ok(&s.ecc_uncorrected)));
+}
+
+/// One 0/1 series per named NVML throttle bit, plus `reason="other"` for any bit not named,
+/// so every set bit shows up somewhere.
+fn add_throttle_reasons(family: &mut Family, l: &Labels, mask: u64) {
+    let known: u64 = THROTTLE_BITS.iter().map(|(b, _)| b).sum();
+    let reasons = THROTTLE_BITS
+        .iter()
+        .map(|(b, n)| (*n, mask & b != 0))
+        .chain([("other", mask & !known != 0)]);
+    for (name, on) in reasons {
+        let mut lr = l.clone();
+        lr.push(("reason", name.to_string()));
+        family.add(&lr, Some(Value::Int(u64::from(on))));
+    }
 }
 
 /// The series jobstats queries, as cgroup_exporter (`--collect.fullslurm`) and the jobstats

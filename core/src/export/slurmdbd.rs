@@ -5,6 +5,10 @@
 //! stores it as the job's `AdminComment` with `sacctmgr` — as jobstats does. Nothing here
 //! runs on a compute node, so no node's epilog ever calls a Slurm command.
 //!
+//! A node's reply counts only when it carries root's munge credential over its job, node and
+//! body ([`accept`], `slurm::munge`): a user's listener on a node's port cannot put a
+//! summary into slurmdbd.
+//!
 //! Every wait has a deadline: each node's answer ([`NODE_TIMEOUT`], nodes asked at once), and
 //! the store (retried until slurmdbd has the job record, within the caller's deadline). An
 //! AdminComment another tool wrote (jobstats' `JS1:`, an admin's note) is never overwritten.
@@ -17,7 +21,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::report::slurmdbd::{self as record, JobSummaryRecord, NodeSummary};
-use crate::slurm::command;
+use crate::slurm::{command, munge};
 
 /// How long one node may take to answer (connect, request, whole reply).
 pub const NODE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -34,6 +38,9 @@ pub enum NodeAnswer {
     NotRecorded,
     /// No usable answer (one sentence: unreachable, timed out, refused, unreadable).
     Failed(String),
+    /// A summary that is not authenticated as the node's (one sentence: why; the caller
+    /// names the node): never stored.
+    Refused(String),
 }
 
 /// `http://host:port/path` with `{node}` and `{job}` filled in. Node names are checked to
@@ -53,8 +60,24 @@ pub fn url_for(template: &str, node: &str, job_id: u32) -> Result<String, String
         .replace("{job}", &job_id.to_string()))
 }
 
-/// One bounded `GET`; returns the status code and body.
-pub fn get(url: &str, timeout: Duration) -> Result<(u16, String), String> {
+/// `url` asking for a reply signed with `nonce` (`?nonce=`, or `&nonce=` after a query).
+pub fn with_nonce(url: &str, nonce: &str) -> String {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{sep}nonce={nonce}")
+}
+
+/// What a node's server answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    pub code: u16,
+    /// The munge credential header ([`munge::HEADER`]), when there was one.
+    pub credential: Option<String>,
+    /// The body's bytes as received: the credential signs their hash.
+    pub body: Vec<u8>,
+}
+
+/// One bounded `GET`.
+pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
     let start = Instant::now();
     let rest = url
         .strip_prefix("http://")
@@ -106,48 +129,133 @@ pub fn get(url: &str, timeout: Duration) -> Result<(u16, String), String> {
             ));
         }
     }
-    let text = String::from_utf8_lossy(&raw);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("{authority}: not an HTTP reply"))?;
-    let code = head
-        .split(' ')
-        .nth(1)
+    let not_http = || format!("{authority}: not an HTTP reply");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(not_http)?;
+    let head = String::from_utf8_lossy(&raw[..split]);
+    let mut lines = head.split("\r\n");
+    let code = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
         .and_then(|c| c.parse::<u16>().ok())
-        .ok_or_else(|| format!("{authority}: not an HTTP reply"))?;
-    Ok((code, body.to_string()))
+        .ok_or_else(not_http)?;
+    let credential = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(munge::HEADER))
+        .map(|(_, v)| v.trim().to_string());
+    Ok(Response {
+        code,
+        credential,
+        body: raw[split + 4..].to_vec(),
+    })
 }
 
-/// Asks one node for the job's summary.
-pub fn ask(template: &str, node: &str, job_id: u32, timeout: Duration) -> NodeAnswer {
+/// How a node's summary reply is authenticated: the `unmunge` run on its credential.
+#[derive(Debug, Clone)]
+pub struct Verifier {
+    pub unmunge: String,
+    pub timeout: Duration,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            unmunge: "unmunge".into(),
+            timeout: munge::TIMEOUT,
+        }
+    }
+}
+
+/// The summary in a 200 reply from `node`, accepted only when it is for `job_id`, records
+/// one of the job's `nodes`, and carries root's valid munge credential over exactly this
+/// body and the `nonce` this request sent ([`munge::summary_payload`]).
+///
+/// The signed node is the one the summary records, not the name asked: a URL without
+/// `{node}` has one server answer for several names. A user's listener cannot sign as root,
+/// and a real reply replayed (munge refuses a second decode), kept from an earlier request
+/// (another nonce), or moved to another job or body no longer matches.
+pub fn accept(
+    r: &Response,
+    node: &str,
+    job_id: u32,
+    nonce: &str,
+    nodes: &[String],
+    verifier: &Verifier,
+) -> NodeAnswer {
+    let n = match serde_json::from_slice::<NodeSummary>(&r.body) {
+        Ok(n) => n,
+        Err(e) => return NodeAnswer::Failed(format!("{node}: unreadable summary ({e})")),
+    };
+    if n.meta.job_id != u64::from(job_id) {
+        return NodeAnswer::Failed(format!(
+            "{node}: answered for job {}, not {job_id}",
+            n.meta.job_id
+        ));
+    }
+    if !nodes.contains(&n.meta.node) {
+        return NodeAnswer::Refused(format!(
+            "the summary is of node {:?}, not one of the job's",
+            n.meta.node
+        ));
+    }
+    let want = munge::summary_payload(job_id, &n.meta.node, nonce, &r.body);
+    match munge::check(
+        &verifier.unmunge,
+        r.credential.as_deref(),
+        &want,
+        verifier.timeout,
+    ) {
+        Ok(()) => NodeAnswer::Recorded(Box::new(n)),
+        Err(why) => NodeAnswer::Refused(why.to_string()),
+    }
+}
+
+/// Asks `node`, one of the job's `nodes`, for the job's summary.
+pub fn ask(
+    template: &str,
+    node: &str,
+    job_id: u32,
+    nodes: &[String],
+    verifier: &Verifier,
+    timeout: Duration,
+) -> NodeAnswer {
+    let nonce = match munge::new_nonce() {
+        Ok(n) => n,
+        Err(e) => return NodeAnswer::Failed(format!("{node}: {e}")),
+    };
     let url = match url_for(template, node, job_id) {
-        Ok(u) => u,
+        Ok(u) => with_nonce(&u, &nonce),
         Err(e) => return NodeAnswer::Failed(e),
     };
     match get(&url, timeout) {
-        Ok((200, body)) => match serde_json::from_str::<NodeSummary>(&body) {
-            Ok(n) if n.meta.job_id == u64::from(job_id) => NodeAnswer::Recorded(Box::new(n)),
-            Ok(n) => NodeAnswer::Failed(format!(
-                "{node}: answered for job {}, not {job_id}",
-                n.meta.job_id
-            )),
-            Err(e) => NodeAnswer::Failed(format!("{node}: unreadable summary ({e})")),
-        },
-        Ok((404, _)) => NodeAnswer::NotRecorded,
-        Ok((code, body)) => NodeAnswer::Failed(format!(
-            "{node}: HTTP {code}: {}",
-            body.lines().next().unwrap_or("").trim()
+        Ok(r) if r.code == 200 => accept(&r, node, job_id, &nonce, nodes, verifier),
+        Ok(r) if r.code == 404 => NodeAnswer::NotRecorded,
+        Ok(r) => NodeAnswer::Failed(format!(
+            "{node}: HTTP {}: {}",
+            r.code,
+            String::from_utf8_lossy(&r.body)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
         )),
         Err(e) => NodeAnswer::Failed(e),
     }
 }
 
 /// Every node asked at once; answers in `nodes`' order.
-pub fn collect(template: &str, nodes: &[String], job_id: u32) -> Vec<(String, NodeAnswer)> {
+pub fn collect(
+    template: &str,
+    nodes: &[String],
+    job_id: u32,
+    verifier: &Verifier,
+) -> Vec<(String, NodeAnswer)> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = nodes
             .iter()
-            .map(|n| scope.spawn(move || ask(template, n, job_id, NODE_TIMEOUT)))
+            .map(|n| scope.spawn(move || ask(template, n, job_id, nodes, verifier, NODE_TIMEOUT)))
             .collect();
         nodes
             .iter()
@@ -311,6 +419,8 @@ mod tests {
             &format!("http://{addr}/jobs/{{job}}/summary"),
             "n1",
             1,
+            &["n1".to_string()],
+            &Verifier::default(),
             Duration::from_millis(300),
         );
         assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
@@ -320,9 +430,110 @@ mod tests {
             &format!("http://{addr}/jobs/{{job}}/summary"),
             "n1",
             1,
+            &["n1".to_string()],
+            &Verifier::default(),
             Duration::from_millis(300),
         );
         assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
+    }
+
+    /// An `unmunge` stand-in that prints what the real one prints for a valid root
+    /// credential over `payload` (the real one is exercised on the test cluster).
+    fn unmunge_saying(dir: &std::path::Path, uid: &str, payload: &str) -> Verifier {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join(format!("unmunge-{uid}"));
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\ncat >/dev/null\nprintf 'STATUS:          Success (0)\\nUID:             {uid}\\n\\n%s' '{payload}'\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Verifier {
+            unmunge: path.to_string_lossy().into_owned(),
+            timeout: munge::TIMEOUT,
+        }
+    }
+
+    #[test]
+    fn a_summary_is_accepted_only_with_roots_credential_over_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = serde_json::to_vec(&crate::report::slurmdbd::tests::node("n1")).unwrap();
+        let nodes = vec!["n1".to_string(), "n2".to_string()];
+        let reply = |credential: Option<&str>, body: &[u8]| Response {
+            code: 200,
+            credential: credential.map(String::from),
+            body: body.to_vec(),
+        };
+        let cred = Some("MUNGE:AwQF+/=:");
+        let nonce = "00112233445566778899aabbccddeeff";
+        let right = munge::summary_payload(42, "n1", nonce, &body);
+        let root = unmunge_saying(dir.path(), "root (0)", &right);
+        assert!(matches!(
+            accept(&reply(cred, &body), "n1", 42, nonce, &nodes, &root),
+            NodeAnswer::Recorded(_)
+        ));
+        let why = |a: NodeAnswer| match a {
+            NodeAnswer::Refused(w) => w,
+            other => panic!("{other:?}"),
+        };
+        // No credential: refused before unmunge is asked.
+        let w = why(accept(&reply(None, &body), "n1", 42, nonce, &nodes, &root));
+        assert!(
+            w.starts_with("the reply carries no munge credential"),
+            "{w}"
+        );
+        // The body changed after signing (same length, one byte).
+        let other = String::from_utf8(body.clone())
+            .unwrap()
+            .replace("\"alice\"", "\"alicf\"")
+            .into_bytes();
+        assert_ne!(other, body);
+        let w = why(accept(&reply(cred, &other), "n1", 42, nonce, &nodes, &root));
+        assert!(w.contains("signs") && w.contains("not this reply"), "{w}");
+        // A real reply kept from an earlier request: signed for another nonce.
+        let w = why(accept(
+            &reply(cred, &body),
+            "n1",
+            42,
+            "ffeeddccbbaa99887766554433221100",
+            &nodes,
+            &root,
+        ));
+        assert!(w.contains("signs") && w.contains("not this reply"), "{w}");
+        // A user's own credential.
+        let user = unmunge_saying(dir.path(), "swuser1 (1001)", &right);
+        let w = why(accept(&reply(cred, &body), "n1", 42, nonce, &nodes, &user));
+        assert!(w.contains("uid 1001, not root"), "{w}");
+        // A summary of a node that is not the job's.
+        let w = why(accept(
+            &reply(cred, &body),
+            "n1",
+            42,
+            nonce,
+            &nodes[1..],
+            &root,
+        ));
+        assert!(w.contains("not one of the job's"), "{w}");
+        // Another job's summary is not a refusal of this one's signature but no answer.
+        assert!(matches!(
+            accept(&reply(cred, &body), "n1", 43, nonce, &nodes, &root),
+            NodeAnswer::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn the_nonce_joins_the_url_as_a_query() {
+        let n = "00112233445566778899aabbccddeeff";
+        assert_eq!(
+            with_nonce("http://n1:9944/jobs/7/summary", n),
+            format!("http://n1:9944/jobs/7/summary?nonce={n}")
+        );
+        assert_eq!(
+            with_nonce("http://n1:9944/jobs/7/summary?x=1", n),
+            format!("http://n1:9944/jobs/7/summary?x=1&nonce={n}")
+        );
     }
 
     #[test]

@@ -202,6 +202,130 @@ struct NodeAcc {
     unknown: BTreeSet<String>,
 }
 
+impl Seen {
+    /// A job's verdict over its cards: held back on any card, else healthy on any.
+    fn and(self, other: Seen) -> Seen {
+        match (self, other) {
+            (Seen::HeldBack, _) | (_, Seen::HeldBack) => Seen::HeldBack,
+            (Seen::Healthy, _) | (_, Seen::Healthy) => Seen::Healthy,
+            _ => Seen::Unknown,
+        }
+    }
+}
+
+impl CardAcc {
+    /// One job's reading of this card, on `node` at `t` (`None`: the job's time is unknown).
+    fn add(&mut self, job_id: &str, node: &str, t: Option<i64>, g: &GpuSummary) -> Seen {
+        let key = t.unwrap_or(i64::MIN);
+        if self.nodes.is_empty() || key >= self.node.0 {
+            self.node = (key, node.to_string());
+        }
+        self.nodes.insert(node.to_string());
+        self.nvml_index = g.nvml_index.or(self.nvml_index);
+        self.pci_bus_id = g.pci_bus_id.clone().or(self.pci_bus_id.take());
+        self.name = g.name.clone().or(self.name.take());
+        self.clock_max = g.sm_clock_max_mhz.or(self.clock_max);
+        if let Some(t) = t {
+            self.first = Some(self.first.map_or(t, |f| f.min(t)));
+            self.last = Some(self.last.map_or(t, |l| l.max(t)));
+        }
+        let s = seen(g);
+        match s {
+            Seen::HeldBack => {
+                // Two files of one job count its figures once.
+                if self.held.insert(job_id.to_string()) {
+                    self.add_held_back(g);
+                }
+                self.jobs.insert(job_id.to_string());
+            }
+            Seen::Healthy => {
+                self.jobs.insert(job_id.to_string());
+            }
+            Seen::Unknown => {
+                self.unknown.insert(job_id.to_string());
+            }
+        }
+        s
+    }
+
+    /// The figures of a job the card held back: its slowdown, or its card-fault Xids.
+    fn add_held_back(&mut self, g: &GpuSummary) {
+        let m = g.minutes_throttled.unwrap_or(0.0);
+        if m > 0.0 {
+            self.by_slowdown += 1;
+            self.minutes += m;
+            self.reasons.extend(g.throttle_reasons.iter().cloned());
+            self.clock.extend(g.throttled_sm_clock_mhz);
+            self.power.extend(g.throttled_power_watts);
+            self.limit.extend(g.throttled_power_limit_watts);
+        }
+        let x = hardware_xids(g);
+        if !x.is_empty() {
+            self.by_xid += 1;
+            self.xids.extend(x);
+        }
+    }
+
+    fn tally(self, uuid: String) -> CardTally {
+        CardTally {
+            uuid,
+            node: self.node.1,
+            nodes: self.nodes.into_iter().collect(),
+            nvml_index: self.nvml_index,
+            pci_bus_id: self.pci_bus_id,
+            name: self.name,
+            jobs: self.jobs.len() as u64,
+            held_back: self.held.len() as u64,
+            held_back_by_slowdown: self.by_slowdown,
+            held_back_by_xid: self.by_xid,
+            // A job with a verdict on the card is not also "unknown" (two files of one job).
+            unknown: self.unknown.difference(&self.jobs).count() as u64,
+            figures: HeldBackFigures {
+                minutes: self.minutes,
+                reasons: self.reasons.into_iter().collect(),
+                sm_clock_mhz: median(&self.clock),
+                sm_clock_max_mhz: self.clock_max,
+                power_watts: median(&self.power),
+                power_limit_watts: median(&self.limit),
+                hardware_xids: self.xids.into_iter().collect(),
+            },
+            first_job_unix_ms: self.first,
+            last_job_unix_ms: self.last,
+            held_back_job_ids: self.held.into_iter().collect(),
+            comparison: None,
+        }
+    }
+}
+
+impl NodeAcc {
+    /// One job's verdict over its cards on this node.
+    fn add(&mut self, job_id: &str, s: Seen) {
+        match s {
+            Seen::HeldBack => {
+                self.jobs.insert(job_id.to_string());
+                self.held.insert(job_id.to_string());
+            }
+            Seen::Healthy => {
+                self.jobs.insert(job_id.to_string());
+            }
+            Seen::Unknown => {
+                self.unknown.insert(job_id.to_string());
+            }
+        }
+    }
+
+    fn tally(self, node: String) -> NodeTally {
+        NodeTally {
+            node,
+            cards: self.cards.into_iter().collect(),
+            jobs: self.jobs.len() as u64,
+            held_back: self.held.len() as u64,
+            unknown: self.unknown.difference(&self.jobs).count() as u64,
+            comparison: None,
+        }
+    }
+}
+
 /// The tallies and verdicts over `jobs` (already limited to the window).
 pub fn analyse(jobs: &[CardJob]) -> Analysis {
     let mut cards: BTreeMap<String, CardAcc> = BTreeMap::new();
@@ -219,122 +343,41 @@ pub fn analyse(jobs: &[CardJob]) -> Analysis {
                 continue;
             };
             n.cards.insert(uuid.clone());
-            let c = cards.entry(uuid).or_default();
-            let key = t.unwrap_or(i64::MIN);
-            if c.nodes.is_empty() || key >= c.node.0 {
-                c.node = (key, j.node.clone());
-            }
-            c.nodes.insert(j.node.clone());
-            c.nvml_index = g.nvml_index.or(c.nvml_index);
-            c.pci_bus_id = g.pci_bus_id.clone().or(c.pci_bus_id.take());
-            c.name = g.name.clone().or(c.name.take());
-            c.clock_max = g.sm_clock_max_mhz.or(c.clock_max);
-            if let Some(t) = t {
-                c.first = Some(c.first.map_or(t, |f| f.min(t)));
-                c.last = Some(c.last.map_or(t, |l| l.max(t)));
-            }
-            let s = seen(g);
-            match s {
-                Seen::HeldBack => {
-                    if c.held.insert(j.job_id.clone()) {
-                        let m = g.minutes_throttled.unwrap_or(0.0);
-                        if m > 0.0 {
-                            c.by_slowdown += 1;
-                            c.minutes += m;
-                            c.reasons.extend(g.throttle_reasons.iter().cloned());
-                            c.clock.extend(g.throttled_sm_clock_mhz);
-                            c.power.extend(g.throttled_power_watts);
-                            c.limit.extend(g.throttled_power_limit_watts);
-                        }
-                        let x = hardware_xids(g);
-                        if !x.is_empty() {
-                            c.by_xid += 1;
-                            c.xids.extend(x);
-                        }
-                    }
-                    c.jobs.insert(j.job_id.clone());
-                }
-                Seen::Healthy => {
-                    c.jobs.insert(j.job_id.clone());
-                }
-                Seen::Unknown => {
-                    c.unknown.insert(j.job_id.clone());
-                }
-            }
-            job_seen = match (&job_seen, s) {
-                (Seen::HeldBack, _) | (_, Seen::HeldBack) => Seen::HeldBack,
-                (Seen::Healthy, _) | (_, Seen::Healthy) => Seen::Healthy,
-                _ => Seen::Unknown,
-            };
+            let s = cards.entry(uuid).or_default().add(&j.job_id, &j.node, t, g);
+            job_seen = job_seen.and(s);
         }
-        match job_seen {
-            Seen::HeldBack => {
-                n.jobs.insert(j.job_id.clone());
-                n.held.insert(j.job_id.clone());
-            }
-            Seen::Healthy => {
-                n.jobs.insert(j.job_id.clone());
-            }
-            Seen::Unknown => {
-                n.unknown.insert(j.job_id.clone());
-            }
-        }
+        n.add(&j.job_id, job_seen);
     }
-    let mut card_tallies: Vec<CardTally> = cards
-        .into_iter()
-        .map(|(uuid, c)| CardTally {
-            uuid,
-            node: c.node.1,
-            nodes: c.nodes.into_iter().collect(),
-            nvml_index: c.nvml_index,
-            pci_bus_id: c.pci_bus_id,
-            name: c.name,
-            jobs: c.jobs.len() as u64,
-            held_back: c.held.len() as u64,
-            held_back_by_slowdown: c.by_slowdown,
-            held_back_by_xid: c.by_xid,
-            // A job with a verdict on the card is not also "unknown" (two files of one job).
-            unknown: c.unknown.difference(&c.jobs).count() as u64,
-            figures: HeldBackFigures {
-                minutes: c.minutes,
-                reasons: c.reasons.into_iter().collect(),
-                sm_clock_mhz: median(&c.clock),
-                sm_clock_max_mhz: c.clock_max,
-                power_watts: median(&c.power),
-                power_limit_watts: median(&c.limit),
-                hardware_xids: c.xids.into_iter().collect(),
-            },
-            first_job_unix_ms: c.first,
-            last_job_unix_ms: c.last,
-            held_back_job_ids: c.held.into_iter().collect(),
-            comparison: None,
-        })
-        .collect();
-    let mut node_tallies: Vec<NodeTally> = nodes
-        .into_iter()
-        .map(|(node, n)| NodeTally {
-            node,
-            cards: n.cards.into_iter().collect(),
-            jobs: n.jobs.len() as u64,
-            held_back: n.held.len() as u64,
-            unknown: n.unknown.difference(&n.jobs).count() as u64,
-            comparison: None,
-        })
-        .collect();
+    let mut card_tallies: Vec<CardTally> = cards.into_iter().map(|(u, c)| c.tally(u)).collect();
+    let mut node_tallies: Vec<NodeTally> = nodes.into_iter().map(|(n, a)| a.tally(n)).collect();
+    let comparisons = compare_with_the_rest(&mut card_tallies, &mut node_tallies);
+    rank(&mut card_tallies, &mut node_tallies);
+    Analysis {
+        gpu_jobs,
+        cards: card_tallies,
+        nodes: node_tallies,
+        comparisons,
+        cards_without_uuid: without_uuid,
+    }
+}
+
+/// Compares each card and node with enough jobs against the rest of the fleet, at the
+/// family's alpha shared over the comparisons made; returns how many were made.
+fn compare_with_the_rest(cards: &mut [CardTally], nodes: &mut [NodeTally]) -> usize {
     // Which comparisons are made decides the correction, so count them first.
-    let (ck, cn) = totals(card_tallies.iter().map(|c| (c.held_back, c.jobs)));
-    let (nk, nn) = totals(node_tallies.iter().map(|n| (n.held_back, n.jobs)));
+    let (ck, cn) = totals(cards.iter().map(|c| (c.held_back, c.jobs)));
+    let (nk, nn) = totals(nodes.iter().map(|n| (n.held_back, n.jobs)));
     let eligible = |n: u64, rest: u64| n >= MIN_JOBS && rest >= MIN_REST_JOBS;
-    let comparisons = card_tallies
+    let comparisons = cards
         .iter()
         .filter(|c| eligible(c.jobs, cn - c.jobs))
         .count()
-        + node_tallies
+        + nodes
             .iter()
             .filter(|n| eligible(n.jobs, nn - n.jobs))
             .count();
     let alpha = FAMILY_ALPHA / comparisons.max(1) as f64;
-    for c in &mut card_tallies {
+    for c in cards.iter_mut() {
         if eligible(c.jobs, cn - c.jobs) {
             c.comparison = Some(compare(
                 c.held_back,
@@ -345,7 +388,7 @@ pub fn analyse(jobs: &[CardJob]) -> Analysis {
             ));
         }
     }
-    for n in &mut node_tallies {
+    for n in nodes.iter_mut() {
         if eligible(n.jobs, nn - n.jobs) {
             n.comparison = Some(compare(
                 n.held_back,
@@ -356,27 +399,24 @@ pub fn analyse(jobs: &[CardJob]) -> Analysis {
             ));
         }
     }
-    // Named first, then the highest rate, then the UUID (a stable order).
+    comparisons
+}
+
+/// Named first, then the highest rate, then the UUID or node name (a stable order).
+fn rank(cards: &mut [CardTally], nodes: &mut [NodeTally]) {
     let rate = |k: u64, n: u64| if n == 0 { 0.0 } else { k as f64 / n as f64 };
-    card_tallies.sort_by(|a, b| {
+    cards.sort_by(|a, b| {
         b.named()
             .cmp(&a.named())
             .then(rate(b.held_back, b.jobs).total_cmp(&rate(a.held_back, a.jobs)))
             .then(a.uuid.cmp(&b.uuid))
     });
-    node_tallies.sort_by(|a, b| {
+    nodes.sort_by(|a, b| {
         b.named()
             .cmp(&a.named())
             .then(rate(b.held_back, b.jobs).total_cmp(&rate(a.held_back, a.jobs)))
             .then(a.node.cmp(&b.node))
     });
-    Analysis {
-        gpu_jobs,
-        cards: card_tallies,
-        nodes: node_tallies,
-        comparisons,
-        cards_without_uuid: without_uuid,
-    }
 }
 
 fn totals(it: impl Iterator<Item = (u64, u64)>) -> (u64, u64) {

@@ -110,6 +110,7 @@ pub fn finding(h: &CardHistory) -> Option<Finding> {
         code: "gpu_card_history",
         facts,
         sentence,
+        site_note: None,
     })
 }
 

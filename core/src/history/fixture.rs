@@ -149,9 +149,22 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
     if j.gpus > 0 {
         tres += &format!(",gres/gpu={}", j.gpus);
     }
-    let cputime = j.elapsed * j.cpus;
-    let (user_cpu, sys_cpu) = (j.cpu_s * 0.9, j.cpu_s * 0.1);
-    let job = [
+    let job = job_line(j, id, submit, start, end, &tres);
+    let step = batch_step_line(j, id, start, end, &tres);
+    debug_assert_eq!(job.len(), HEADER.len() + EXTRA.len());
+    debug_assert_eq!(step.len(), HEADER.len() + EXTRA.len());
+    [job, step]
+}
+
+/// The job's CPU time: allocated (elapsed s × CPUs), then user and system seconds (90/10).
+fn cpu_times(j: &Job) -> (u64, f64, f64) {
+    (j.elapsed * j.cpus, j.cpu_s * 0.9, j.cpu_s * 0.1)
+}
+
+/// The job line of [`job_rows`]; times in Unix seconds.
+fn job_line(j: &Job, id: u64, submit: i64, start: i64, end: i64, tres: &str) -> Vec<String> {
+    let (cputime, user_cpu, sys_cpu) = cpu_times(j);
+    vec![
         // HEADER
         id.to_string(),
         id.to_string(),
@@ -169,7 +182,7 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
         "1".into(),
         j.cpus.to_string(),
         format!("{}M", j.mem_mb),
-        tres.clone(),
+        tres.to_string(),
         j.node.clone(),
         dur(j.cpu_s),
         String::new(),
@@ -185,7 +198,7 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
         j.cpus.to_string(),
         "1".into(),
         "1".into(),
-        tres.clone(),
+        tres.to_string(),
         String::new(),
         hms(cputime),
         cputime.to_string(),
@@ -198,14 +211,20 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
         "None".into(),
         "SchedMain".into(),
         format!("/home/{}", j.user),
-    ];
+    ]
+}
+
+/// The `.batch` step line of [`job_rows`] (a TIMEOUT job's step ends CANCELLED); times in
+/// Unix seconds.
+fn batch_step_line(j: &Job, id: u64, start: i64, end: i64, tres: &str) -> Vec<String> {
+    let (cputime, user_cpu, sys_cpu) = cpu_times(j);
     let step_state = if j.state == "TIMEOUT" {
         "CANCELLED"
     } else {
         &j.state
     };
     let rss = format!("{}K", j.maxrss_mb * 1024);
-    let step = [
+    vec![
         format!("{id}.batch"),
         format!("{id}.batch"),
         "batch".into(),
@@ -222,7 +241,7 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
         "1".into(),
         j.cpus.to_string(),
         String::new(),
-        tres.clone(),
+        tres.to_string(),
         j.node.clone(),
         dur(j.cpu_s),
         rss.clone(),
@@ -251,10 +270,7 @@ pub fn job_rows(j: &Job, id: u64, submit: i64, start: i64) -> [Vec<String>; 2] {
         String::new(),
         String::new(),
         String::new(),
-    ];
-    debug_assert_eq!(job.len(), HEADER.len() + EXTRA.len());
-    debug_assert_eq!(step.len(), HEADER.len() + EXTRA.len());
-    [job.to_vec(), step.to_vec()]
+    ]
 }
 
 /// The [`HEADER`] columns of [`rows`], as `sacct --parsable2 --delimiter=$'\x1f'` prints them.

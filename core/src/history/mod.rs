@@ -129,10 +129,13 @@ pub struct Run {
 
 impl Run {
     /// From sacct's job and step lines. `None` for a job that has not finished (no end, or
-    /// RUNNING/PENDING): the history is about finished work.
+    /// RUNNING/PENDING): the history is about finished work. `None` too for slurmdbd's
+    /// partial record of a job that just ended (its name and request are placeholders for a
+    /// few seconds, [`Record::is_partial`]): counted with the unfinished, never filed under
+    /// the workload `allocation`.
     pub fn from_record(r: &Record) -> Option<Run> {
         let j = &r.job;
-        if r.is_open() || j.end_unix.is_none() {
+        if r.is_open() || j.end_unix.is_none() || r.is_partial() {
             return None;
         }
         let nodes = j.alloc_tres.nodes.or(j.nodes).unwrap_or(1).max(1);
@@ -439,26 +442,39 @@ impl Recorded {
             cpu_seconds: s.cpu_usage_seconds_total,
             oom_kills: s.oom_kills,
             gpus_seen: s.gpus.len(),
-            gpus_used: s
-                .gpus
-                .iter()
-                .filter(|g| g.mean_utilization_percent.is_some_and(|u| u >= 5.0))
-                .count(),
+            gpus_used: used_cards(s.gpus.iter().map(|g| g.mean_utilization_percent)),
         }
     }
 
     /// From the job's summary in slurmdbd (its AdminComment), all nodes merged; `None` when
     /// the comment is not ours or is damaged (the files are then looked for).
     pub fn from_admin_comment(comment: &str) -> Option<Recorded> {
-        let rec = crate::report::slurmdbd::decode(comment).ok()?;
-        let label = Path::new(SLURMDBD_LABEL);
+        // Only the figures read here are decoded (the history path meets one per job).
+        let nodes = crate::report::slurmdbd::decode_figures(comment).ok()?;
         merge_nodes(
-            rec.nodes
+            nodes
                 .iter()
-                .map(|n| Recorded::from_summary(label, true, &n.summary))
+                .map(|n| Recorded {
+                    file: PathBuf::from(SLURMDBD_LABEL),
+                    summary_in_slurmdbd: true,
+                    nodes_recorded: 1,
+                    peak_working_set_bytes: n.peak_working_set_bytes,
+                    peak_effective_cores: n.peak_effective_cores,
+                    cpu_seconds: n.cpu_usage_seconds_total,
+                    oom_kills: n.oom_kills,
+                    gpus_seen: n.gpu_mean_utilization_percent.len(),
+                    gpus_used: used_cards(n.gpu_mean_utilization_percent.iter().copied()),
+                })
                 .collect(),
         )
     }
+}
+
+/// Cards used: mean utilization of at least 5 %.
+fn used_cards(mean_utilization_percent: impl Iterator<Item = Option<f64>>) -> usize {
+    mean_utilization_percent
+        .filter(|u| u.is_some_and(|u| u >= 5.0))
+        .count()
 }
 
 /// `Recorded::file` for a summary read from slurmdbd.

@@ -99,8 +99,9 @@ impl Runs {
     }
 
     /// One job as sacct listed it. A job listed again (by the next chunk) replaces its
-    /// earlier listing; one not finished is counted as such, not analysed.
-    pub fn add_record(&mut self, r: &Record) {
+    /// earlier listing; one not finished is counted as such, not analysed. Returns whether
+    /// the job is new (what a progress count counts: not its second listing).
+    pub fn add_record(&mut self, r: &Record) -> bool {
         let (i, fresh) = self.seen.slot(r.key(), self.briefs.len() as u32);
         let i = i as usize;
         if fresh {
@@ -111,6 +112,7 @@ impl Runs {
             Some(run) => self.put(i, run),
             None => self.briefs[i] = None,
         }
+        fresh
     }
 
     /// A finished run, kept whatever it is a duplicate of.

@@ -159,34 +159,8 @@ fn time(runs: &[&Brief]) -> Advice {
         .collect();
     let hung: Vec<&&Brief> = runs.iter().filter(|r| r.hung()).collect();
     let usable = done.len() + computing.len();
-    let mut evidence = Vec::new();
-    if !done.is_empty() {
-        let p = percentile(&done, TIME_PERCENTILE).unwrap_or(0.0);
-        let longest = done.iter().copied().fold(0.0, f64::max);
-        evidence.push(format!(
-            "{} completed runs: p95 {}, longest {}",
-            done.len(),
-            duration(p),
-            duration(longest)
-        ));
-    }
-    if !computing.is_empty() {
-        evidence.push(format!("{} hit the limit still computing", computing.len()));
-    }
-    if !hung.is_empty() {
-        let cpu: Vec<f64> = hung.iter().filter_map(|r| r.cpu_seconds()).collect();
-        evidence.push(format!(
-            "{} hung until the limit (median {:.2} CPU-s): blocked, not slow — more time would not help",
-            hung.len(),
-            super::stats::median(&cpu).unwrap_or(0.0)
-        ));
-    }
     let basis = "elapsed of completed runs; TIMEOUTs as a floor";
-    let evidence_s = if evidence.is_empty() {
-        "no run completed or hit the limit computing".to_string()
-    } else {
-        evidence.join("; ")
-    };
+    let evidence_s = time_evidence(&done, computing.len(), &hung);
     if usable < MIN_RUNS {
         // A hung workload still gets its diagnosis, and never a shorter limit.
         let basis = if hung.is_empty() {
@@ -233,18 +207,7 @@ fn time(runs: &[&Brief]) -> Advice {
         need = need.max(current.unwrap_or(0.0));
     }
     let sugg = time_flag(need);
-    let verdict = match current {
-        None => Verdict::Ok,
-        Some(c) if need > c && (tight || !computing.is_empty()) => Verdict::Raise,
-        Some(c)
-            if !any_timeout
-                && c > WALLTIME_SLACK_MIN_LIMIT_SECONDS
-                && need < c * WALLTIME_SLACK_PERCENT / 100.0 =>
-        {
-            Verdict::Lower
-        }
-        Some(_) => Verdict::Ok,
-    };
+    let verdict = time_verdict(current, need, tight || !computing.is_empty(), any_timeout);
     let suggestion = match verdict {
         Verdict::Ok => cur_s.clone().or(Some(sugg)),
         _ => Some(sugg),
@@ -264,6 +227,56 @@ fn time(runs: &[&Brief]) -> Advice {
     )
 }
 
+/// The time evidence line: completed runs' p95 and longest elapsed, runs that hit the limit
+/// still computing (`computing`), and hung ones with their median CPU seconds.
+fn time_evidence(done_s: &[f64], computing: usize, hung: &[&&Brief]) -> String {
+    let mut evidence = Vec::new();
+    if !done_s.is_empty() {
+        let p = percentile(done_s, TIME_PERCENTILE).unwrap_or(0.0);
+        let longest = done_s.iter().copied().fold(0.0, f64::max);
+        evidence.push(format!(
+            "{} completed runs: p95 {}, longest {}",
+            done_s.len(),
+            duration(p),
+            duration(longest)
+        ));
+    }
+    if computing > 0 {
+        evidence.push(format!("{computing} hit the limit still computing"));
+    }
+    if !hung.is_empty() {
+        let cpu: Vec<f64> = hung.iter().filter_map(|r| r.cpu_seconds()).collect();
+        evidence.push(format!(
+            "{} hung until the limit (median {:.2} CPU-s): blocked, not slow — more time would not help",
+            hung.len(),
+            super::stats::median(&cpu).unwrap_or(0.0)
+        ));
+    }
+    if evidence.is_empty() {
+        "no run completed or hit the limit computing".to_string()
+    } else {
+        evidence.join("; ")
+    }
+}
+
+/// Raise when the need passes the limit and the runs show it (`short`: a limit too tight for
+/// the completed runs, or a run that hit it computing); lower only a long limit with no
+/// TIMEOUT, when the need is well under it; all in seconds.
+fn time_verdict(current_s: Option<f64>, need_s: f64, short: bool, any_timeout: bool) -> Verdict {
+    match current_s {
+        None => Verdict::Ok,
+        Some(c) if need_s > c && short => Verdict::Raise,
+        Some(c)
+            if !any_timeout
+                && c > WALLTIME_SLACK_MIN_LIMIT_SECONDS
+                && need_s < c * WALLTIME_SLACK_PERCENT / 100.0 =>
+        {
+            Verdict::Lower
+        }
+        Some(_) => Verdict::Ok,
+    }
+}
+
 fn memory(runs: &[&Brief]) -> Advice {
     let current = latest(runs, |r| r.mem_request_bytes());
     let whole = runs.last().is_some_and(|r| r.mem_whole_node);
@@ -279,6 +292,57 @@ fn memory(runs: &[&Brief]) -> Advice {
         .filter(|r| !r.oom() && r.outcome != Outcome::Cancelled)
         .filter_map(|r| r.memory_peak())
         .collect();
+    let basis = memory_basis(&peaks);
+    let usable = peaks.len() + ooms.len();
+    let peak = peaks.iter().map(|(p, _)| *p).max();
+    let oom_max = ooms.iter().filter_map(|r| r.mem_request_bytes()).max();
+    let evidence = memory_evidence(peak, peaks.len(), ooms.len(), oom_max);
+    // No advice, with the reason in the evidence line.
+    let unknown = |cur_s, basis, evidence| {
+        advice(
+            "--mem",
+            Verdict::Unknown,
+            cur_s,
+            None,
+            basis,
+            evidence,
+            usable,
+        )
+    };
+    if usable < MIN_RUNS {
+        return unknown(
+            cur_s,
+            basis,
+            format!("{evidence} (fewer than {MIN_RUNS} usable runs)"),
+        );
+    }
+    let mut need = peak
+        .map(|p| (p as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64)
+        .unwrap_or(0);
+    let mut basis = basis;
+    if let Some(om) = oom_max {
+        need = need.max(oom_floor_bytes(runs, om));
+        basis = format!("OOM kills first, then {basis}");
+    }
+    if need == 0 {
+        return unknown(cur_s, basis, evidence);
+    }
+    let sugg = mem_flag(need);
+    let verdict = memory_verdict(current, need, whole, peak, oom_max);
+    let suggestion = match verdict {
+        Verdict::Ok => cur_s.clone().or(Some(sugg)),
+        _ => Some(sugg),
+    };
+    with_figures(
+        advice("--mem", verdict, cur_s, suggestion, basis, evidence, usable),
+        peak.or(oom_max).unwrap_or(0) as f64,
+        mem_flag_bytes(need),
+    )
+}
+
+/// How the memory peaks were measured: the recorded working set where a file exists, else
+/// sacct's MaxRSS, a sampled floor (named by how sacct was read for the largest of them).
+fn memory_basis(peaks: &[(u64, MemoryBasis)]) -> String {
     let recorded = peaks
         .iter()
         .filter(|(_, b)| *b == MemoryBasis::WorkingSet)
@@ -293,7 +357,7 @@ fn memory(runs: &[&Brief]) -> Advice {
         })
         .max_by_key(|(p, _)| *p)
         .map(|(_, s)| s.describe());
-    let basis = match (recorded, peaks.len(), sacct_basis) {
+    match (recorded, peaks.len(), sacct_basis) {
         (0, _, Some(sb)) => format!("{sb}; sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes"),
         (0, _, None) => "sacct MaxRSS: sampled by jobacct_gather every JobAcctGatherFrequency, so a floor that misses short spikes (jobacct_gather/cgroup counts page cache, jobacct_gather/linux sums per-task RSS)".to_string(),
         (r, n, _) if r == n => format!("recorded working-set peak ({r} recorded runs)"),
@@ -301,73 +365,55 @@ fn memory(runs: &[&Brief]) -> Advice {
             "recorded working-set peak ({r} of {n} runs; for the rest {}, a sampled floor)",
             sb.unwrap_or_else(|| "sacct MaxRSS".into())
         ),
-    };
-    let usable = peaks.len() + ooms.len();
-    let peak = peaks.iter().map(|(p, _)| *p).max();
+    }
+}
+
+/// The memory evidence line: the largest peak (bytes) over `runs` runs, and the OOM kills
+/// with the largest limit one was killed at.
+fn memory_evidence(peak: Option<u64>, runs: usize, ooms: usize, oom_max: Option<u64>) -> String {
     let mut ev = Vec::new();
     if let Some(p) = peak {
-        ev.push(format!(
-            "largest peak {} over {} runs",
-            bytes(p),
-            peaks.len()
-        ));
+        ev.push(format!("largest peak {} over {} runs", bytes(p), runs));
     }
-    let oom_max = ooms.iter().filter_map(|r| r.mem_request_bytes()).max();
-    if !ooms.is_empty() {
+    if ooms > 0 {
         ev.push(format!(
             "{} OOM kills{}",
-            ooms.len(),
+            ooms,
             oom_max
                 .map(|m| format!(", at up to {}", bytes(m)))
                 .unwrap_or_default()
         ));
     }
-    let evidence = if ev.is_empty() {
+    if ev.is_empty() {
         "no memory figure in any run".to_string()
     } else {
         ev.join("; ")
-    };
-    if usable < MIN_RUNS {
-        return advice(
-            "--mem",
-            Verdict::Unknown,
-            cur_s,
-            None,
-            basis,
-            format!("{evidence} (fewer than {MIN_RUNS} usable runs)"),
-            usable,
-        );
     }
-    let mut need = peak
-        .map(|p| (p as f64 * (1.0 + MEM_HEADROOM_PERCENT / 100.0)) as u64)
-        .unwrap_or(0);
-    let mut basis = basis;
-    if let Some(om) = oom_max {
-        // An OOM kill outranks a sampled peak: the smallest limit that later sufficed, else
-        // the largest that failed × the OOM factor.
-        let sufficed = runs
-            .iter()
-            .filter(|r| r.outcome == Outcome::Completed && !r.oom())
-            .filter_map(|r| r.mem_request_bytes())
-            .filter(|&m| m > om)
-            .min();
-        let floor = sufficed.unwrap_or((om as f64 * OOM_MEM_FACTOR) as u64);
-        need = need.max(floor);
-        basis = format!("OOM kills first, then {basis}");
-    }
-    if need == 0 {
-        return advice(
-            "--mem",
-            Verdict::Unknown,
-            cur_s,
-            None,
-            basis,
-            evidence,
-            usable,
-        );
-    }
-    let sugg = mem_flag(need);
-    let verdict = match current {
+}
+
+/// The least memory (bytes) a workload killed for memory at up to `oom_max_bytes` needs: an
+/// OOM kill outranks a sampled peak, so the smallest limit that later sufficed, else the
+/// largest that failed × the OOM factor.
+fn oom_floor_bytes(runs: &[&Brief], oom_max_bytes: u64) -> u64 {
+    let sufficed = runs
+        .iter()
+        .filter(|r| r.outcome == Outcome::Completed && !r.oom())
+        .filter_map(|r| r.mem_request_bytes())
+        .filter(|&m| m > oom_max_bytes)
+        .min();
+    sufficed.unwrap_or((oom_max_bytes as f64 * OOM_MEM_FACTOR) as u64)
+}
+
+/// Raise when the need passes the request (never for a whole-node `--mem=0`); lower only
+/// with no OOM kill and a peak well under the request; all in bytes.
+fn memory_verdict(
+    current: Option<u64>,
+    need: u64,
+    whole: bool,
+    peak: Option<u64>,
+    oom_max: Option<u64>,
+) -> Verdict {
+    match current {
         None => Verdict::Ok,
         Some(c) if need > c && !whole => Verdict::Raise,
         Some(c)
@@ -380,16 +426,7 @@ fn memory(runs: &[&Brief]) -> Advice {
             Verdict::Lower
         }
         Some(_) => Verdict::Ok,
-    };
-    let suggestion = match verdict {
-        Verdict::Ok => cur_s.clone().or(Some(sugg)),
-        _ => Some(sugg),
-    };
-    with_figures(
-        advice("--mem", verdict, cur_s, suggestion, basis, evidence, usable),
-        peak.or(oom_max).unwrap_or(0) as f64,
-        mem_flag_bytes(need),
-    )
+    }
 }
 
 fn cpus(runs: &[&Brief]) -> Advice {

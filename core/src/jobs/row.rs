@@ -66,7 +66,12 @@ impl Row {
             job_id_raw: raw_id(acct),
             array_job_id,
             array_task_id,
-            job_name: j.job_name.clone(),
+            // slurmdbd's placeholder name is not the job's (sacct::Record::is_partial).
+            job_name: if acct.is_partial() {
+                String::new()
+            } else {
+                j.job_name.clone()
+            },
             user: j.user.clone(),
             state: rep.state.clone().or_else(|| Some(j.state.name.clone())),
             exit_code: rep.exit_code.or(j.exit_code.map(|e| e.code)),

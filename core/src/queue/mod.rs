@@ -352,64 +352,9 @@ fn verdict(p: &PartitionInfo, inp: &Inputs, r: &Request, advise: bool) -> Verdic
             ),
         );
     }
-    let too_long = match (r.time_limit, p.max_time) {
-        (_, TimeLimit::Unlimited | TimeLimit::Unknown) => false,
-        (TimeLimit::Seconds(s), TimeLimit::Seconds(m)) => s > m,
-        (TimeLimit::Unlimited, TimeLimit::Seconds(_)) => true,
-        (TimeLimit::Unknown, _) => false,
-    };
-    if too_long {
+    for (o, d) in limit_breaches(p, r) {
         v.fits_when_empty = false;
-        set(
-            &mut v,
-            Obstacle::TimeLimit,
-            format!(
-                "time limit: the job asks {}, the partition allows at most {}",
-                limit_text(r.time_limit),
-                limit_text(p.max_time)
-            ),
-        );
-    }
-    let node_limit =
-        p.max_nodes.is_some_and(|m| r.nodes > m) || p.min_nodes.is_some_and(|m| r.nodes < m);
-    if node_limit {
-        v.fits_when_empty = false;
-        set(
-            &mut v,
-            Obstacle::Nodes,
-            format!(
-                "the job asks {} nodes; the partition allows {}..{}",
-                r.nodes,
-                p.min_nodes.unwrap_or(0),
-                p.max_nodes.map_or("unlimited".into(), |m| m.to_string())
-            ),
-        );
-    }
-    if p.max_cpus_per_node.is_some_and(|m| r.cpus_per_node > m) {
-        v.fits_when_empty = false;
-        set(
-            &mut v,
-            Obstacle::Processors,
-            format!(
-                "the job asks {} CPUs per node; the partition allows {}",
-                r.cpus_per_node,
-                p.max_cpus_per_node.unwrap_or(0)
-            ),
-        );
-    }
-    if let (Some(m), Some(want)) = (p.max_memory_per_node_bytes, r.memory_per_node_bytes) {
-        if want > m {
-            v.fits_when_empty = false;
-            set(
-                &mut v,
-                Obstacle::Memory,
-                format!(
-                    "the job asks {} per node; the partition allows {}",
-                    crate::units::bytes(want),
-                    crate::units::bytes(m)
-                ),
-            );
-        }
+        set(&mut v, o, d);
     }
     if let Some((o, d)) = capacity(&nodes, r, false) {
         v.fits_when_empty = false;
@@ -428,6 +373,88 @@ fn verdict(p: &PartitionInfo, inp: &Inputs, r: &Request, advise: bool) -> Verdic
         ));
     }
     v
+}
+
+/// The partition's own limits the request breaks, in the order they are reported: each
+/// means the job never fits there, however empty the partition.
+fn limit_breaches(p: &PartitionInfo, r: &Request) -> Vec<(Obstacle, String)> {
+    [
+        time_limit_breach(p, r),
+        node_count_breach(p, r),
+        cpus_per_node_breach(p, r),
+        memory_per_node_breach(p, r),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The job's time limit above the partition's `MaxTime` (an unknown limit breaks nothing).
+fn time_limit_breach(p: &PartitionInfo, r: &Request) -> Option<(Obstacle, String)> {
+    let too_long = match (r.time_limit, p.max_time) {
+        (_, TimeLimit::Unlimited | TimeLimit::Unknown) => false,
+        (TimeLimit::Seconds(s), TimeLimit::Seconds(m)) => s > m,
+        (TimeLimit::Unlimited, TimeLimit::Seconds(_)) => true,
+        (TimeLimit::Unknown, _) => false,
+    };
+    too_long.then(|| {
+        (
+            Obstacle::TimeLimit,
+            format!(
+                "time limit: the job asks {}, the partition allows at most {}",
+                limit_text(r.time_limit),
+                limit_text(p.max_time)
+            ),
+        )
+    })
+}
+
+/// The job's node count outside the partition's `MinNodes..MaxNodes`.
+fn node_count_breach(p: &PartitionInfo, r: &Request) -> Option<(Obstacle, String)> {
+    let node_limit =
+        p.max_nodes.is_some_and(|m| r.nodes > m) || p.min_nodes.is_some_and(|m| r.nodes < m);
+    node_limit.then(|| {
+        (
+            Obstacle::Nodes,
+            format!(
+                "the job asks {} nodes; the partition allows {}..{}",
+                r.nodes,
+                p.min_nodes.unwrap_or(0),
+                p.max_nodes.map_or("unlimited".into(), |m| m.to_string())
+            ),
+        )
+    })
+}
+
+/// The job's CPUs per node above the partition's `MaxCPUsPerNode`.
+fn cpus_per_node_breach(p: &PartitionInfo, r: &Request) -> Option<(Obstacle, String)> {
+    p.max_cpus_per_node
+        .is_some_and(|m| r.cpus_per_node > m)
+        .then(|| {
+            (
+                Obstacle::Processors,
+                format!(
+                    "the job asks {} CPUs per node; the partition allows {}",
+                    r.cpus_per_node,
+                    p.max_cpus_per_node.unwrap_or(0)
+                ),
+            )
+        })
+}
+
+/// The job's memory per node (bytes) above the partition's `MaxMemPerNode`.
+fn memory_per_node_breach(p: &PartitionInfo, r: &Request) -> Option<(Obstacle, String)> {
+    let (m, want) = (p.max_memory_per_node_bytes?, r.memory_per_node_bytes?);
+    (want > m).then(|| {
+        (
+            Obstacle::Memory,
+            format!(
+                "the job asks {} per node; the partition allows {}",
+                crate::units::bytes(want),
+                crate::units::bytes(m)
+            ),
+        )
+    })
 }
 
 /// The job's place in its first partition's queue: jobs there with a higher priority, or
@@ -469,46 +496,34 @@ fn queue_place(inp: &Inputs) -> (Option<u32>, Option<u32>, Option<String>) {
     }
 }
 
-/// The whole answer from Slurm's answers.
-pub fn analyse(inp: &Inputs) -> Analysis {
-    let j = &inp.job;
-    let ex = reasons::explain(&j.reason);
-    let r = Request::of(j);
-    let advise = ex.waiting.movable();
-    let verdicts: Vec<Verdict> = inp
-        .partitions
-        .iter()
-        .map(|p| verdict(p, inp, &r, advise))
-        .collect();
-    let expected_start = inp
-        .queue
-        .iter()
-        .find(|e| e.job_id == j.job_id)
-        .and_then(|e| e.expected_start.clone())
-        .or_else(|| j.start_time.clone());
-    let expected_start_reason = expected_start.is_none().then(|| {
-        if advise {
-            "the scheduler has not estimated one yet; the backfill scheduler does, each cycle, for jobs with a time limit".to_string()
-        } else {
-            format!("no estimate while it waits for its {}", match ex.waiting {
+/// Why there is no expected start time: the scheduler has not estimated one yet, or the job
+/// waits for something a start time does not measure.
+fn no_estimate_reason(advise: bool, waiting: Waiting) -> String {
+    if advise {
+        "the scheduler has not estimated one yet; the backfill scheduler does, each cycle, for jobs with a time limit".to_string()
+    } else {
+        format!(
+            "no estimate while it waits for its {}",
+            match waiting {
                 Waiting::Dependency => "dependency",
                 Waiting::Hold => "release",
                 Waiting::BeginTime => "begin time",
                 Waiting::Limit => "limit",
                 _ => "reason to clear",
-            })
-        }
-    });
-    let (queue_position, queue_length, queue_reason) = queue_place(inp);
-    let (history_hints, history_note) = history_hint::hints(inp, &r, ex.waiting);
-    let history_combined = history_hint::combined(inp, &r, &history_hints);
+            }
+        )
+    }
+}
+
+/// The one sentence of advice: why moving cannot help, the move that would, or why it waits
+/// where it is (`advise`: the job waits for room, so a move could help).
+fn advice_sentence(advise: bool, waiting: Waiting, verdicts: &[Verdict]) -> String {
     let movers: Vec<&Verdict> = verdicts.iter().filter(|v| v.command.is_some()).collect();
-    let move_would_help = advise && !movers.is_empty();
     let accessible: Vec<&Verdict> = verdicts.iter().filter(|v| v.accessible).collect();
-    let advice = if !advise {
+    if !advise {
         format!(
             "Moving it to another partition cannot help: it waits for {}, not for room.",
-            match ex.waiting {
+            match waiting {
                 Waiting::Dependency => "another job (its dependency)",
                 Waiting::Hold => "its hold to be released",
                 Waiting::BeginTime => "its begin time",
@@ -538,7 +553,34 @@ pub fn analyse(inp: &Inputs) -> Analysis {
         "There is room for it in its own partition now; it should start at the next scheduling cycle (jobs ahead of it permitting).".to_string()
     } else {
         "No other partition it may use has room for it right now; it starts when resources are freed.".to_string()
-    };
+    }
+}
+
+/// The whole answer from Slurm's answers.
+pub fn analyse(inp: &Inputs) -> Analysis {
+    let j = &inp.job;
+    let ex = reasons::explain(&j.reason);
+    let r = Request::of(j);
+    let advise = ex.waiting.movable();
+    let verdicts: Vec<Verdict> = inp
+        .partitions
+        .iter()
+        .map(|p| verdict(p, inp, &r, advise))
+        .collect();
+    let expected_start = inp
+        .queue
+        .iter()
+        .find(|e| e.job_id == j.job_id)
+        .and_then(|e| e.expected_start.clone())
+        .or_else(|| j.start_time.clone());
+    let expected_start_reason = expected_start
+        .is_none()
+        .then(|| no_estimate_reason(advise, ex.waiting));
+    let (queue_position, queue_length, queue_reason) = queue_place(inp);
+    let (history_hints, history_note) = history_hint::hints(inp, &r, ex.waiting);
+    let history_combined = history_hint::combined(inp, &r, &history_hints);
+    let move_would_help = advise && verdicts.iter().any(|v| v.command.is_some());
+    let advice = advice_sentence(advise, ex.waiting, &verdicts);
     Analysis {
         job_id: j.job_id,
         job_name: j.name.clone(),

@@ -3,6 +3,8 @@
 //! script). Series carry stable ids (`series-working-set`, `series-cache`, `series-limit`,
 //! `series-cores`, `series-allocated`, `step-<name>`) so tests and users can find them.
 
+use std::borrow::Cow;
+
 use super::{Point, Report};
 use crate::units;
 
@@ -28,25 +30,157 @@ pub fn esc(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-#[allow(clippy::too_many_arguments)] // one call per series; a struct would only rename them
+/// The report's charts as one SVG document.
+pub fn svg(r: &Report) -> String {
+    let mut o = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n<title>slurmwatch report: job {}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        esc(&r.job_id)
+    );
+    // A multi-node job: one line per node on a common time axis; the axes fit every node.
+    let multi = r.node_points.len() > 1;
+    let pts = chart_points(r, multi);
+    if pts.is_empty() {
+        o += &format!(
+            "<text x=\"20\" y=\"40\">{}</text>\n</svg>\n",
+            esc("No time series was recorded for this job (enable it with #SBATCH --slurmwatch).")
+        );
+        return o;
+    }
+    let alloc = cores_allocated_line(r, multi);
+    let axes = Axes::fit(&pts, alloc);
+    o += &frames();
+    o += &tick_labels(&axes);
+    o += &step_marks(r, &axes);
+    if multi {
+        o += &node_lines(r, &axes);
+    }
+    o += &job_lines(&pts, &axes, multi, alloc);
+    o += &oom_marks(r, &axes);
+    o += "</svg>\n";
+    o
+}
+
+/// The points the axes fit: the job's, or every node's merged in time order.
+fn chart_points(r: &Report, multi: bool) -> Cow<'_, [Point]> {
+    if !multi {
+        return Cow::Borrowed(&r.points);
+    }
+    let mut v: Vec<Point> = r.node_points.iter().flat_map(|(_, p)| p.clone()).collect();
+    v.sort_by_key(|p| p.t_unix_ms);
+    Cow::Owned(v)
+}
+
+/// The dashed "allocated" line's level: per node in a multi-node job (each node's line is
+/// against its own allocation), else the job's.
+fn cores_allocated_line(r: &Report, multi: bool) -> Option<f64> {
+    if multi {
+        r.nodes
+            .iter()
+            .filter_map(|n| n.cores_allocated)
+            .reduce(f64::max)
+    } else {
+        r.cpu.cores_allocated
+    }
+}
+
+/// The two panels, stacked: memory above, cores below.
+#[derive(Clone, Copy)]
+enum Panel {
+    Memory,
+    Cores,
+}
+
+impl Panel {
+    fn top(self) -> f64 {
+        match self {
+            Panel::Memory => MEM_TOP,
+            Panel::Cores => CPU_TOP,
+        }
+    }
+
+    fn height(self) -> f64 {
+        match self {
+            Panel::Memory => MEM_H,
+            Panel::Cores => CPU_H,
+        }
+    }
+}
+
+/// The scales every mark shares: time from the first point over `span_ms`; each panel's
+/// top value (a little above the largest reading, so a peak never touches the frame).
+struct Axes {
+    t0_unix_ms: i64,
+    span_ms: f64,
+    mem_max_bytes: f64,
+    cpu_max_cores: f64,
+}
+
+impl Axes {
+    /// Fits `pts` (not empty) and the allocation line.
+    fn fit(pts: &[Point], alloc: Option<f64>) -> Axes {
+        let t0 = pts[0].t_unix_ms;
+        let t1 = pts[pts.len() - 1].t_unix_ms;
+        let mem_max = pts
+            .iter()
+            .flat_map(|p| [p.working_set_bytes, p.limit_bytes, cache_top(p)])
+            .flatten()
+            .map(|v| v as f64)
+            .fold(1.0, f64::max)
+            * 1.05;
+        let cpu_max = pts
+            .iter()
+            .filter_map(|p| p.cores)
+            .chain(alloc)
+            .fold(1.0, f64::max)
+            * 1.1;
+        Axes {
+            t0_unix_ms: t0,
+            span_ms: (t1 - t0).max(1) as f64,
+            mem_max_bytes: mem_max,
+            cpu_max_cores: cpu_max,
+        }
+    }
+
+    fn ymax(&self, panel: Panel) -> f64 {
+        match panel {
+            Panel::Memory => self.mem_max_bytes,
+            Panel::Cores => self.cpu_max_cores,
+        }
+    }
+
+    /// A point's x (never clamped: every point lies inside the span).
+    fn x(&self, t_unix_ms: i64) -> f64 {
+        LEFT + (t_unix_ms - self.t0_unix_ms) as f64 / self.span_ms * (W - LEFT - RIGHT)
+    }
+
+    /// A mark's x, held inside the frame (a step may start before the first reading).
+    fn x_clamped(&self, t_unix_ms: i64) -> f64 {
+        LEFT + ((t_unix_ms - self.t0_unix_ms) as f64 / self.span_ms).clamp(0.0, 1.0)
+            * (W - LEFT - RIGHT)
+    }
+}
+
+/// Working set + page cache: the light line's level.
+fn cache_top(p: &Point) -> Option<u64> {
+    p.cache_bytes.zip(p.working_set_bytes).map(|(c, w)| c + w)
+}
+
+/// One series as polylines in `panel`; an unreadable point breaks the line (never drawn as 0).
 fn polyline(
     id: &str,
     pts: &[Point],
-    t0: i64,
-    span: f64,
-    top: f64,
-    h: f64,
-    ymax: f64,
+    axes: &Axes,
+    panel: Panel,
     get: impl Fn(&Point) -> Option<f64>,
     style: &str,
 ) -> String {
-    // An unreadable point breaks the line (never drawn as 0).
+    let (top, h, ymax) = (panel.top(), panel.height(), axes.ymax(panel));
     let mut segs: Vec<String> = Vec::new();
     let mut cur = String::new();
     for p in pts {
         match get(p) {
             Some(v) if v.is_finite() => {
-                let x = LEFT + (p.t_unix_ms - t0) as f64 / span * (W - LEFT - RIGHT);
+                let x = axes.x(p.t_unix_ms);
                 let y = top + h - (v / ymax).clamp(0.0, 1.05) * h;
                 cur += &format!("{x:.1},{y:.1} ");
             }
@@ -72,73 +206,17 @@ fn polyline(
     format!("<g id=\"{id}\">{lines}</g>")
 }
 
-/// The report's charts as one SVG document.
-pub fn svg(r: &Report) -> String {
-    let mut o = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n<title>slurmwatch report: job {}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-        esc(&r.job_id)
-    );
-    // A multi-node job: one line per node on a common time axis; the axes fit every node.
-    let multi = r.node_points.len() > 1;
-    let all: Vec<Point>;
-    let pts: &[Point] = if multi {
-        all = {
-            let mut v: Vec<Point> = r.node_points.iter().flat_map(|(_, p)| p.clone()).collect();
-            v.sort_by_key(|p| p.t_unix_ms);
-            v
-        };
-        &all
-    } else {
-        &r.points
-    };
-    if pts.is_empty() {
-        o += &format!(
-            "<text x=\"20\" y=\"40\">{}</text>\n</svg>\n",
-            esc("No time series was recorded for this job (enable it with #SBATCH --slurmwatch).")
-        );
-        return o;
-    }
-    let t0 = pts[0].t_unix_ms;
-    let t1 = pts[pts.len() - 1].t_unix_ms;
-    let span = (t1 - t0).max(1) as f64;
-    let mem_max = pts
-        .iter()
-        .flat_map(|p| {
-            [
-                p.working_set_bytes.map(|v| v as f64),
-                p.limit_bytes.map(|v| v as f64),
-                p.cache_bytes
-                    .zip(p.working_set_bytes)
-                    .map(|(c, w)| (c + w) as f64),
-            ]
-        })
-        .flatten()
-        .fold(1.0, f64::max)
-        * 1.05;
-    // Per node in a multi-node job (each node's line is against its own allocation).
-    let alloc = if multi {
-        r.nodes
-            .iter()
-            .filter_map(|n| n.cores_allocated)
-            .reduce(f64::max)
-    } else {
-        r.cpu.cores_allocated
-    };
-    let cpu_max = pts
-        .iter()
-        .filter_map(|p| p.cores)
-        .chain(alloc)
-        .fold(1.0, f64::max)
-        * 1.1;
-    // Frames, titles, axes.
-    for (top, h, title) in [
+/// Each panel's title and frame.
+fn frames() -> String {
+    let mut o = String::new();
+    for (panel, title) in [
         (
-            MEM_TOP,
-            MEM_H,
+            Panel::Memory,
             "Memory: working set (solid), working set + page cache (light), limit (dashed)",
         ),
-        (CPU_TOP, CPU_H, "Cores in use (solid) vs allocated (dashed)"),
+        (Panel::Cores, "Cores in use (solid) vs allocated (dashed)"),
     ] {
+        let (top, h) = (panel.top(), panel.height());
         o += &format!(
             "<text x=\"{LEFT}\" y=\"{:.0}\" font-weight=\"bold\">{}</text>\n<rect x=\"{LEFT}\" y=\"{top}\" width=\"{}\" height=\"{h}\" fill=\"none\" stroke=\"#bbb\"/>\n",
             top - 8.0,
@@ -146,10 +224,17 @@ pub fn svg(r: &Report) -> String {
             W - LEFT - RIGHT
         );
     }
+    o
+}
+
+/// Five ticks on each axis (time under the cores panel, bytes and cores at the left), and
+/// the time axis's title.
+fn tick_labels(axes: &Axes) -> String {
+    let mut o = String::new();
     for i in 0..=4 {
         let f = i as f64 / 4.0;
         let x = LEFT + f * (W - LEFT - RIGHT);
-        let label = units::offset((f * span) as i64);
+        let label = units::offset((f * axes.span_ms) as i64);
         o += &format!(
             "<text x=\"{x:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#444\">{label}</text>\n",
             CPU_TOP + CPU_H + 16.0
@@ -158,13 +243,13 @@ pub fn svg(r: &Report) -> String {
         o += &format!(
             "<text x=\"{:.0}\" y=\"{ym:.1}\" text-anchor=\"end\" fill=\"#444\">{}</text>\n",
             LEFT - 4.0,
-            esc(&units::bytes((f * mem_max) as u64))
+            esc(&units::bytes((f * axes.mem_max_bytes) as u64))
         );
         let yc = CPU_TOP + CPU_H - f * CPU_H;
         o += &format!(
             "<text x=\"{:.0}\" y=\"{yc:.1}\" text-anchor=\"end\" fill=\"#444\">{:.1}</text>\n",
             LEFT - 4.0,
-            f * cpu_max
+            f * axes.cpu_max_cores
         );
     }
     o += &format!(
@@ -172,12 +257,17 @@ pub fn svg(r: &Report) -> String {
         W - RIGHT,
         H - 6.0
     );
-    // Step boundaries.
+    o
+}
+
+/// A dotted line across both panels at each step's start and end (`step-<name>`).
+fn step_marks(r: &Report, axes: &Axes) -> String {
+    let mut o = String::new();
     for (name, a, b) in &r.step_marks {
         let mut g = format!("<g id=\"step-{}\">", esc(name));
         for (t, label) in [(a, format!("{name} start")), (b, format!("{name} end"))] {
             if let Some(t) = t {
-                let x = LEFT + ((*t - t0) as f64 / span).clamp(0.0, 1.0) * (W - LEFT - RIGHT);
+                let x = axes.x_clamped(*t);
                 g += &format!(
                     "<line x1=\"{x:.1}\" y1=\"{MEM_TOP}\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#999\" stroke-dasharray=\"2,3\"><title>{}</title></line>",
                     CPU_TOP + CPU_H,
@@ -188,82 +278,61 @@ pub fn svg(r: &Report) -> String {
         g += "</g>\n";
         o += &g;
     }
-    if multi {
-        o += &node_lines(r, t0, span, mem_max, cpu_max);
-    }
+    o
+}
+
+/// The job's own series: working set, cache, cores (single node only: a multi-node job
+/// has one line per node instead), the limit and the allocation.
+fn job_lines(pts: &[Point], axes: &Axes, multi: bool, alloc: Option<f64>) -> String {
+    let mut o = String::new();
+    let mut line = |id: &str, panel: Panel, get: &dyn Fn(&Point) -> Option<f64>, style: String| {
+        o += &polyline(id, pts, axes, panel, get, &style);
+        o += "\n";
+    };
     if !multi {
-        o += &polyline(
+        line(
             "series-cache",
-            pts,
-            t0,
-            span,
-            MEM_TOP,
-            MEM_H,
-            mem_max,
-            |p| {
-                p.cache_bytes
-                    .zip(p.working_set_bytes)
-                    .map(|(c, w)| (c + w) as f64)
-            },
-            &format!("stroke=\"{CACHE_COLOUR}\" stroke-width=\"1.5\""),
+            Panel::Memory,
+            &|p| cache_top(p).map(|v| v as f64),
+            format!("stroke=\"{CACHE_COLOUR}\" stroke-width=\"1.5\""),
         );
-        o += "\n";
-        o += &polyline(
+        line(
             "series-working-set",
-            pts,
-            t0,
-            span,
-            MEM_TOP,
-            MEM_H,
-            mem_max,
-            |p| p.working_set_bytes.map(|v| v as f64),
-            &format!("stroke=\"{MEM_COLOUR}\" stroke-width=\"2\""),
+            Panel::Memory,
+            &|p| p.working_set_bytes.map(|v| v as f64),
+            format!("stroke=\"{MEM_COLOUR}\" stroke-width=\"2\""),
         );
-        o += "\n";
     }
-    o += &polyline(
+    line(
         "series-limit",
-        pts,
-        t0,
-        span,
-        MEM_TOP,
-        MEM_H,
-        mem_max,
-        |p| p.limit_bytes.map(|v| v as f64),
-        &format!("stroke=\"{LIMIT_COLOUR}\" stroke-dasharray=\"6,4\""),
+        Panel::Memory,
+        &|p| p.limit_bytes.map(|v| v as f64),
+        format!("stroke=\"{LIMIT_COLOUR}\" stroke-dasharray=\"6,4\""),
     );
-    o += "\n";
     if !multi {
-        o += &polyline(
+        line(
             "series-cores",
-            pts,
-            t0,
-            span,
-            CPU_TOP,
-            CPU_H,
-            cpu_max,
-            |p| p.cores,
-            &format!("stroke=\"{CPU_COLOUR}\" stroke-width=\"2\""),
+            Panel::Cores,
+            &|p| p.cores,
+            format!("stroke=\"{CPU_COLOUR}\" stroke-width=\"2\""),
         );
-        o += "\n";
     }
     if alloc.is_some() {
-        o += &polyline(
+        line(
             "series-allocated",
-            pts,
-            t0,
-            span,
-            CPU_TOP,
-            CPU_H,
-            cpu_max,
-            |_| alloc,
-            &format!("stroke=\"{LIMIT_COLOUR}\" stroke-dasharray=\"6,4\""),
+            Panel::Cores,
+            &|_| alloc,
+            format!("stroke=\"{LIMIT_COLOUR}\" stroke-dasharray=\"6,4\""),
         );
-        o += "\n";
     }
-    // OOM kills.
+    o
+}
+
+/// A red line and label in the memory panel at each OOM kill (`oom-kill`).
+fn oom_marks(r: &Report, axes: &Axes) -> String {
+    let mut o = String::new();
     for e in &r.memory.oom_events {
-        let x = LEFT + ((e.t_unix_ms - t0) as f64 / span).clamp(0.0, 1.0) * (W - LEFT - RIGHT);
+        let x = axes.x_clamped(e.t_unix_ms);
         o += &format!(
             "<g id=\"oom-kill\"><line x1=\"{x:.1}\" y1=\"{MEM_TOP}\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#c0392b\" stroke-width=\"2\"/><text x=\"{:.1}\" y=\"{:.0}\" fill=\"#c0392b\">OOM kill</text></g>\n",
             MEM_TOP + MEM_H,
@@ -271,7 +340,6 @@ pub fn svg(r: &Report) -> String {
             MEM_TOP + 14.0
         );
     }
-    o += "</svg>\n";
     o
 }
 
@@ -285,7 +353,7 @@ const NODE_DASHES: [(&str, &str); 4] = [
 
 /// One working-set line and one cores line per node (`node-<name>-working-set`,
 /// `node-<name>-cores`), each labelled at its right end.
-fn node_lines(r: &Report, t0: i64, span: f64, mem_max: f64, cpu_max: f64) -> String {
+fn node_lines(r: &Report, axes: &Axes) -> String {
     let mut o = String::new();
     for (i, (node, pts)) in r.node_points.iter().enumerate() {
         let (dash, pattern) = NODE_DASHES[i % NODE_DASHES.len()];
@@ -301,11 +369,8 @@ fn node_lines(r: &Report, t0: i64, span: f64, mem_max: f64, cpu_max: f64) -> Str
         o += &polyline(
             &format!("node-{id}-working-set"),
             pts,
-            t0,
-            span,
-            MEM_TOP,
-            MEM_H,
-            mem_max,
+            axes,
+            Panel::Memory,
             |p| p.working_set_bytes.map(|v| v as f64),
             &style(MEM_COLOUR),
         );
@@ -313,11 +378,8 @@ fn node_lines(r: &Report, t0: i64, span: f64, mem_max: f64, cpu_max: f64) -> Str
         o += &polyline(
             &format!("node-{id}-cores"),
             pts,
-            t0,
-            span,
-            CPU_TOP,
-            CPU_H,
-            cpu_max,
+            axes,
+            Panel::Cores,
             |p| p.cores,
             &style(CPU_COLOUR),
         );

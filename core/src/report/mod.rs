@@ -317,277 +317,69 @@ pub fn build(
     sacct_error: Option<String>,
     no_recording_reason: Option<String>,
 ) -> Report {
-    let sj = acct.map(|a| &a.job);
-    let rec = primary(recs);
+    build_with(
+        job_id,
+        recs,
+        acct,
+        sacct_error,
+        no_recording_reason,
+        &analysis::Thresholds::default(),
+    )
+}
+
+/// [`build`] under a site's thresholds (the CLI's site file) instead of the defaults.
+pub fn build_with(
+    job_id: &str,
+    recs: &[Recording],
+    acct: Option<&sacct::Record>,
+    sacct_error: Option<String>,
+    no_recording_reason: Option<String>,
+    thresholds: &analysis::Thresholds,
+) -> Report {
     let merged = (!recs.is_empty()).then(|| nodes::merge_summaries(recs));
-    let summ = merged.as_ref();
+    let s = Sources {
+        recs,
+        rec: primary(recs),
+        summ: merged.as_ref(),
+        acct,
+        sj: acct.map(|a| &a.job),
+        thresholds,
+    };
     let mut notes = Vec::new();
-    if rec.is_none() {
-        notes.push(match no_recording_reason {
-            Some(r) => format!("{r}: {ENABLE_HINT}."),
-            None => format!("{}{}.", ENABLE_HINT[..1].to_uppercase(), &ENABLE_HINT[1..]),
-        });
+    if s.rec.is_none() {
+        notes.push(no_recording_note(no_recording_reason));
     }
-    let rec_span = {
-        let a = recs
-            .iter()
-            .filter_map(|r| r.job_rows.first())
-            .map(|x| x.t_unix_ms)
-            .min();
-        let b = recs
-            .iter()
-            .filter_map(|r| r.job_rows.last())
-            .map(|x| x.t_unix_ms)
-            .max();
-        a.zip(b).map(|(a, b)| (b - a) as f64 / 1000.0)
-    };
-    let open = acct.is_some_and(|a| a.is_open());
-    let sacct_record_open = open
-        && rec.is_some_and(|r| {
-            !r.steps.is_empty() && r.steps.iter().all(|s| s.ended_unix_ms.is_some())
-        });
-    let elapsed = if open && rec_span.is_some() {
-        rec_span
-    } else {
-        sj.and_then(|j| j.elapsed_seconds)
-            .map(|e| e as f64)
-            .or(rec_span)
-    };
-    let job = JobInfo {
-        name: sj.map(|j| j.job_name.clone()),
-        user: sj
-            .and_then(|j| j.user.clone())
-            .or(rec.map(|r| r.meta.user.clone())),
-        // The recording's uid first: right after a short job ends sacct was seen giving UID 0
-        // for a moment (which made "cancelled by someone else" vanish for a root cancel).
-        uid: rec.map(|r| r.meta.uid).or(sj.and_then(|j| j.uid)),
-        partition: sj.and_then(|j| j.partition.clone()),
-        nodes: sj.and_then(|j| j.nodes),
-        node_list: sj.and_then(|j| j.node_list.clone()).or_else(|| {
-            (!recs.is_empty()).then(|| {
-                let mut names: Vec<String> = recs.iter().map(|r| r.meta.node.clone()).collect();
-                names.sort();
-                crate::slurm::hostlist::compress(&names)
-            })
-        }),
-        submit_unix: sj.and_then(|j| j.submit_unix),
-        start_unix: sj.and_then(|j| j.start_unix),
-        end_unix: sj.and_then(|j| j.end_unix),
-        queue_wait_seconds: acct.and_then(|a| a.queue_wait_seconds()),
-        timelimit_seconds: sj.and_then(|j| j.timelimit_minutes).map(|m| m * 60),
-        cancelled_by_uid: sj.and_then(|j| j.state.cancelled_by_uid),
-        work_dir: sj.and_then(|j| j.work_dir.clone()),
-    };
-    let tres = TresInfo {
-        requested: sj.map(|j| j.req_tres.clone()),
-        allocated: sj.map(|j| j.alloc_tres.clone()),
-        req_mem: sj.and_then(|j| j.req_mem),
-        req_mem_whole_node: sj
-            .and_then(|j| j.req_mem)
-            .is_some_and(|m| m.is_whole_node()),
-        memory_per_node_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
-        gpus_allocated: sj.and_then(|j| j.gpus_allocated()),
-    };
-    let cores_alloc = summ
-        .and_then(|s| s.cores_allocated)
-        .or(rec.and_then(|r| r.meta.cores_allocated))
-        .map(f64::from)
-        .or(sj.and_then(|j| j.cpus).map(|c| c as f64));
-    let cpu_sourced = summ
-        .and_then(|s| s.cpu_usage_seconds_total)
-        .map(|c| {
-            analysis::efficiency::Sourced::new(
-                c,
-                if recs.len() > 1 {
-                    "recordings, summed over the nodes"
-                } else {
-                    "recording"
-                },
-            )
-        })
-        .or_else(|| {
-            acct.and_then(|a| a.cpu_seconds())
-                .map(|(c, b)| analysis::efficiency::Sourced::new(c, b.describe()))
-        });
-    let cpu_total = cpu_sourced.as_ref().map(|c| c.value);
-    let cpu = CpuInfo {
-        usage_seconds_total: cpu_total,
-        user_seconds: summ.and_then(|s| s.cpu_user_seconds).or_else(|| {
-            let v: Vec<f64> = acct?
-                .steps
-                .iter()
-                .filter_map(|s| s.user_cpu_seconds)
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum())
-        }),
-        system_seconds: summ.and_then(|s| s.cpu_system_seconds).or_else(|| {
-            let v: Vec<f64> = acct?
-                .steps
-                .iter()
-                .filter_map(|s| s.system_cpu_seconds)
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum())
-        }),
-        cores_allocated: cores_alloc,
-        peak_effective_cores: summ.and_then(|s| s.peak_effective_cores),
-        peak_effective_cores_at_unix_ms: summ.and_then(|s| s.peak_effective_cores_t_unix_ms),
-        // Over the recording: the CPU burnt since its first reading (a counter that started
-        // before it would otherwise inflate the average); the total is the summary's, which
-        // carries the CPU across counter resets. Without a recording, sacct's over elapsed.
-        average_effective_cores: match (
-            summ.and_then(|s| s.cpu_usage_seconds_total),
-            first_cpu_seconds(recs),
-            rec_span,
-        ) {
-            (Some(total), Some(first), Some(span)) if span > 0.0 && total >= first => {
-                Some((total - first) / span)
-            }
-            _ => match (cpu_total, elapsed) {
-                (Some(c), Some(e)) if recs.is_empty() && e > 0.0 => Some(c / e),
-                _ => None,
-            },
-        },
-    };
-    let limit = summ
-        .and_then(|s| s.memory_limit_bytes)
-        .or(rec.and_then(|r| r.meta.memory_allocated_bytes))
-        .or(sj.and_then(|j| j.memory_per_node_bytes()));
-    let oom_state = sj.is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
-    let sacct_memory = acct.and_then(|a| a.memory_per_node());
-    let mut oom_events = summ.map(|s| s.oom_events.clone()).unwrap_or_default();
-    if oom_events.is_empty() && oom_state {
-        // Slurm saw the kill, the counter we read did not (cgroup v1 counts it in a child):
-        // the first time the limit was hit dates it.
-        if let Some(e) = summ.and_then(|s| s.limit_hit_events.first()) {
-            oom_events.push(e.clone());
-            notes.push("The kill is dated by the first time the job hit its memory limit (the kernel counted the kill in a cgroup below the one recorded).".into());
-        }
-    }
-    let oom_kills = match (summ.and_then(|s| s.oom_kills), oom_state) {
-        (Some(k), true) => Some(k.max(1)),
-        (None, true) => Some(1),
-        (k, false) => k,
-    };
-    let memory = MemoryInfo {
-        peak_working_set_bytes: summ.and_then(|s| s.peak_working_set_bytes),
-        peak_working_set_at_unix_ms: summ.and_then(|s| s.peak_working_set_t_unix_ms),
-        peak_working_set_node: recs
-            .iter()
-            .filter(|r| r.summary.peak_working_set_bytes.is_some())
-            .max_by_key(|r| r.summary.peak_working_set_bytes)
-            .map(|r| r.meta.node.clone()),
-        lifetime_peak_bytes: summ.and_then(|s| s.lifetime_peak_bytes),
-        limit_bytes: limit,
-        oom_kills,
-        oom_events,
-        sacct_max_rss_bytes: acct.and_then(|a| a.max_rss_bytes()),
-        sacct_memory_per_node_bytes: sacct_memory.map(|m| m.bytes_per_node),
-        sacct_memory_basis: sacct_memory.map(|m| m.basis.describe()),
-        major_faults: summ.and_then(|s| s.memory_major_faults),
-    };
-    let gpus = summ.map(|s| s.gpus.clone()).unwrap_or_default();
-    let efficiency = analysis::efficiency::compute(&efficiency_inputs(
+    let rec_span = s.recorded_span_seconds();
+    let elapsed = s.elapsed_seconds(rec_span);
+    let job = s.job_info();
+    let tres = s.tres_info();
+    let cpu_sourced = s.cpu_seconds();
+    let cpu = s.cpu_info(cpu_sourced.as_ref().map(|c| c.value), rec_span, elapsed);
+    let memory = s.memory_info(&mut notes);
+    let gpus = s.summ.map(|m| m.gpus.clone()).unwrap_or_default();
+    let efficiency = analysis::efficiency::compute(&s.efficiency_inputs(
         &memory,
-        limit_source(summ.and_then(|s| s.memory_limit_bytes), rec, sj),
         cpu_sourced,
         elapsed,
-        cores_alloc,
-        sj,
+        cpu.cores_allocated,
         &gpus,
         tres.gpus_allocated,
-        sacct_memory,
     ));
-    let steps = step_lines(rec, acct);
-    let facts = Facts {
-        recorded: rec.is_some(),
-        state: sj.map(|j| j.state.name.clone()),
-        exit_code: sj.and_then(|j| j.exit_code).map(|e| e.code),
-        exit_signal: sj.and_then(|j| j.exit_code).map(|e| e.signal),
-        owner_uid: job.uid,
-        cancelled_by_uid: job.cancelled_by_uid,
-        elapsed_seconds: elapsed,
-        timelimit_seconds: job.timelimit_seconds.map(|s| s as f64),
-        cores_allocated: cores_alloc,
-        cpu_seconds: cpu_total,
-        cpu_system_seconds: cpu.system_seconds,
-        peak_effective_cores: cpu.peak_effective_cores,
-        memory_limit_bytes: limit,
-        peak_working_set_bytes: memory.peak_working_set_bytes,
-        peak_working_set_t_unix_ms: memory.peak_working_set_at_unix_ms,
-        lifetime_peak_bytes: memory.lifetime_peak_bytes,
-        max_rss_bytes: memory.sacct_max_rss_bytes,
-        oom_kills: memory.oom_kills,
-        oom_events: memory.oom_events.clone(),
-        major_faults: memory.major_faults,
-        last_stretch: rec.and_then(|r| last_stretch(&r.job_rows)),
-        sacct_record_open,
-        gpus: gpus.clone(),
-        busiest_node: (recs.len() > 1)
-            .then(|| {
-                recs.iter()
-                    .filter_map(|r| Some((r, r.summary.peak_effective_cores?)))
-                    .max_by(|a, b| a.1.total_cmp(&b.1))
-                    .map(|(r, peak)| analysis::NodeCores {
-                        node: r.meta.node.clone(),
-                        peak_effective_cores: peak,
-                        cores_allocated: r
-                            .summary
-                            .cores_allocated
-                            .or(r.meta.cores_allocated)
-                            .map(f64::from),
-                        tasks: r
-                            .steps
-                            .iter()
-                            .filter(|s| s.step != store::EXTERN_STEP && s.step != "batch")
-                            .filter_map(|s| s.tasks)
-                            .max(),
-                    })
-            })
-            .flatten(),
-    };
-    let mut findings = analysis::findings(&facts);
-    let expected: Vec<String> = sj
-        .and_then(|j| j.node_list.as_deref())
-        .and_then(|l| crate::slurm::hostlist::expand(l).ok())
-        .filter(|_| !recs.is_empty())
-        .unwrap_or_default();
-    let node_lines = nodes::lines(recs, &expected);
-    if node_lines.len() > 1 {
-        findings.extend(nodes::findings(&node_lines, &nodes::Grid::of(recs)));
-    }
-    let sbatch = analysis::sbatch(&facts);
-    if let Some(r) = rec {
-        if r.meta.source == crate::sample::Source::Proc {
-            notes.push("Recorded from /proc (no job cgroup): there is no page-cache figure, kernel peak or limit.".into());
-        }
-    }
-    if rec.is_none()
-        && acct.and_then(|a| a.cpu_seconds()).map(|(_, b)| b)
-            == Some(sacct::CpuBasis::JobLineTotalCpu)
-    {
-        notes.push(
-            "sacct has no step lines for this job: its CPU seconds are the job line's TotalCPU."
-                .into(),
-        );
-    }
-    if acct.is_some_and(|a| a.skipped_lines > 0) {
-        notes.push(format!(
-            "{} sacct line(s) could not be read (a field contained the delimiter) and were skipped.",
-            acct.map_or(0, |a| a.skipped_lines)
-        ));
-    }
+    let steps = step_lines(s.rec, acct);
+    let facts = s.facts(&job, &cpu, &memory, elapsed, &gpus);
+    let (findings, node_lines) = s.findings(&facts);
+    let sbatch = analysis::sbatch(&facts, thresholds);
+    s.source_notes(&mut notes);
+    let limit = memory.limit_bytes;
     Report {
         schema: SCHEMA,
         job_id: job_id.to_string(),
-        source: match rec.map(|r| r.origin) {
-            Some(Origin::File) => "recorded_file",
-            Some(Origin::SlurmdbdSummary) => "slurmdbd_summary",
-            None => "sacct_only",
-        },
-        file: rec
+        source: s.source(),
+        file: s
+            .rec
             .filter(|r| r.origin == Origin::File)
             .map(|r| r.path.display().to_string()),
-        summary_stored: rec.map(|r| r.summary_stored),
+        summary_stored: s.rec.map(|r| r.summary_stored),
         state: facts.state.clone(),
         exit_code: facts.exit_code,
         exit_signal: facts.exit_signal,
@@ -603,10 +395,11 @@ pub fn build(
         findings,
         sbatch,
         sampler: SamplerInfo {
-            cpu_seconds: summ
-                .and_then(|s| s.sampler_cpu_usec)
+            cpu_seconds: s
+                .summ
+                .and_then(|m| m.sampler_cpu_usec)
                 .map(|u| u as f64 / 1e6),
-            bytes_written: summ.and_then(|s| s.sampler_bytes_written),
+            bytes_written: s.summ.and_then(|m| m.sampler_bytes_written),
         },
         notes,
         sacct: acct.map(|a| SacctDump {
@@ -616,18 +409,454 @@ pub fn build(
         sacct_error,
         log: None,
         log_excerpt: Vec::new(),
-        points: rec.map(|r| points(&r.job_rows, limit)).unwrap_or_default(),
-        node_points: if recs.len() > 1 {
-            let mut v: Vec<(String, Vec<Point>)> = recs
-                .iter()
-                .map(|r| (r.meta.node.clone(), points(&r.job_rows, limit)))
-                .collect();
-            v.sort_by(|a, b| a.0.cmp(&b.0));
-            v
+        points: s
+            .rec
+            .map(|r| points(&r.job_rows, limit))
+            .unwrap_or_default(),
+        node_points: s.node_points(limit),
+        step_marks: s.step_marks(),
+    }
+}
+
+/// Said when there is no recording: why (where the caller knows), and how to get one.
+fn no_recording_note(reason: Option<String>) -> String {
+    match reason {
+        Some(r) => format!("{r}: {ENABLE_HINT}."),
+        None => format!("{}{}.", ENABLE_HINT[..1].to_uppercase(), &ENABLE_HINT[1..]),
+    }
+}
+
+/// What a report is built from: every node's recording, the primary one ([`primary`]),
+/// their merged summary, and sacct's record (`sj`: its job line). Each method reads one
+/// part of the report from them.
+struct Sources<'a> {
+    recs: &'a [Recording],
+    rec: Option<&'a Recording>,
+    summ: Option<&'a Summary>,
+    acct: Option<&'a sacct::Record>,
+    sj: Option<&'a sacct::Line>,
+    /// The findings' thresholds (the site file's, or the defaults).
+    thresholds: &'a analysis::Thresholds,
+}
+
+impl Sources<'_> {
+    /// From the first recorded row on any node to the last, seconds.
+    fn recorded_span_seconds(&self) -> Option<f64> {
+        let a = self
+            .recs
+            .iter()
+            .filter_map(|r| r.job_rows.first())
+            .map(|x| x.t_unix_ms)
+            .min();
+        let b = self
+            .recs
+            .iter()
+            .filter_map(|r| r.job_rows.last())
+            .map(|x| x.t_unix_ms)
+            .max();
+        a.zip(b).map(|(a, b)| (b - a) as f64 / 1000.0)
+    }
+
+    /// sacct's record still says running (and may be stale): [`Record::is_open`](sacct::Record::is_open).
+    fn sacct_open(&self) -> bool {
+        self.acct.is_some_and(|a| a.is_open())
+    }
+
+    /// sacct says running although every recorded step has ended: a lost end record.
+    fn sacct_record_open(&self) -> bool {
+        self.sacct_open()
+            && self.rec.is_some_and(|r| {
+                !r.steps.is_empty() && r.steps.iter().all(|s| s.ended_unix_ms.is_some())
+            })
+    }
+
+    /// The recording's span while sacct's record is open (its elapsed grows with the clock),
+    /// else sacct's elapsed, else the recording's.
+    fn elapsed_seconds(&self, rec_span: Option<f64>) -> Option<f64> {
+        if self.sacct_open() && rec_span.is_some() {
+            rec_span
         } else {
-            Vec::new()
-        },
-        step_marks: rec
+            self.sj
+                .and_then(|j| j.elapsed_seconds)
+                .map(|e| e as f64)
+                .or(rec_span)
+        }
+    }
+
+    fn job_info(&self) -> JobInfo {
+        let (recs, rec, sj) = (self.recs, self.rec, self.sj);
+        // slurmdbd's partial record (sacct::Record::is_partial) says name `allocation`, UID 0,
+        // no partition and no limit: placeholders, not the job's; unknown until it is filled in.
+        let whole = sj.filter(|_| !self.acct.is_some_and(|a| a.is_partial()));
+        JobInfo {
+            name: whole.map(|j| j.job_name.clone()),
+            user: sj
+                .and_then(|j| j.user.clone())
+                .or(rec.map(|r| r.meta.user.clone())),
+            // The recording's uid first: it is the job's own, whatever sacct holds so far.
+            uid: rec.map(|r| r.meta.uid).or(whole.and_then(|j| j.uid)),
+            partition: whole.and_then(|j| j.partition.clone()),
+            nodes: sj.and_then(|j| j.nodes),
+            node_list: sj.and_then(|j| j.node_list.clone()).or_else(|| {
+                (!recs.is_empty()).then(|| {
+                    let mut names: Vec<String> = recs.iter().map(|r| r.meta.node.clone()).collect();
+                    names.sort();
+                    crate::slurm::hostlist::compress(&names)
+                })
+            }),
+            submit_unix: sj.and_then(|j| j.submit_unix),
+            start_unix: sj.and_then(|j| j.start_unix),
+            end_unix: sj.and_then(|j| j.end_unix),
+            queue_wait_seconds: self.acct.and_then(|a| a.queue_wait_seconds()),
+            timelimit_seconds: whole.and_then(|j| j.timelimit_minutes).map(|m| m * 60),
+            cancelled_by_uid: sj.and_then(|j| j.state.cancelled_by_uid),
+            work_dir: sj.and_then(|j| j.work_dir.clone()),
+        }
+    }
+
+    fn tres_info(&self) -> TresInfo {
+        let sj = self.sj;
+        TresInfo {
+            requested: sj.map(|j| j.req_tres.clone()),
+            allocated: sj.map(|j| j.alloc_tres.clone()),
+            req_mem: sj.and_then(|j| j.req_mem),
+            req_mem_whole_node: sj
+                .and_then(|j| j.req_mem)
+                .is_some_and(|m| m.is_whole_node()),
+            memory_per_node_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
+            gpus_allocated: sj.and_then(|j| j.gpus_allocated()),
+        }
+    }
+
+    /// The recording's (merged summary, then the file's note), else sacct's CPU count.
+    fn cores_allocated(&self) -> Option<f64> {
+        self.summ
+            .and_then(|s| s.cores_allocated)
+            .or(self.rec.and_then(|r| r.meta.cores_allocated))
+            .map(f64::from)
+            .or(self.sj.and_then(|j| j.cpus).map(|c| c as f64))
+    }
+
+    /// The job's CPU seconds with their basis: the recordings', else sacct's.
+    fn cpu_seconds(&self) -> Option<analysis::efficiency::Sourced<f64>> {
+        self.summ
+            .and_then(|s| s.cpu_usage_seconds_total)
+            .map(|c| {
+                analysis::efficiency::Sourced::new(
+                    c,
+                    if self.recs.len() > 1 {
+                        "recordings, summed over the nodes"
+                    } else {
+                        "recording"
+                    },
+                )
+            })
+            .or_else(|| {
+                self.acct
+                    .and_then(|a| a.cpu_seconds())
+                    .map(|(c, b)| analysis::efficiency::Sourced::new(c, b.describe()))
+            })
+    }
+
+    fn cpu_info(
+        &self,
+        cpu_total: Option<f64>,
+        rec_span: Option<f64>,
+        elapsed: Option<f64>,
+    ) -> CpuInfo {
+        let (summ, acct, recs) = (self.summ, self.acct, self.recs);
+        CpuInfo {
+            usage_seconds_total: cpu_total,
+            user_seconds: summ
+                .and_then(|s| s.cpu_user_seconds)
+                .or_else(|| acct?.steps_sum(|s| s.user_cpu_seconds)),
+            system_seconds: summ
+                .and_then(|s| s.cpu_system_seconds)
+                .or_else(|| acct?.steps_sum(|s| s.system_cpu_seconds)),
+            cores_allocated: self.cores_allocated(),
+            peak_effective_cores: summ.and_then(|s| s.peak_effective_cores),
+            peak_effective_cores_at_unix_ms: summ.and_then(|s| s.peak_effective_cores_t_unix_ms),
+            // Over the recording: the CPU burnt since its first reading (a counter that started
+            // before it would otherwise inflate the average); the total is the summary's, which
+            // carries the CPU across counter resets. Without a recording, sacct's over elapsed.
+            average_effective_cores: match (
+                summ.and_then(|s| s.cpu_usage_seconds_total),
+                first_cpu_seconds(recs),
+                rec_span,
+            ) {
+                (Some(total), Some(first), Some(span)) if span > 0.0 && total >= first => {
+                    Some((total - first) / span)
+                }
+                _ => match (cpu_total, elapsed) {
+                    (Some(c), Some(e)) if recs.is_empty() && e > 0.0 => Some(c / e),
+                    _ => None,
+                },
+            },
+        }
+    }
+
+    /// The cgroup's limit, else the allocation the plugin noted, else sacct's per node.
+    fn memory_limit_bytes(&self) -> Option<u64> {
+        self.summ
+            .and_then(|s| s.memory_limit_bytes)
+            .or(self.rec.and_then(|r| r.meta.memory_allocated_bytes))
+            .or(self.sj.and_then(|j| j.memory_per_node_bytes()))
+    }
+
+    /// Memory figures; a kill dated by the first limit hit is said in `notes`.
+    fn memory_info(&self, notes: &mut Vec<String>) -> MemoryInfo {
+        let (summ, acct) = (self.summ, self.acct);
+        let oom_state = self.sj.is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
+        let sacct_memory = acct.and_then(|a| a.memory_per_node());
+        let mut oom_events = summ.map(|s| s.oom_events.clone()).unwrap_or_default();
+        if oom_events.is_empty() && oom_state {
+            // Slurm saw the kill, the counter we read did not (cgroup v1 counts it in a child):
+            // the first time the limit was hit dates it.
+            if let Some(e) = summ.and_then(|s| s.limit_hit_events.first()) {
+                oom_events.push(e.clone());
+                notes.push("The kill is dated by the first time the job hit its memory limit (the kernel counted the kill in a cgroup below the one recorded).".into());
+            }
+        }
+        let oom_kills = match (summ.and_then(|s| s.oom_kills), oom_state) {
+            (Some(k), true) => Some(k.max(1)),
+            (None, true) => Some(1),
+            (k, false) => k,
+        };
+        MemoryInfo {
+            peak_working_set_bytes: summ.and_then(|s| s.peak_working_set_bytes),
+            peak_working_set_at_unix_ms: summ.and_then(|s| s.peak_working_set_t_unix_ms),
+            peak_working_set_node: self
+                .recs
+                .iter()
+                .filter(|r| r.summary.peak_working_set_bytes.is_some())
+                .max_by_key(|r| r.summary.peak_working_set_bytes)
+                .map(|r| r.meta.node.clone()),
+            lifetime_peak_bytes: summ.and_then(|s| s.lifetime_peak_bytes),
+            limit_bytes: self.memory_limit_bytes(),
+            oom_kills,
+            oom_events,
+            sacct_max_rss_bytes: acct.and_then(|a| a.max_rss_bytes()),
+            sacct_memory_per_node_bytes: sacct_memory.map(|m| m.bytes_per_node),
+            sacct_memory_basis: sacct_memory.map(|m| m.basis.describe()),
+            major_faults: summ.and_then(|s| s.memory_major_faults),
+        }
+    }
+
+    /// What the limit figure is: the cgroup's, the allocation the plugin noted, or sacct's.
+    fn limit_source(&self) -> &'static str {
+        if self.summ.and_then(|s| s.memory_limit_bytes).is_some() {
+            "cgroup limit"
+        } else if self
+            .rec
+            .and_then(|r| r.meta.memory_allocated_bytes)
+            .is_some()
+        {
+            "allocation per node"
+        } else if self.sj.and_then(|j| j.memory_per_node_bytes()).is_some() {
+            "sacct allocation per node"
+        } else {
+            "limit"
+        }
+    }
+
+    /// The efficiencies' inputs from the report's figures: the recording's where there is
+    /// one, else sacct's (the sum over a step's tasks, with its basis).
+    fn efficiency_inputs(
+        &self,
+        memory: &MemoryInfo,
+        cpu_seconds: Option<analysis::efficiency::Sourced<f64>>,
+        elapsed: Option<f64>,
+        cores_allocated: Option<f64>,
+        gpus: &[GpuSummary],
+        gpus_allocated: Option<u64>,
+    ) -> analysis::efficiency::Inputs {
+        use analysis::efficiency::{GpuInput, Inputs, Sourced};
+        let sj = self.sj;
+        let sacct_memory = self.acct.and_then(|a| a.memory_per_node());
+        let memory_used = memory
+            .peak_working_set_bytes
+            .map(|w| Sourced::new(w, "working-set peak"))
+            .or_else(|| sacct_memory.map(|m| Sourced::new(m.bytes_per_node, m.basis.describe())));
+        Inputs {
+            cpu_seconds,
+            elapsed_seconds: elapsed,
+            cores_allocated,
+            memory_used,
+            memory_limit: memory
+                .limit_bytes
+                .map(|l| Sourced::new(l, self.limit_source())),
+            max_rss_bytes: memory.sacct_max_rss_bytes,
+            memory_request_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
+            timelimit_seconds: sj
+                .and_then(|j| j.timelimit_minutes)
+                .map(|m| m as f64 * 60.0),
+            timelimit_unlimited: sj.is_some_and(|j| {
+                j.timelimit_minutes.is_none()
+                    && j.fields
+                        .get("Timelimit")
+                        .is_some_and(|t| t.trim() == "UNLIMITED")
+            }),
+            timelimit_unknown_reason: sj
+                .is_none()
+                .then(|| "no sacct record (the limit is Slurm's)".to_string()),
+            gpus: gpus
+                .iter()
+                .map(|g| GpuInput {
+                    label: g.label.clone(),
+                    node: g.node.clone(),
+                    utilization_percent: g.mean_utilization_percent,
+                    memory_used: g
+                        .peak_job_memory_bytes
+                        .map(|m| Sourced::new(m, "the job's processes, peak")),
+                    memory_total_bytes: g.memory_total_bytes,
+                })
+                .collect(),
+            gpus_expected: gpus_allocated,
+        }
+    }
+
+    /// What the findings and the `#SBATCH` advice read.
+    fn facts(
+        &self,
+        job: &JobInfo,
+        cpu: &CpuInfo,
+        memory: &MemoryInfo,
+        elapsed: Option<f64>,
+        gpus: &[GpuSummary],
+    ) -> Facts {
+        let sj = self.sj;
+        Facts {
+            recorded: self.rec.is_some(),
+            state: sj.map(|j| j.state.name.clone()),
+            exit_code: sj.and_then(|j| j.exit_code).map(|e| e.code),
+            exit_signal: sj.and_then(|j| j.exit_code).map(|e| e.signal),
+            owner_uid: job.uid,
+            cancelled_by_uid: job.cancelled_by_uid,
+            elapsed_seconds: elapsed,
+            timelimit_seconds: job.timelimit_seconds.map(|s| s as f64),
+            cores_allocated: cpu.cores_allocated,
+            cpu_seconds: cpu.usage_seconds_total,
+            cpu_system_seconds: cpu.system_seconds,
+            peak_effective_cores: cpu.peak_effective_cores,
+            memory_limit_bytes: memory.limit_bytes,
+            peak_working_set_bytes: memory.peak_working_set_bytes,
+            peak_working_set_t_unix_ms: memory.peak_working_set_at_unix_ms,
+            lifetime_peak_bytes: memory.lifetime_peak_bytes,
+            max_rss_bytes: memory.sacct_max_rss_bytes,
+            oom_kills: memory.oom_kills,
+            oom_events: memory.oom_events.clone(),
+            major_faults: memory.major_faults,
+            last_stretch: self
+                .rec
+                .and_then(|r| last_stretch(&r.job_rows, self.thresholds.idle_min_seconds)),
+            sacct_record_open: self.sacct_record_open(),
+            gpus: gpus.to_vec(),
+            busiest_node: self.busiest_node(),
+        }
+    }
+
+    /// A multi-node job: the node whose CPU peaked highest, with its allocation and tasks
+    /// (what `--cpus-per-task` is sized from).
+    fn busiest_node(&self) -> Option<analysis::NodeCores> {
+        if self.recs.len() <= 1 {
+            return None;
+        }
+        self.recs
+            .iter()
+            .filter_map(|r| Some((r, r.summary.peak_effective_cores?)))
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(r, peak)| analysis::NodeCores {
+                node: r.meta.node.clone(),
+                peak_effective_cores: peak,
+                cores_allocated: r
+                    .summary
+                    .cores_allocated
+                    .or(r.meta.cores_allocated)
+                    .map(f64::from),
+                tasks: r
+                    .steps
+                    .iter()
+                    .filter(|s| s.step != store::EXTERN_STEP && s.step != "batch")
+                    .filter_map(|s| s.tasks)
+                    .max(),
+            })
+    }
+
+    /// The job's findings, and every node of the allocation (recorded or not) with the
+    /// findings only a multi-node job has.
+    fn findings(&self, facts: &Facts) -> (Vec<Finding>, Vec<nodes::NodeLine>) {
+        let mut findings = analysis::findings(facts, self.thresholds);
+        let expected: Vec<String> = self
+            .sj
+            .and_then(|j| j.node_list.as_deref())
+            .and_then(|l| crate::slurm::hostlist::expand(l).ok())
+            .filter(|_| !self.recs.is_empty())
+            .unwrap_or_default();
+        let node_lines = nodes::lines(self.recs, &expected);
+        if node_lines.len() > 1 {
+            findings.extend(nodes::findings(&node_lines, &nodes::Grid::of(self.recs)));
+        }
+        (findings, node_lines)
+    }
+
+    /// Notes on where the figures came from: a /proc recording, sacct's job-line CPU,
+    /// sacct lines that could not be read.
+    fn source_notes(&self, notes: &mut Vec<String>) {
+        let acct = self.acct;
+        if let Some(r) = self.rec {
+            if r.meta.source == crate::sample::Source::Proc {
+                notes.push("Recorded from /proc (no job cgroup): there is no page-cache figure, kernel peak or limit.".into());
+            }
+        }
+        if self.rec.is_none()
+            && acct.and_then(|a| a.cpu_seconds()).map(|(_, b)| b)
+                == Some(sacct::CpuBasis::JobLineTotalCpu)
+        {
+            notes.push(
+                "sacct has no step lines for this job: its CPU seconds are the job line's TotalCPU."
+                    .into(),
+            );
+        }
+        if acct.is_some_and(|a| a.is_partial()) {
+            notes.push(
+                "slurmdbd holds only a partial record of this job so far (its end arrived before its start): the job's name, time limit and request are not known yet; run the report again in a minute."
+                    .into(),
+            );
+        }
+        if acct.is_some_and(|a| a.skipped_lines > 0) {
+            notes.push(format!(
+                "{} sacct line(s) could not be read (a field contained the delimiter) and were skipped.",
+                acct.map_or(0, |a| a.skipped_lines)
+            ));
+        }
+    }
+
+    /// The report's `source`: `recorded_file`, `slurmdbd_summary` or `sacct_only`.
+    fn source(&self) -> &'static str {
+        match self.rec.map(|r| r.origin) {
+            Some(Origin::File) => "recorded_file",
+            Some(Origin::SlurmdbdSummary) => "slurmdbd_summary",
+            None => "sacct_only",
+        }
+    }
+
+    /// One chart line per node, by node name (multi-node jobs only).
+    fn node_points(&self, limit: Option<u64>) -> Vec<(String, Vec<Point>)> {
+        if self.recs.len() <= 1 {
+            return Vec::new();
+        }
+        let mut v: Vec<(String, Vec<Point>)> = self
+            .recs
+            .iter()
+            .map(|r| (r.meta.node.clone(), points(&r.job_rows, limit)))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Each step's start and end for the charts (the extern step is not the job's work).
+    fn step_marks(&self) -> Vec<(String, Option<i64>, Option<i64>)> {
+        self.rec
             .map(|r| {
                 r.steps
                     .iter()
@@ -635,7 +864,7 @@ pub fn build(
                     .map(|s| (s.step.clone(), s.started_unix_ms, s.ended_unix_ms))
                     .collect()
             })
-            .unwrap_or_default(),
+            .unwrap_or_default()
     }
 }
 
@@ -649,78 +878,6 @@ fn first_cpu_seconds(recs: &[Recording]) -> Option<f64> {
     }))
 }
 
-/// What the limit figure is: the cgroup's, the allocation the plugin noted, or sacct's.
-fn limit_source(
-    cgroup: Option<u64>,
-    rec: Option<&Recording>,
-    sj: Option<&sacct::Line>,
-) -> &'static str {
-    if cgroup.is_some() {
-        "cgroup limit"
-    } else if rec.and_then(|r| r.meta.memory_allocated_bytes).is_some() {
-        "allocation per node"
-    } else if sj.and_then(|j| j.memory_per_node_bytes()).is_some() {
-        "sacct allocation per node"
-    } else {
-        "limit"
-    }
-}
-
-/// The efficiencies' inputs from the report's figures: the recording's where there is one,
-/// else sacct's (the sum over a step's tasks, with its basis).
-#[allow(clippy::too_many_arguments)]
-fn efficiency_inputs(
-    memory: &MemoryInfo,
-    limit_source: &str,
-    cpu_seconds: Option<analysis::efficiency::Sourced<f64>>,
-    elapsed: Option<f64>,
-    cores_allocated: Option<f64>,
-    sj: Option<&sacct::Line>,
-    gpus: &[GpuSummary],
-    gpus_allocated: Option<u64>,
-    sacct_memory: Option<sacct::StepMemory>,
-) -> analysis::efficiency::Inputs {
-    use analysis::efficiency::{GpuInput, Inputs, Sourced};
-    let memory_used = memory
-        .peak_working_set_bytes
-        .map(|w| Sourced::new(w, "working-set peak"))
-        .or_else(|| sacct_memory.map(|m| Sourced::new(m.bytes_per_node, m.basis.describe())));
-    Inputs {
-        cpu_seconds,
-        elapsed_seconds: elapsed,
-        cores_allocated,
-        memory_used,
-        memory_limit: memory.limit_bytes.map(|l| Sourced::new(l, limit_source)),
-        max_rss_bytes: memory.sacct_max_rss_bytes,
-        memory_request_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
-        timelimit_seconds: sj
-            .and_then(|j| j.timelimit_minutes)
-            .map(|m| m as f64 * 60.0),
-        timelimit_unlimited: sj.is_some_and(|j| {
-            j.timelimit_minutes.is_none()
-                && j.fields
-                    .get("Timelimit")
-                    .is_some_and(|t| t.trim() == "UNLIMITED")
-        }),
-        timelimit_unknown_reason: sj
-            .is_none()
-            .then(|| "no sacct record (the limit is Slurm's)".to_string()),
-        gpus: gpus
-            .iter()
-            .map(|g| GpuInput {
-                label: g.label.clone(),
-                node: g.node.clone(),
-                utilization_percent: g.mean_utilization_percent,
-                memory_used: g
-                    .peak_job_memory_bytes
-                    .map(|m| Sourced::new(m, "the job's processes, peak")),
-                memory_total_bytes: g.memory_total_bytes,
-            })
-            .collect(),
-        gpus_expected: gpus_allocated,
-    }
-}
-
 /// The file with the job's steps and job lines: the batch (or interactive) node's, else the
 /// first.
 fn primary(recs: &[Recording]) -> Option<&Recording> {
@@ -728,7 +885,7 @@ fn primary(recs: &[Recording]) -> Option<&Recording> {
         .find(|r| {
             r.steps
                 .iter()
-                .any(|s| matches!(s.step.as_str(), "batch" | "interactive"))
+                .any(|s| crate::store::is_job_series_step(&s.step))
         })
         .or(recs.first())
 }
@@ -797,13 +954,13 @@ fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<Step
     out
 }
 
-/// (seconds, CPU seconds) over the last [`analysis::IDLE_MIN_SECONDS`] of the job series.
-fn last_stretch(rows: &[SampleRow]) -> Option<(f64, f64)> {
+/// (seconds, CPU seconds) over the last `idle_min_seconds` of the job series.
+fn last_stretch(rows: &[SampleRow], idle_min_seconds: f64) -> Option<(f64, f64)> {
     let last = rows
         .iter()
         .rev()
         .find(|r| r.usage.cpu_usage_usec.is_some())?;
-    let from_t = last.t_unix_ms - (analysis::IDLE_MIN_SECONDS * 1000.0) as i64;
+    let from_t = last.t_unix_ms - (idle_min_seconds * 1000.0) as i64;
     let first = rows
         .iter()
         .find(|r| r.t_unix_ms >= from_t && r.usage.cpu_usage_usec.is_some())?;

@@ -250,6 +250,7 @@ pub fn findings(lines: &[NodeLine], grid: &Grid) -> Vec<Finding> {
                 lines.len(),
                 if silent.len() == 1 { "it" } else { "them" }
             ),
+            site_note: None,
         });
     }
     let peaks: Vec<(&str, u64)> = lines
@@ -272,6 +273,7 @@ pub fn findings(lines: &[NodeLine], grid: &Grid) -> Vec<Finding> {
                     "memory is uneven between nodes: {} peaked at {}, {:.1}× the {} of {}; --mem applies to every node, so it must fit {} (or spread the data more evenly)",
                     hi.0, bytes(hi.1), ratio, bytes(lo.1), lo.0, hi.0
                 ),
+                site_note: None,
             });
         }
     }
@@ -330,6 +332,7 @@ fn stragglers(grid: &Grid) -> Vec<Finding> {
                     their_sum / compared as f64,
                     share * 100.0
                 ),
+                site_note: None,
             });
         }
     }

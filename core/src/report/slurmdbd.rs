@@ -143,15 +143,106 @@ pub fn is_ours(comment: &str) -> bool {
         .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX))
 }
 
+/// RFC 4648 base32 without padding, written in lower case and read in either case (sacctmgr
+/// may store either): no upper-cased copy of every comment on the history path.
+fn base32() -> &'static data_encoding::Encoding {
+    static ENCODING: std::sync::LazyLock<data_encoding::Encoding> =
+        std::sync::LazyLock::new(|| {
+            let mut spec = data_encoding::Specification::new();
+            spec.symbols.push_str("abcdefghijklmnopqrstuvwxyz234567");
+            spec.translate.from.push_str("ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+            spec.translate.to.push_str("abcdefghijklmnopqrstuvwxyz");
+            spec.encoding().expect("a valid base32 alphabet")
+        });
+    &ENCODING
+}
+
 /// The encoded text of `packed`, in lower case.
 fn text_of(packed: &[u8]) -> String {
-    data_encoding::BASE32_NOPAD
-        .encode(packed)
-        .to_ascii_lowercase()
+    base32().encode(packed)
 }
 
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
 pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
+    let rec: JobSummaryRecord = serde_json::from_slice(&unpack(comment)?)
+        .map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
+    if rec.nodes.is_empty() {
+        return Err(DecodeError::Damaged("no node in it".into()));
+    }
+    Ok(rec)
+}
+
+/// What `history` and `sizing` read from one node's summary, decoded alone: the rest of
+/// the JSON (meta, steps, events, per-step figures, the other summary fields) is skipped by
+/// the parser without being built. Same format, same version: every field here is in every
+/// summary written, and what it lacks reads as `None`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeFigures {
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_effective_cores: Option<f64>,
+    pub cpu_usage_seconds_total: Option<f64>,
+    pub oom_kills: Option<u64>,
+    /// Each card's mean utilization, in the summary's order.
+    pub gpu_mean_utilization_percent: Vec<Option<f64>>,
+}
+
+#[derive(Deserialize)]
+struct FiguresRecord {
+    nodes: Vec<FiguresNode>,
+}
+
+#[derive(Deserialize)]
+struct FiguresNode {
+    summary: FiguresSummary,
+}
+
+#[derive(Deserialize)]
+struct FiguresSummary {
+    #[serde(default)]
+    peak_working_set_bytes: Option<u64>,
+    #[serde(default)]
+    peak_effective_cores: Option<f64>,
+    #[serde(default)]
+    cpu_usage_seconds_total: Option<f64>,
+    #[serde(default)]
+    oom_kills: Option<u64>,
+    #[serde(default)]
+    gpus: Vec<FiguresGpu>,
+}
+
+#[derive(Deserialize)]
+struct FiguresGpu {
+    #[serde(default)]
+    mean_utilization_percent: Option<f64>,
+}
+
+/// [`decode`] for the history path: each node's [`NodeFigures`] only.
+pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
+    let rec: FiguresRecord = serde_json::from_slice(&unpack(comment)?)
+        .map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
+    if rec.nodes.is_empty() {
+        return Err(DecodeError::Damaged("no node in it".into()));
+    }
+    Ok(rec
+        .nodes
+        .into_iter()
+        .map(|n| NodeFigures {
+            peak_working_set_bytes: n.summary.peak_working_set_bytes,
+            peak_effective_cores: n.summary.peak_effective_cores,
+            cpu_usage_seconds_total: n.summary.cpu_usage_seconds_total,
+            oom_kills: n.summary.oom_kills,
+            gpu_mean_utilization_percent: n
+                .summary
+                .gpus
+                .into_iter()
+                .map(|g| g.mean_utilization_percent)
+                .collect(),
+        })
+        .collect())
+}
+
+/// The JSON inside one of our comments, bounded.
+fn unpack(comment: &str) -> Result<Vec<u8>, DecodeError> {
     let c = comment.trim();
     if c.is_empty() {
         return Err(DecodeError::Empty);
@@ -159,8 +250,8 @@ pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
     if !is_ours(c) {
         return Err(DecodeError::NotOurs);
     }
-    let packed = data_encoding::BASE32_NOPAD
-        .decode(c[PREFIX.len()..].to_ascii_uppercase().as_bytes())
+    let packed = base32()
+        .decode(&c.as_bytes()[PREFIX.len()..])
         .map_err(|e| DecodeError::Damaged(format!("base32: {e}")))?;
     let mut json = Vec::new();
     flate2::read::DeflateDecoder::new(&packed[..])
@@ -172,20 +263,16 @@ pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
             "more than {MAX_JSON_BYTES} bytes inflated"
         )));
     }
-    let rec: JobSummaryRecord =
-        serde_json::from_slice(&json).map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
-    if rec.nodes.is_empty() {
-        return Err(DecodeError::Damaged("no node in it".into()));
-    }
-    Ok(rec)
+    Ok(json)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::sample::Source;
 
-    fn node(name: &str) -> NodeSummary {
+    /// A node's summary of job 42 (also for export::slurmdbd's tests).
+    pub(crate) fn node(name: &str) -> NodeSummary {
         NodeSummary {
             meta: JobMeta {
                 job_id: 42,
@@ -290,6 +377,57 @@ mod tests {
         assert!(link.is_err(), "{link:?}");
         assert!(fifo.is_err(), "{fifo:?}");
         assert_eq!(from_spool(d.path(), 43), Ok(None));
+    }
+
+    /// The history path's figures-only decode reads what the full decode reads, on real
+    /// comments from the test cluster's slurmdbd and on one with cards.
+    #[test]
+    fn the_figures_only_decode_agrees_with_the_full_one() {
+        let mut with_cards = node("n2");
+        with_cards.summary.oom_kills = Some(2);
+        with_cards.summary.gpus = vec![
+            crate::analysis::summary::GpuSummary {
+                mean_utilization_percent: Some(80.0),
+                ..Default::default()
+            },
+            crate::analysis::summary::GpuSummary::default(),
+        ];
+        let made = encode(&JobSummaryRecord {
+            job_id: "42".into(),
+            nodes: vec![node("n1"), with_cards],
+        })
+        .unwrap();
+        let real = include_str!("../../tests/fixtures/slurm/admin_comments_real.txt");
+        let mut seen = 0;
+        for c in real.lines().chain([made.as_str()]) {
+            let full = decode(c).unwrap();
+            let figures = decode_figures(c).unwrap();
+            assert_eq!(full.nodes.len(), figures.len());
+            for (n, f) in full.nodes.iter().zip(&figures) {
+                let s = &n.summary;
+                assert_eq!(
+                    *f,
+                    NodeFigures {
+                        peak_working_set_bytes: s.peak_working_set_bytes,
+                        peak_effective_cores: s.peak_effective_cores,
+                        cpu_usage_seconds_total: s.cpu_usage_seconds_total,
+                        oom_kills: s.oom_kills,
+                        gpu_mean_utilization_percent: s
+                            .gpus
+                            .iter()
+                            .map(|g| g.mean_utilization_percent)
+                            .collect(),
+                    }
+                );
+                seen += usize::from(s.peak_working_set_bytes.is_some());
+            }
+        }
+        assert!(seen >= 10, "{seen}");
+        assert_eq!(
+            decode_figures(&made).unwrap()[1].gpu_mean_utilization_percent,
+            vec![Some(80.0), None]
+        );
+        assert_eq!(decode_figures("JS1:x"), Err(DecodeError::NotOurs));
     }
 
     #[test]

@@ -32,9 +32,30 @@ fn na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".into())
 }
 
-/// The whole report as text. `colour`: nothing is graded by colour here (facts only).
+/// The whole report as text, section by section. `colour`: nothing is graded by colour
+/// here (facts only).
 pub fn render(r: &Report, _colour: bool) -> String {
     let mut o = String::new();
+    header(&mut o, r);
+    outcome_section(&mut o, r);
+    time_section(&mut o, r);
+    cpu_section(&mut o, r);
+    memory_section(&mut o, r);
+    if r.nodes.len() > 1 {
+        nodes_section(&mut o, r);
+    }
+    efficiency_section(&mut o, r);
+    gpus_section(&mut o, r);
+    steps_section(&mut o, r);
+    findings_section(&mut o, r);
+    log_section(&mut o, r);
+    next_time_section(&mut o, r);
+    footer(&mut o, r);
+    o
+}
+
+/// The job, its user and nodes, and where the figures come from.
+fn header(o: &mut String, r: &Report) {
     let name = r.job.name.as_deref().unwrap_or("");
     let _ = writeln!(
         o,
@@ -80,7 +101,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             (None, _) => "sacct only (no recording)".into(),
         }
     );
+}
 
+/// OUTCOME: the state, exit code and signal, and who cancelled.
+fn outcome_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nOUTCOME");
     let state = r.state.as_deref().unwrap_or("n/a (sacct not available)");
     let _ = writeln!(
@@ -92,7 +116,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
     if let Some(uid) = r.job.cancelled_by_uid {
         let _ = writeln!(o, "  cancelled by uid {uid}");
     }
+}
 
+/// TIME: elapsed against the limit, the timestamps and queue wait, the TRES asked and given.
+fn time_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nTIME");
     let _ = writeln!(
         o,
@@ -128,7 +155,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             let _ = writeln!(o, "  (--mem=0: all of each node's memory)");
         }
     }
+}
 
+/// CPU: seconds, cores allocated, average and peak, and a sparkline of cores in use.
+fn cpu_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nCPU");
     let _ = writeln!(
         o,
@@ -157,7 +187,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             sparkline(&cores, max)
         );
     }
+}
 
+/// MEMORY: peaks, limit, OOM kills (each with its levels), and a working-set sparkline.
+fn memory_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nMEMORY");
     let _ = writeln!(
         o,
@@ -217,13 +250,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             bytes(max as u64)
         );
     }
+}
 
-    if r.nodes.len() > 1 {
-        nodes_section(&mut o, r);
-    }
-
-    efficiency_section(&mut o, r);
-
+/// GPUS: each card's figures and Xid events, or why there are none.
+fn gpus_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nGPUS");
     if r.gpus.is_empty() {
         let _ = writeln!(
@@ -259,7 +289,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             );
         }
     }
+}
 
+/// STEPS: one line per step, sacct's and the recording's.
+fn steps_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nSTEPS");
     if r.steps.is_empty() {
         let _ = writeln!(o, "  none known");
@@ -278,7 +311,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             if s.recorded { "  (recorded)" } else { "" }
         );
     }
+}
 
+/// FINDINGS: the job's own (the log's are said under FROM THE JOB'S LOG).
+fn findings_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nFINDINGS");
     // The log's findings are said in their own section below.
     let from_log = |code: &str| r.log.as_ref().is_some_and(|l| l.codes.contains(&code));
@@ -287,9 +323,12 @@ pub fn render(r: &Report, _colour: bool) -> String {
         let _ = writeln!(o, "  nothing to point out");
     }
     for f in own {
-        let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+        finding(o, f);
     }
+}
 
+/// FROM THE JOB'S LOG: the files read and what they explain (with `--log`).
+fn log_section(o: &mut String, r: &Report) {
     if let Some(log) = &r.log {
         let _ = writeln!(o, "\nFROM THE JOB'S LOG");
         for f in &log.files {
@@ -317,7 +356,7 @@ pub fn render(r: &Report, _colour: bool) -> String {
         }
         for code in &log.codes {
             if let Some(f) = r.findings.iter().find(|f| f.code == *code) {
-                let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+                finding(o, f);
             }
         }
         for l in &r.log_excerpt {
@@ -327,7 +366,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
             let _ = writeln!(o, "  {n}");
         }
     }
+}
 
+/// NEXT TIME: the `#SBATCH` lines sized from what was measured.
+fn next_time_section(o: &mut String, r: &Report) {
     let _ = writeln!(o, "\nNEXT TIME");
     if r.sbatch.is_empty() {
         let _ = writeln!(o, "  no measurements to size from");
@@ -335,7 +377,10 @@ pub fn render(r: &Report, _colour: bool) -> String {
     for s in &r.sbatch {
         let _ = writeln!(o, "  {:<32} # {}", s.line(), s.reason);
     }
+}
 
+/// slurmwatch's own cost, the notes, and sacct's error when it could not answer.
+fn footer(o: &mut String, r: &Report) {
     if r.sampler.cpu_seconds.is_some() || r.sampler.bytes_written.is_some() {
         let _ = writeln!(
             o,
@@ -350,7 +395,6 @@ pub fn render(r: &Report, _colour: bool) -> String {
     if let Some(e) = &r.sacct_error {
         let _ = writeln!(o, "\nNote: without sacct — {e}");
     }
-    o
 }
 
 /// A multi-node job: each node's own figures side by side, and one sparkline per node.
@@ -422,6 +466,19 @@ fn efficiency_section(o: &mut String, r: &Report) {
                 na(g.utilization.percent, |v| format!("{v:.0} %")),
                 na(g.memory.percent, |v| format!("{v:.0} %"))
             );
+        }
+    }
+}
+
+/// One finding's line, and under it the site's note for its code (the site file), if any.
+fn finding(o: &mut String, f: &crate::analysis::Finding) {
+    let _ = writeln!(o, "  [{}] {}", f.code, f.sentence);
+    if let Some(n) = &f.site_note {
+        if let Some(t) = &n.text {
+            let _ = writeln!(o, "      site note: {t}");
+        }
+        if let Some(u) = &n.url {
+            let _ = writeln!(o, "      see {u}");
         }
     }
 }

@@ -51,16 +51,42 @@ pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Finished, 
 /// past `timeout` gets SIGTERM first (srun then cancels the step it started) and SIGKILL
 /// only if it is still there `grace` later.
 pub fn run_command(
+    cmd: Command,
+    timeout: Duration,
+    grace: Option<Duration>,
+) -> Result<Finished, CommandError> {
+    run_inner(cmd, timeout, grace, None)
+}
+
+/// [`run`] with `input` written to the command's stdin (then closed), on a thread of its
+/// own: a command that never reads cannot block the caller past `timeout`.
+pub fn run_with_input(
+    program: &str,
+    args: &[&str],
+    input: &[u8],
+    timeout: Duration,
+) -> Result<Finished, CommandError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    run_inner(cmd, timeout, None, Some(input.to_vec()))
+}
+
+fn run_inner(
     mut cmd: Command,
     timeout: Duration,
     grace: Option<Duration>,
+    input: Option<Vec<u8>>,
 ) -> Result<Finished, CommandError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let program = program.as_str();
     let mut child = cmd
         .env("SLURM_TIME_FORMAT", "standard")
         .env("LC_ALL", "C")
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -74,6 +100,12 @@ pub fn run_command(
             },
         })?;
     let pid = child.id();
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        // A write to a killed child fails (EPIPE; Rust ignores SIGPIPE): the thread ends.
+        std::thread::spawn(move || {
+            let _ = std::io::Write::write_all(&mut stdin, &input);
+        });
+    }
     let mut out = child.stdout.take();
     let mut err = child.stderr.take();
     let (tx, rx) = mpsc::channel();
@@ -157,6 +189,18 @@ mod tests {
         assert_eq!(f.reason(), "oops");
         assert_eq!(f.code, Some(3));
         assert!(!f.success);
+    }
+
+    /// Input reaches stdin; a command that never reads a large input is still bounded.
+    #[test]
+    fn input_is_fed_to_stdin_within_the_bound() {
+        let f = run_with_input("sh", &["-c", "tr a-z A-Z"], b"payload", DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(f.stdout, "PAYLOAD");
+        let t = std::time::Instant::now();
+        let big = vec![b'x'; 4 << 20];
+        let e = run_with_input("sleep", &["30"], &big, Duration::from_millis(300));
+        assert!(matches!(e, Err(CommandError::Timeout { .. })), "{e:?}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     #[test]

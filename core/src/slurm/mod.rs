@@ -4,6 +4,7 @@
 pub mod command;
 pub mod conf;
 pub mod hostlist;
+pub mod munge;
 pub mod plugstack;
 pub mod sacct;
 pub mod scontrol;

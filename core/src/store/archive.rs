@@ -10,15 +10,32 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::fault::db_err;
 use super::fault::sql_err;
+use super::harden;
 use super::reader::Reader;
-use super::writer::vacuum_into;
 use crate::error::{Error, Result};
+use rusqlite::{Connection, OpenFlags};
 
 /// A consistent copy of `src` (even while a writer appends), made in `scratch_dir` — a
 /// directory only root can write (the spool) — as `.<job>.archive-<pid>.sqlite`, verified,
 /// opened read-only and unlinked: the returned descriptor is the only way to it.
+///
+/// Opens `src` by name: never call it from a process that has a [`Writer`](super::Writer) open
+/// on `src` (closing that descriptor would drop the writer's SQLite locks: see
+/// `tests/store_locks.rs`) — the writer's process uses [`Writer::snapshot`](super::Writer::snapshot).
 pub fn snapshot(src: &Path, scratch_dir: &Path, job_id: u32) -> Result<File> {
+    let reader = Reader::open(src)?;
+    snapshot_of(reader.conn(), src, scratch_dir, job_id)
+}
+
+/// [`snapshot`] of the database `conn` has open (`src` is its path, for messages).
+pub(crate) fn snapshot_of(
+    conn: &rusqlite::Connection,
+    src: &Path,
+    scratch_dir: &Path,
+    job_id: u32,
+) -> Result<File> {
     let tmp = scratch_dir.join(super::paths::snapshot_scratch_name(
         job_id,
         std::process::id(),
@@ -35,9 +52,7 @@ pub fn snapshot(src: &Path, scratch_dir: &Path, job_id: u32) -> Result<File> {
             .map_err(|e| Error::Store(format!("cannot create {}: {e}", tmp.display())))?,
     );
     let made = (|| {
-        let reader = Reader::open(src)?;
-        vacuum_into(reader.conn(), src, &tmp)?;
-        drop(reader);
+        vacuum_into(conn, src, &tmp)?;
         Reader::open(&tmp)?; // the copy must read back before it replaces anything
         OpenOptions::new()
             .read(true)
@@ -60,4 +75,22 @@ pub fn copy_consistent(src: &Path, dest_dir: &Path, final_name: &str) -> Result<
     let dir = crate::private_dir::open_private_dir(dest_dir, &[], me).map_err(Error::Store)?;
     crate::private_dir::install_file_at(&dir, final_name, &mut copy).map_err(Error::Store)?;
     Ok(dest_dir.join(final_name))
+}
+
+/// `VACUUM INTO dest` from `conn`, then the copy switched to a rollback journal.
+pub(crate) fn vacuum_into(conn: &Connection, src: &Path, dest: &Path) -> Result<()> {
+    let d = dest
+        .to_str()
+        .ok_or_else(|| sql_err(dest, "path is not UTF-8"))?;
+    harden::with_attach(conn, || conn.execute("VACUUM INTO ?1", [d]))
+        .map_err(|e| sql_err(src, format!("cannot copy to {}: {e}", dest.display())))?;
+    // VACUUM INTO keeps the WAL flag in the header; a copy must stand alone.
+    let out = Connection::open_with_flags(
+        dest,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW,
+    )
+    .map_err(|e| db_err(dest, e))?;
+    out.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
+        .map_err(|e| db_err(dest, e))?;
+    out.close().map_err(|(_, e)| db_err(dest, e))
 }

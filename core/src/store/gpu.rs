@@ -111,41 +111,19 @@ fn column_comment(c: &str) -> &'static str {
 
 type Values = [Option<i64>; NCOLS];
 
+/// The GPU part of the schema: the cards, their wiring, their packed readings, their Xid
+/// events, and the `gpu_readings` view that unpacks them. `harden` checks a file's schema
+/// against this text, so it must not change for an existing schema version.
 pub(crate) fn create_sql() -> String {
-    let mut err_cols = Vec::new();
-    for (i, name) in GPU_READINGS.iter().enumerate() {
-        let mut case = format!("CASE (d.errors >> {}) & 15", 4 * i);
-        for e in GpuError::ALL {
-            case.push_str(&format!(" WHEN {} THEN '{}'", e.code(), e.name()));
-        }
-        case.push_str(" END");
-        err_cols.push(format!("    {case} AS {name}_error"));
-    }
-    let table_cols: Vec<String> = COLUMNS
-        .iter()
-        .map(|(c, _, _)| match column_comment(c) {
-            "" => format!("    {c:<26} INTEGER,"),
-            note => format!("    {c:<26} INTEGER,  -- {note}"),
-        })
-        .collect();
-    let sums: Vec<String> = COLUMNS
-        .iter()
-        .map(|(c, _, _)| {
-            format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}")
-        })
-        .collect();
-    let view = |c: &str| {
-        let (stored, name, unit) = COLUMNS.iter().find(|(_, v, _)| *v == c).expect("column");
-        match unit {
-            Unit::Plain => format!("d.{stored} AS {name}"),
-            Unit::Mib => format!("1048576 * d.{stored} AS {name}"),
-            Unit::Kib => format!("1024 * d.{stored} AS {name}"),
-            Unit::Milli => format!("d.{stored} / 1000.0 AS {name}"),
-        }
-    };
-    let cols = |names: &[&str]| names.iter().map(|n| view(n)).collect::<Vec<_>>().join(", ");
     format!(
-        "CREATE TABLE gpus (
+        "{GPU_CARD_TABLES_SQL}{}{GPU_XID_TABLE_SQL}{}",
+        gpu_samples_table_sql(),
+        gpu_readings_view_sql()
+    )
+}
+
+/// The cards (one row per UUID) and how each pair is wired.
+const GPU_CARD_TABLES_SQL: &str = "CREATE TABLE gpus (
     id                 INTEGER PRIMARY KEY,  -- gpu_samples.gpu
     uuid               TEXT NOT NULL UNIQUE, -- the key: NVML's GPU-… id
     label              TEXT NOT NULL,        -- cuda:N as the job's code sees it (else nvml:N)
@@ -167,7 +145,28 @@ CREATE TABLE gpu_links (
     nvlink_links INTEGER NOT NULL,
     PRIMARY KEY (a, b)
 );
--- Packed (differences per card, see store/gpu.rs): read the gpu_readings view instead.
+";
+
+/// Critical Xid events, stamped with the reading that saw them.
+const GPU_XID_TABLE_SQL: &str = "-- Critical Xid events, in the order NVML delivered them; stamped with the reading that saw them.
+CREATE TABLE gpu_xid (
+    t_unix_ms INTEGER NOT NULL,
+    gpu       INTEGER NOT NULL,  -- gpus.id
+    xid       INTEGER NOT NULL   -- the Xid code (NVIDIA's Xid catalogue)
+);
+";
+
+/// `gpu_samples`: one packed row per card per reading, every [`COLUMNS`] column.
+fn gpu_samples_table_sql() -> String {
+    let table_cols: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _, _)| match column_comment(c) {
+            "" => format!("    {c:<26} INTEGER,"),
+            note => format!("    {c:<26} INTEGER,  -- {note}"),
+        })
+        .collect();
+    format!(
+        "-- Packed (differences per card, see store/gpu.rs): read the gpu_readings view instead.
 -- NULL = unreadable, and `errors` says why.
 CREATE TABLE gpu_samples (
     t_ms                       INTEGER NOT NULL,  -- ms since the card's previous row
@@ -175,13 +174,41 @@ CREATE TABLE gpu_samples (
 {}
     errors                     INTEGER NOT NULL   -- 4 bits per reading, see store/gpu.rs
 );
--- Critical Xid events, in the order NVML delivered them; stamped with the reading that saw them.
-CREATE TABLE gpu_xid (
-    t_unix_ms INTEGER NOT NULL,
-    gpu       INTEGER NOT NULL,  -- gpus.id
-    xid       INTEGER NOT NULL   -- the Xid code (NVIDIA's Xid catalogue)
-);
-CREATE VIEW gpu_readings AS SELECT
+",
+        table_cols.join("\n")
+    )
+}
+
+/// `gpu_readings`: the packed rows summed back into readings in their units, with each
+/// unreadable reading's error named.
+fn gpu_readings_view_sql() -> String {
+    let mut err_cols = Vec::new();
+    for (i, name) in GPU_READINGS.iter().enumerate() {
+        let mut case = format!("CASE (d.errors >> {}) & 15", 4 * i);
+        for e in GpuError::ALL {
+            case.push_str(&format!(" WHEN {} THEN '{}'", e.code(), e.name()));
+        }
+        case.push_str(" END");
+        err_cols.push(format!("    {case} AS {name}_error"));
+    }
+    let sums: Vec<String> = COLUMNS
+        .iter()
+        .map(|(c, _, _)| {
+            format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}")
+        })
+        .collect();
+    let view = |c: &str| {
+        let (stored, name, unit) = COLUMNS.iter().find(|(_, v, _)| *v == c).expect("column");
+        match unit {
+            Unit::Plain => format!("d.{stored} AS {name}"),
+            Unit::Mib => format!("1048576 * d.{stored} AS {name}"),
+            Unit::Kib => format!("1024 * d.{stored} AS {name}"),
+            Unit::Milli => format!("d.{stored} / 1000.0 AS {name}"),
+        }
+    };
+    let cols = |names: &[&str]| names.iter().map(|n| view(n)).collect::<Vec<_>>().join(", ");
+    format!(
+        "CREATE VIEW gpu_readings AS SELECT
     (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + d.t_ms AS t_unix_ms,
     g.label AS gpu, g.uuid AS uuid,
     {}, g.memory_total_bytes AS memory_total_bytes,
@@ -200,7 +227,6 @@ FROM (SELECT rowid AS r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
 JOIN gpus g ON g.id = d.gpu
 ORDER BY d.gpu, d.r;
 ",
-        table_cols.join("\n"),
         cols(&[
             "utilization_percent",
             "memory_utilization_percent",

@@ -111,6 +111,12 @@ pub fn step_row_is_redundant(step: &str, t_unix_ms: i64, steps: &[StepInfo]) -> 
     me_running
 }
 
+/// The steps that always write their node's job series: the batch script's and the
+/// interactive step (a job's first step on its node).
+pub fn is_job_series_step(step: &str) -> bool {
+    matches!(step, "batch" | "interactive")
+}
+
 /// Who writes a node's job-level series (one writer per series). The batch or interactive
 /// step always does. On a node without one (the other nodes of a multi-node job, and every
 /// node of an `salloc` job) the earliest-started step still running when a step starts
@@ -118,7 +124,7 @@ pub fn step_row_is_redundant(step: &str, t_unix_ms: i64, steps: &[StepInfo]) -> 
 /// starts while another records it never takes over: in /proc mode each step's job-level
 /// total counts only what its own tracker saw, so a hand-over would not be cumulative.
 pub fn claims_job_series(step: &str, steps: &[StepInfo]) -> bool {
-    if matches!(step, "batch" | "interactive") {
+    if is_job_series_step(step) {
         return true;
     }
     if step == EXTERN_STEP {
@@ -133,7 +139,7 @@ pub fn claims_job_series(step: &str, steps: &[StepInfo]) -> bool {
         s.step != step
             && s.step != EXTERN_STEP
             && s.ended_unix_ms.is_none()
-            && (matches!(s.step.as_str(), "batch" | "interactive") || key(s) < mine)
+            && (is_job_series_step(&s.step) || key(s) < mine)
     })
 }
 
@@ -151,7 +157,7 @@ pub const CONTINUATION_WINDOW_MS: i64 = 5 * 60 * 1000;
 /// controller lost its state fails at least one of these unless it comes within minutes and
 /// with new step names — then the earlier job's steps are kept and this one's are added.
 pub fn continues_the_job(step: &str, steps: &[StepInfo], now_unix_ms: i64) -> bool {
-    if matches!(step, "batch" | "interactive") || steps.iter().any(|s| s.step == step) {
+    if is_job_series_step(step) || steps.iter().any(|s| s.step == step) {
         return false;
     }
     let mut last_end = None;

@@ -7,6 +7,7 @@
 //!   directory);
 //! - `<job>.stale-<unix ms>.sqlite`: an earlier job's file with the same id, moved aside;
 //! - `.<job>.archive-<pid>.sqlite`: the root-side snapshot an archive copy is made from;
+//! - `.<job>.sqlite.tmp.<pid>-<n>`: a live file being created, before it has its name;
 //! - `<job>.alloc`: the job's allocation on the node, written by the prolog;
 //! - SQLite's sidecars of any of them: `-wal`, `-shm`, `-journal` appended to the name.
 
@@ -42,6 +43,15 @@ pub fn stale_path(live: &Path, t_unix_ms: i64) -> PathBuf {
 /// `.<job>.archive-<pid>.sqlite`: the scratch snapshot an archive copy is made from.
 pub fn snapshot_scratch_name(job_id: impl Display, pid: u32) -> String {
     format!(".{job_id}.archive-{pid}.sqlite")
+}
+
+/// `.<name>.tmp.<pid>-<n>` beside `live`: where a writer builds the job's file before it
+/// is renamed into place (`n` tells threads of one process apart).
+pub fn creating_path(live: &Path) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = live.file_name().unwrap_or_default().to_string_lossy();
+    live.with_file_name(format!(".{name}.tmp.{}-{n}", std::process::id()))
 }
 
 /// `<job>.alloc`: what slurmd allocated to the job on this node (written by the prolog).
@@ -135,7 +145,18 @@ mod tests {
                 .unwrap()
                 .to_string_lossy()
                 .into_owned(),
+            creating_path(live)
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
         ];
+        assert!(names[4].starts_with(".12.sqlite.tmp."), "{}", names[4]);
+        assert_ne!(
+            creating_path(live),
+            creating_path(live),
+            "one name per creator"
+        );
         assert_eq!(wal(live), Path::new("/s/12.sqlite-wal"));
         assert_eq!(names[3], "12.stale-1764000000000.sqlite");
         assert_eq!(names[2], ".12.archive-77.sqlite");

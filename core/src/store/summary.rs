@@ -12,7 +12,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags};
+use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
 use super::fault::db_err;
 use super::harden::{self, Deadline, Guard, WRITE_CALL_BUDGET};
@@ -42,7 +42,10 @@ fn write_with(path: &Path, pairs: &[(String, String)], deadline: Option<Deadline
         conn.busy_timeout(Duration::from_millis(500))
             .map_err(|e| db_err(path, e))?;
         harden::check_schema(&conn, path)?;
-        let tx = conn.transaction().map_err(|e| db_err(path, e))?;
+        // The write lock at BEGIN: a step's writer may still be committing (see writer.rs).
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_err(path, e))?;
         tx.execute_batch(schema::SUMMARY_CREATE)
             .map_err(|e| db_err(path, e))?;
         tx.execute("DELETE FROM summary", [])

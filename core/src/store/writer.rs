@@ -9,14 +9,16 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 
-use super::codec::{encode, Chain, State2};
+use super::codec::{Chain, State2};
 use super::fault::{db_err, sql_err};
 use super::harden::{self, Guard, WRITE_CALL_BUDGET};
-use super::reader::{load_state2, load_steps, read_started};
-use super::schema::{self, NVALUES, VALUE_COLUMNS};
+use super::reader::{load_steps, read_started};
+use super::schema;
 use super::{step_row_is_redundant, JobMeta, StepInfo};
 use crate::error::{Error, Result};
-use crate::model::{SampleKind, SampleRow, Series};
+use crate::model::SampleRow;
+
+mod rows;
 
 /// Rows kept in memory while flushes fail (disk full, lock held): about 1.5 MB at most.
 /// Beyond it the oldest rows are dropped and an event records how many.
@@ -32,6 +34,11 @@ pub const CAP_SLACK_BYTES: u64 = 1 << 20;
 pub struct Writer {
     conn: Connection,
     file: File,
+    /// Every descriptor this writer opened on its `-wal`/`-shm` (for the reader grant), kept
+    /// until after `conn` closes: closing one would drop all of this process's POSIX locks
+    /// on that file, SQLite's included (see `tests/store_locks.rs`). Declared after `conn`,
+    /// so dropped after it.
+    sidecar_files: Vec<(&'static str, File)>,
     path: PathBuf,
     /// `meta.started_unix_ms`: rows store their time relative to it.
     base: i64,
@@ -83,32 +90,53 @@ impl Writer {
         guard.call(path, || Self::create_guarded(path, meta, reader, &guard))
     }
 
+    /// The file is built under a scratch name beside `path` and renamed into place (never
+    /// over anything) only once its schema and meta are committed: a reader that finds the
+    /// name — the job's user polling `--once` as a step starts — never meets an empty or
+    /// half-made file. Two steps creating it at once: one wins, the other gets the error and
+    /// joins the winner's whole file with [`open_existing`](Self::open_existing).
     fn create_guarded(
         path: &Path,
         meta: &JobMeta,
         reader: Option<u32>,
         guard: &Guard,
     ) -> Result<Writer> {
+        if std::fs::symlink_metadata(path).is_ok() {
+            return Err(Error::Store(format!(
+                "cannot create {}: it exists",
+                path.display()
+            )));
+        }
+        let scratch = super::paths::creating_path(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
+            .open(&scratch)
             .map_err(|e| Error::Store(format!("cannot create {}: {e}", path.display())))?;
+        let mut published = false;
         let made = (|| {
             let granted = match reader {
                 Some(uid) => super::access::grant_read(&file, uid).map_err(|e| e.to_string()),
                 None => Ok(()),
             };
+            {
+                // Rollback-journal mode while unnamed: nothing of the scratch name outlives
+                // this connection.
+                let conn = open_rw(&scratch, &file, guard)?;
+                let tx_sql = format!(
+                    "BEGIN;\n{}\n{}COMMIT;",
+                    schema::create_sql(),
+                    meta_sql(meta)
+                );
+                conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
+            }
+            rename_no_replace(&scratch, path)
+                .map_err(|e| Error::Store(format!("cannot create {}: {e}", path.display())))?;
+            published = true;
             let conn = open_rw(path, &file, guard)?;
-            let tx_sql = format!(
-                "BEGIN;\n{}\n{}COMMIT;",
-                schema::create_sql(),
-                meta_sql(meta)
-            );
-            conn.execute_batch(&tx_sql).map_err(|e| db_err(path, e))?;
             conn.execute_batch(schema::WAL_PRAGMA)
                 .map_err(|e| db_err(path, e))?;
             let cookie = schema_cookie(&conn, path)?;
@@ -131,7 +159,11 @@ impl Writer {
             Err(e) => {
                 // Our own, empty or half-made file: remove it so a retry can create it again.
                 drop(file);
-                let _ = std::fs::remove_file(path);
+                let ours = if published { path } else { &scratch };
+                for suffix in super::paths::SIDECARS {
+                    let _ = std::fs::remove_file(super::paths::sidecar(ours, suffix));
+                }
+                let _ = std::fs::remove_file(ours);
                 Err(e)
             }
         }
@@ -188,6 +220,7 @@ impl Writer {
         Writer {
             conn,
             file,
+            sidecar_files: Vec::new(),
             path: path.to_path_buf(),
             base,
             buffer: Vec::with_capacity(64),
@@ -243,12 +276,27 @@ impl Writer {
         let mut all = true;
         for sidecar in ["-wal", "-shm"] {
             let p = super::paths::sidecar(&self.path, sidecar);
-            let ok = open_no_block(&p).is_ok_and(|f| {
-                f.metadata()
-                    .is_ok_and(|md| md.is_file() && writable_only_by_us(&p, &md).is_ok())
-                    && (super::access::has_read_grant(&f, uid)
-                        || super::access::grant_read(&f, uid).is_ok())
-            });
+            // Opened once and kept (never closed while `conn` is open: see `sidecar_files`).
+            if !self.sidecar_files.iter().any(|(s, _)| *s == sidecar) {
+                match open_no_block(&p) {
+                    Ok(f) => self.sidecar_files.push((sidecar, f)),
+                    Err(_) => {
+                        all = false;
+                        continue;
+                    }
+                }
+            }
+            let f = &self
+                .sidecar_files
+                .iter()
+                .find(|(s, _)| *s == sidecar)
+                .expect("kept")
+                .1;
+            let ok = f
+                .metadata()
+                .is_ok_and(|md| md.is_file() && writable_only_by_us(&p, &md).is_ok())
+                && (super::access::has_read_grant(f, uid)
+                    || super::access::grant_read(f, uid).is_ok());
             all &= ok;
         }
         self.sidecars_granted = all;
@@ -348,7 +396,7 @@ impl Writer {
     /// at `t_unix_ms` (steps table as of the last flush).
     pub fn has_job_series_writer(&self, t_unix_ms: i64) -> bool {
         self.known_steps.iter().any(|s| {
-            matches!(s.step.as_str(), "batch" | "interactive")
+            super::is_job_series_step(&s.step)
                 && s.started_unix_ms.is_some_and(|a| a <= t_unix_ms)
                 && s.ended_unix_ms.is_none_or(|e| t_unix_ms <= e)
         })
@@ -371,7 +419,7 @@ impl Writer {
     ) -> Result<Vec<(i64, bool)>> {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
-            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            let tx = write_transaction(&mut self.conn, path)?;
             schema_unchanged(&tx, path, &self.schema_cookie)?;
             let ids = super::gpu::register(&tx, path, step, t_unix_ms, cards, links)?;
             tx.commit().map_err(|e| db_err(path, e))?;
@@ -401,7 +449,15 @@ impl Writer {
     /// stay buffered for the next try.
     pub fn flush(&mut self) -> Result<()> {
         self.grant_sidecars();
-        self.guard.clone().call(&self.path.clone(), || {
+        self.guard
+            .clone()
+            .call(&self.path.clone(), || self.flush_guarded())
+    }
+
+    /// [`flush`](Self::flush) under its deadline. The codec state and steps table are worked
+    /// on as copies, kept only once the transaction commits: a failed flush leaves them as
+    /// the file has them.
+    fn flush_guarded(&mut self) -> Result<()> {
         if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
             return Ok(());
         }
@@ -413,10 +469,7 @@ impl Writer {
             return Ok(());
         }
         let path = &self.path;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| db_err(path, e))?;
+        let tx = write_transaction(&mut self.conn, path)?;
         schema_unchanged(&tx, path, &self.schema_cookie)?;
         let base = self.base;
         let (mut ids, mut infos): (Vec<i64>, Vec<StepInfo>) =
@@ -426,84 +479,16 @@ impl Writer {
         let mut gpu_chains = self.gpu_chains.clone();
         let v1 = self.version == 1;
         {
-            let mut insert = tx
-                .prepare_cached(&if v1 { insert_sql_v1() } else { insert_sql() })
-                .map_err(|e| db_err(path, e))?;
-            let mut insert_rare = if v1 {
-                None
-            } else {
-                Some(
-                    tx.prepare_cached(&insert_rare_sql())
-                        .map_err(|e| db_err(path, e))?,
-                )
-            };
+            let mut inserts = rows::SampleInserts::prepare(&tx, path, base, v1)?;
             for row in &self.buffer {
-                let series = match &row.series {
-                    Series::Job => 0,
-                    Series::Step(name) => {
-                        let id = ensure_step(&tx, path, name, row.t_unix_ms, &mut ids, &mut infos)?;
-                        if row.kind == SampleKind::Periodic
-                            && step_row_is_redundant(name, row.t_unix_ms, &infos)
-                        {
-                            continue;
-                        }
-                        id
-                    }
-                };
-                if !v1 {
-                    if let std::collections::hash_map::Entry::Vacant(e) = states.entry(series) {
-                        e.insert(load_state2(&tx, path, series)?);
-                    }
-                    let kind = super::kind_code(row.kind);
-                    let packed = states.get_mut(&series).expect("inserted").encode(
-                        row.t_unix_ms - base,
-                        kind,
-                        &encode(row),
-                    );
-                    let mut p = [None; NVALUES + 2];
-                    p[0] = Some(packed.t_ms);
-                    p[1] = Some(series);
-                    let mut n = 2;
-                    for i in schema::main_columns() {
-                        p[n] = packed.values[i];
-                        n += 1;
-                    }
-                    insert
-                        .execute(rusqlite::params_from_iter(p[..n].iter()))
-                        .map_err(|e| db_err(path, e))?;
-                    if packed.rare {
-                        let id = tx.last_insert_rowid();
-                        let mut p = [None; NVALUES + 2];
-                        p[0] = Some(id);
-                        p[1] = Some(kind);
-                        let mut n = 2;
-                        for i in schema::rare_columns() {
-                            p[n] = packed.values[i];
-                            n += 1;
-                        }
-                        insert_rare
-                            .as_mut()
-                            .expect("schema 2")
-                            .execute(rusqlite::params_from_iter(p[..n].iter()))
-                            .map_err(|e| db_err(path, e))?;
-                    }
+                let Some(series) = rows::series_of(&tx, path, row, &mut ids, &mut infos)? else {
                     continue;
+                };
+                if v1 {
+                    inserts.insert_v1(row, series, &mut chains)?;
+                } else {
+                    inserts.insert_v2(row, series, &mut states)?;
                 }
-                if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(series) {
-                    e.insert(load_chain(&tx, path, series)?);
-                }
-                let stored = chains
-                    .get_mut(&series)
-                    .expect("inserted")
-                    .delta(&encode(row));
-                let mut p: [Option<i64>; NVALUES + 3] = [None; NVALUES + 3];
-                p[0] = Some(row.t_unix_ms - base);
-                p[1] = Some(series);
-                p[2] = Some(super::kind_code(row.kind));
-                p[3..].copy_from_slice(&stored);
-                insert
-                    .execute(rusqlite::params_from_iter(p.iter()))
-                    .map_err(|e| db_err(path, e))?;
             }
             super::gpu::insert_rows(&tx, path, base, &mut gpu_chains, &self.gpu_buffer)?;
             if self.dropped > 0 {
@@ -524,14 +509,13 @@ impl Writer {
         self.gpu_buffer.clear();
         self.dropped = 0;
         Ok(())
-            })
     }
 
     /// Records that a step started on this node (and an event).
     pub fn begin_step(&mut self, step: &str, t_unix_ms: i64, tasks: Option<u32>) -> Result<()> {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
-            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            let tx = write_transaction(&mut self.conn, path)?;
             schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, started_unix_ms, tasks) VALUES (?1, ?2, ?3)
@@ -552,7 +536,7 @@ impl Writer {
     pub fn end_step(&mut self, step: &str, t_unix_ms: i64, exit_status: Option<i32>) -> Result<()> {
         self.guard.clone().call(&self.path.clone(), || {
             let path = &self.path;
-            let tx = self.conn.transaction().map_err(|e| db_err(path, e))?;
+            let tx = write_transaction(&mut self.conn, path)?;
             schema_unchanged(&tx, path, &self.schema_cookie)?;
             tx.execute(
                 "INSERT INTO steps(step, ended_unix_ms, exit_status) VALUES (?1, ?2, ?3)
@@ -588,8 +572,15 @@ impl Writer {
     pub fn backup_to(&mut self, dest: &Path) -> Result<()> {
         self.guard.clone().call(&self.path.clone(), || {
             self.flush()?;
-            vacuum_into(&self.conn, &self.path, dest)
+            super::archive::vacuum_into(&self.conn, &self.path, dest)
         })
+    }
+
+    /// A consistent copy of the file for the archive, made through this writer's own
+    /// connection (see [`archive::snapshot`](super::archive::snapshot): opening the file
+    /// again by name in this process would cost the writer its locks).
+    pub fn snapshot(&self, scratch_dir: &Path, job_id: u32) -> Result<File> {
+        self.guarded(|| super::archive::snapshot_of(&self.conn, &self.path, scratch_dir, job_id))
     }
 
     /// Flushes, checkpoints, and — when no other writer has the file open — switches it back
@@ -644,7 +635,9 @@ fn writable_only_by_us(path: &Path, md: &std::fs::Metadata) -> Result<()> {
 }
 
 fn schema_cookie(conn: &Connection, path: &Path) -> Result<i64> {
-    conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+    // Cached: it runs before every flush.
+    conn.prepare_cached("PRAGMA schema_version")
+        .and_then(|mut s| s.query_row([], |r| r.get(0)))
         .map_err(|e| db_err(path, e))
 }
 
@@ -660,6 +653,50 @@ fn schema_unchanged(conn: &Connection, path: &Path, cookie: &Cell<i64>) -> Resul
     Ok(())
 }
 
+/// A transaction that takes the write lock at `BEGIN` (`IMMEDIATE`), waiting its turn up to
+/// [`BUSY_TIMEOUT`]. Every writer transaction reads (the schema cookie, the steps) before it
+/// writes; a deferred one would hold a read snapshot, and once another step's writer had
+/// committed, SQLite answers its first write "database is locked" at once instead of
+/// waiting (the snapshot is stale).
+fn write_transaction<'c>(
+    conn: &'c mut Connection,
+    path: &Path,
+) -> Result<rusqlite::Transaction<'c>> {
+    conn.transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| db_err(path, e))
+}
+
+/// `rename(from, to)` that fails with `EEXIST` rather than replace `to`: `renameat2`'s
+/// `RENAME_NOREPLACE`, or on a filesystem without it, `link` (which never replaces) and
+/// `unlink`.
+fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (from_c, to_c) = (c(from)?, c(to)?);
+    // SAFETY: both are NUL-terminated paths that outlive the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from_c.as_ptr(),
+            libc::AT_FDCWD,
+            to_c.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EINVAL) {
+        return Err(e);
+    }
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
+}
+
 /// A hardened read-write connection on the inode `file` holds (see `harden`).
 fn open_rw(path: &Path, file: &File, guard: &Guard) -> Result<Connection> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
@@ -673,53 +710,6 @@ fn open_rw(path: &Path, file: &File, guard: &Guard) -> Result<Connection> {
     conn.execute_batch(schema::WRITER_PRAGMAS)
         .map_err(|e| db_err(path, e))?;
     Ok(conn)
-}
-
-pub(crate) fn vacuum_into(conn: &Connection, src: &Path, dest: &Path) -> Result<()> {
-    let d = dest
-        .to_str()
-        .ok_or_else(|| sql_err(dest, "path is not UTF-8"))?;
-    harden::with_attach(conn, || conn.execute("VACUUM INTO ?1", [d]))
-        .map_err(|e| sql_err(src, format!("cannot copy to {}: {e}", dest.display())))?;
-    // VACUUM INTO keeps the WAL flag in the header; a copy must stand alone.
-    let out = Connection::open_with_flags(
-        dest,
-        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NOFOLLOW,
-    )
-    .map_err(|e| db_err(dest, e))?;
-    out.query_row("PRAGMA journal_mode = DELETE", [], |_| Ok(()))
-        .map_err(|e| db_err(dest, e))?;
-    out.close().map_err(|(_, e)| db_err(dest, e))
-}
-
-/// Schema 1: every column in `samples_packed`.
-fn insert_sql_v1() -> String {
-    let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
-    let marks = vec!["?"; NVALUES + 3].join(", ");
-    format!(
-        "INSERT INTO samples_packed(t_ms, series, kind, {}) VALUES ({marks})",
-        cols.join(", ")
-    )
-}
-
-/// Schema 2: `t_ms`, `series` and the main value columns.
-fn insert_sql() -> String {
-    let cols: Vec<&str> = schema::main_columns().map(|i| VALUE_COLUMNS[i].0).collect();
-    let marks = vec!["?"; cols.len() + 2].join(", ");
-    format!(
-        "INSERT INTO samples_packed(t_ms, series, {}) VALUES ({marks})",
-        cols.join(", ")
-    )
-}
-
-/// Schema 2: `id`, `kind` and the rare value columns.
-fn insert_rare_sql() -> String {
-    let cols: Vec<&str> = schema::rare_columns().map(|i| VALUE_COLUMNS[i].0).collect();
-    let marks = vec!["?"; cols.len() + 2].join(", ");
-    format!(
-        "INSERT INTO samples_rare(id, kind, {}) VALUES ({marks})",
-        cols.join(", ")
-    )
 }
 
 fn meta_sql(m: &JobMeta) -> String {
@@ -770,54 +760,5 @@ fn insert_event(
         params![t_unix_ms, step, kind, detail],
     )
     .map(|_| ())
-    .map_err(|e| db_err(path, e))
-}
-
-/// The series id of `name`, registering the step (started at `t`) if this is its first row.
-fn ensure_step(
-    conn: &Connection,
-    path: &Path,
-    name: &str,
-    t_unix_ms: i64,
-    ids: &mut Vec<i64>,
-    infos: &mut Vec<StepInfo>,
-) -> Result<i64> {
-    if let Some(i) = infos.iter().position(|s| s.step == name) {
-        return Ok(ids[i]);
-    }
-    conn.execute(
-        "INSERT INTO steps(step, started_unix_ms) VALUES (?1, ?2)",
-        params![name, t_unix_ms],
-    )
-    .map_err(|e| db_err(path, e))?;
-    let id = conn.last_insert_rowid();
-    ids.push(id);
-    infos.push(StepInfo {
-        step: name.to_string(),
-        started_unix_ms: Some(t_unix_ms),
-        ended_unix_ms: None,
-        tasks: None,
-        exit_status: None,
-    });
-    Ok(id)
-}
-
-/// The chain state of a series = the running sums of its stored columns.
-fn load_chain(conn: &Connection, path: &Path, series: i64) -> Result<Chain> {
-    let sums: Vec<String> = VALUE_COLUMNS
-        .iter()
-        .map(|(c, _, _)| format!("SUM({c})"))
-        .collect();
-    let sql = format!(
-        "SELECT {} FROM samples_packed WHERE series = ?1",
-        sums.join(", ")
-    );
-    conn.query_row(&sql, [series], |r| {
-        let mut v = [None; NVALUES];
-        for (i, slot) in v.iter_mut().enumerate() {
-            *slot = r.get::<_, Option<i64>>(i)?;
-        }
-        Ok(Chain::from_sums(v))
-    })
     .map_err(|e| db_err(path, e))
 }

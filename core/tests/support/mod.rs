@@ -19,10 +19,15 @@ pub const JOB_ID: u32 = 777;
 pub const BOUND: Duration = Duration::from_secs(12);
 
 fn meta() -> JobMeta {
+    job_meta(JOB_ID.into(), 1000)
+}
+
+/// A job's meta as the plugin writes it: `job_id`, its user `uid`, one node.
+pub fn job_meta(job_id: u64, uid: u32) -> JobMeta {
     JobMeta {
-        job_id: JOB_ID.into(),
+        job_id,
         user: "alice".into(),
-        uid: 1000,
+        uid,
         node: "node1".into(),
         cluster: None,
         plugin_version: "test".into(),

@@ -165,6 +165,43 @@ fn open_mig(nvml: &Nvml, uuid: &str, cuda_index: Option<u32>) -> Option<Card> {
     })
 }
 
+/// A whole card the job was allocated (NVML index `index`) as the job's card: what it is,
+/// its active NVLinks, and its handle for the readings.
+fn open_card(dev: &Device<'_>, uuid: String, index: u32, cuda_index: Option<u32>) -> Card {
+    let links: Vec<u32> = (0..NVLINK_MAX_LINKS)
+        .map_while(|l| dev.link_wrapper_for(l).is_active().ok().map(|a| (l, a)))
+        .filter(|(_, a)| *a)
+        .map(|(l, _)| l)
+        .collect();
+    let nvlink_ok = dev.link_wrapper_for(0).is_active();
+    let info = GpuCard {
+        uuid,
+        cuda_index,
+        nvml_index: index,
+        pci_bus_id: dev.pci_info().ok().map(|p| p.bus_id),
+        name: dev.name().ok(),
+        memory_total_bytes: dev.memory_info().ok().map(|m| m.total),
+        sm_clock_max_mhz: dev.max_clock_info(Clock::SM).ok(),
+        power_limit_watts: dev
+            .enforced_power_limit()
+            .ok()
+            .map(|mw| f64::from(mw) / 1000.0),
+        nvlink_links: match nvlink_ok {
+            Ok(_) => Some(links.len() as u32),
+            Err(NvmlError::NotSupported) | Err(NvmlError::InvalidArg) => Some(0),
+            Err(_) => None,
+        },
+    };
+    // SAFETY: the handle stays valid while `nvml` lives (it is stored beside it).
+    let handle = unsafe { dev.handle() };
+    Card {
+        info,
+        handle,
+        links,
+        xid: Err(GpuError::NotSupported),
+    }
+}
+
 impl GpuCollector {
     /// Loads NVML from `lib_path`, initialises it and finds the `wanted` cards. This may
     /// block (driver initialisation): call it off any SPANK callback (see [`worker`]).
@@ -216,41 +253,7 @@ impl GpuCollector {
                 CardRef::Uuid(u) => u.eq_ignore_ascii_case(&uuid),
             });
             let Some(w) = hit else { continue };
-            let links: Vec<u32> = (0..NVLINK_MAX_LINKS)
-                .map_while(|l| dev.link_wrapper_for(l).is_active().ok().map(|a| (l, a)))
-                .filter(|(_, a)| *a)
-                .map(|(l, _)| l)
-                .collect();
-            let nvlink_ok = dev.link_wrapper_for(0).is_active();
-            let info = GpuCard {
-                uuid,
-                cuda_index: w.cuda_index,
-                nvml_index: index,
-                pci_bus_id: dev.pci_info().ok().map(|p| p.bus_id),
-                name: dev.name().ok(),
-                memory_total_bytes: dev.memory_info().ok().map(|m| m.total),
-                sm_clock_max_mhz: dev.max_clock_info(Clock::SM).ok(),
-                power_limit_watts: dev
-                    .enforced_power_limit()
-                    .ok()
-                    .map(|mw| f64::from(mw) / 1000.0),
-                nvlink_links: match nvlink_ok {
-                    Ok(_) => Some(links.len() as u32),
-                    Err(NvmlError::NotSupported) | Err(NvmlError::InvalidArg) => Some(0),
-                    Err(_) => None,
-                },
-            };
-            // SAFETY: the handle stays valid while `nvml` lives (it is stored beside it).
-            let handle = unsafe { dev.handle() };
-            cards.push((
-                w.cuda_index,
-                Card {
-                    info,
-                    handle,
-                    links,
-                    xid: Err(GpuError::NotSupported),
-                },
-            ));
+            cards.push((w.cuda_index, open_card(&dev, uuid, index, w.cuda_index)));
         }
         // MIG slices (`CUDA_VISIBLE_DEVICES=MIG-…`): no index of their own, found by UUID.
         for w in wanted {

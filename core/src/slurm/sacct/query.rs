@@ -1,0 +1,491 @@
+//! Running sacct: the field list, the bounded call and its retries (a renamed field, a
+//! refused `--delimiter`), one job, many jobs, and time windows streamed in chunks.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::columns::Kept;
+use super::group::{Grouper, Tally};
+use super::stream::{self, Budget};
+use super::{parse, parse_many, Batch, Record, SacctError, DELIMITER};
+
+/// The fields asked for, in this order. Each is looked up by name in the header.
+pub const FIELDS: &[&str] = &[
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "User",
+    "UID",
+    "Group",
+    "Account",
+    "Partition",
+    "Cluster",
+    "State",
+    "ExitCode",
+    "DerivedExitCode",
+    "Reason",
+    "Submit",
+    "Eligible",
+    "Start",
+    "End",
+    "Elapsed",
+    "ElapsedRaw",
+    "Timelimit",
+    "TimelimitRaw",
+    "NNodes",
+    "NCPUS",
+    "ReqCPUS",
+    "AllocCPUS",
+    "ReqMem",
+    "ReqTRES",
+    "AllocTRES",
+    "NTasks",
+    "NodeList",
+    "TotalCPU",
+    "UserCPU",
+    "SystemCPU",
+    "MaxRSS",
+    "TRESUsageInTot",
+    "TRESUsageInMax",
+    "MaxRSSNode",
+    "MaxRSSTask",
+    "AveRSS",
+    "MaxVMSize",
+    "MaxDiskRead",
+    "MaxDiskWrite",
+    "WorkDir",
+    "SubmitLine",
+    // Last: an AdminComment another tool wrote may hold anything; ours is base32
+    // (report::slurmdbd).
+    "AdminComment",
+];
+
+/// Fields known under two names across Slurm releases (newer, older). Neither of these is in
+/// [`FIELDS`] (see the module doc); the table is the fallback for a list that names one.
+const RENAMED: &[(&str, &str)] = &[("Planned", "Reserved")];
+
+/// How long `sacct` may take before the report gives up on it (slurmdbd down makes it hang).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How to run sacct.
+#[derive(Debug, Clone)]
+pub struct Query {
+    /// The program: `sacct` on PATH unless `SLURMWATCH_SACCT` names another (tests use a fake).
+    pub program: PathBuf,
+    pub timeout: Duration,
+    /// [`window`](Self::window) asks at most this much time per sacct call.
+    pub chunk_seconds: i64,
+}
+
+impl Default for Query {
+    fn default() -> Self {
+        Query {
+            program: std::env::var_os("SLURMWATCH_SACCT")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("sacct")),
+            timeout: DEFAULT_TIMEOUT,
+            chunk_seconds: WINDOW_CHUNK_SECONDS,
+        }
+    }
+}
+
+impl Query {
+    /// The job's record. `job` must be a job id (`12345`, `12345_3`); checked here since it
+    /// goes on a command line.
+    pub fn job(&self, job: &str) -> Result<Record, SacctError> {
+        check_job_id(job)?;
+        let (text, delimiter) =
+            self.run_fields(&["-j".to_string(), job.to_string()], self.timeout)?;
+        parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
+    }
+
+    /// Many jobs in one sacct call (`-j a,b,c`), each with its steps: what `slurmwatch jobs`
+    /// asks, so a table of a thousand jobs costs one slurmdbd round trip, not a thousand.
+    /// A plain id of an array job (`123`) answers all its tasks. Ids are checked here (they
+    /// go on a command line); the same job answered twice (`123` and `123_4`) is kept once.
+    pub fn jobs(&self, ids: &[String]) -> Result<Batch, SacctError> {
+        if ids.is_empty() {
+            return Ok(Batch::default());
+        }
+        for id in ids {
+            check_job_id(id)?;
+        }
+        let (text, delimiter) =
+            self.run_fields(&["-j".to_string(), ids.join(",")], self.timeout)?;
+        let b = parse_many(&text, delimiter);
+        // A job answered twice keeps its later copy: parse_many files the steps under it.
+        let mut out = Batch {
+            skipped_lines: b.skipped_lines,
+            orphan_steps: b.orphan_steps,
+            records: Vec::new(),
+        };
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        for r in b.records {
+            let key = r
+                .job
+                .fields
+                .get("JobIDRaw")
+                .filter(|v| !v.trim().is_empty())
+                .cloned()
+                .unwrap_or_else(|| r.job.job_id.clone());
+            match seen.get(&key) {
+                Some(&i) => out.records[i] = r,
+                None => {
+                    seen.insert(key, out.records.len());
+                    out.records.push(r);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every job of a time window, with its steps: one bounded-time query, cut into chunks of
+    /// at most `chunk_seconds` ([`WINDOW_CHUNK_SECONDS`] by default) so a long window never
+    /// asks slurmdbd for months at once. A job running across a chunk boundary is listed by
+    /// both chunks: it is kept once (the later answer, which has the more complete record).
+    /// Holds every record: for a window of many jobs, [`window_each`](Self::window_each).
+    pub fn window(&self, w: &Window) -> Result<Batch, SacctError> {
+        let mut out = Batch::default();
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let tally = self.window_each(w, Kept::All, &mut |r| match seen.get(r.key()) {
+            Some(&i) => out.records[i] = r.clone(),
+            None => {
+                seen.insert(r.key().to_string(), out.records.len());
+                out.records.push(r.clone());
+            }
+        })?;
+        out.skipped_lines = tally.skipped_lines;
+        out.orphan_steps = tally.orphan_steps;
+        Ok(out)
+    }
+
+    /// [`window`](Self::window) without holding it: each job is handed to `on_job` as soon as
+    /// sacct has printed its last step, and nothing of sacct's text is kept (memory does not
+    /// grow with the answer). A job listed by two chunks is handed on twice, the later the
+    /// more complete: the consumer keeps one per [`Record::key`]. `self.timeout` bounds the
+    /// time spent *waiting on sacct* over the whole window (every call, every retry); what
+    /// `on_job` takes is not sacct's time and does not count. Lines reach `on_job` before
+    /// sacct has exited: when a call then fails, the query fails, and what was handed on is
+    /// the caller's to drop.
+    pub fn window_each(
+        &self,
+        w: &Window,
+        kept: Kept,
+        on_job: &mut dyn FnMut(&Record),
+    ) -> Result<Tally, SacctError> {
+        if w.until_unix <= w.since_unix {
+            return Err(SacctError::Failed(
+                "the window is empty: --until must be later than --since".into(),
+            ));
+        }
+        for u in &w.users {
+            if u.is_empty()
+                || !u
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-$".contains(c))
+            {
+                return Err(SacctError::Failed(format!("{u:?} is not a user name")));
+            }
+        }
+        if let Some(p) = &w.partition {
+            if p.is_empty()
+                || !p
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "._-,".contains(c))
+            {
+                return Err(SacctError::Failed(format!("{p:?} is not a partition name")));
+            }
+        }
+        // Parsed on a thread of its own and handed over in batches: the caller's work on each
+        // job overlaps the parsing of the next ones (on two cores, close to half the wall
+        // time of a site's month). Bounded: at most BATCHES_IN_FLIGHT batches wait.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(BATCHES_IN_FLIGHT);
+        // Read batches go back to be dropped where they were allocated: freeing another
+        // thread's allocations contends for its malloc arena (it doubled the CPU time).
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Record>>();
+        std::thread::scope(|s| {
+            let parser = s.spawn(move || {
+                let mut batch = Vec::with_capacity(JOBS_PER_BATCH);
+                let tally = self.window_parse(w, kept, &mut |r| {
+                    batch.push(r);
+                    if batch.len() == JOBS_PER_BATCH {
+                        while let Ok(mut old) = done_rx.try_recv() {
+                            old.clear();
+                        }
+                        // A closed channel: the caller is unwinding; the rest is dropped.
+                        let _ = tx.send(std::mem::replace(
+                            &mut batch,
+                            Vec::with_capacity(JOBS_PER_BATCH),
+                        ));
+                    }
+                });
+                let _ = tx.send(batch);
+                drop(tx);
+                tally
+            });
+            for batch in rx {
+                batch.iter().for_each(&mut *on_job);
+                let _ = done_tx.send(batch);
+            }
+            parser
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))
+        })
+    }
+
+    /// [`window_each`](Self::window_each)'s chunks, each job handed to `on_job` as its last
+    /// line is parsed.
+    fn window_parse(
+        &self,
+        w: &Window,
+        kept: Kept,
+        on_job: &mut dyn FnMut(Record),
+    ) -> Result<Tally, SacctError> {
+        let mut budget = Budget::new(self.timeout);
+        let mut tally = Tally::default();
+        let mut from = w.since_unix;
+        while from < w.until_unix {
+            let to = (from + self.chunk_seconds.max(3600)).min(w.until_unix);
+            let mut sel = vec![
+                "-S".to_string(),
+                sacct_time(from),
+                "-E".to_string(),
+                sacct_time(to),
+            ];
+            if w.all_users {
+                sel.push("--allusers".into());
+            } else if !w.users.is_empty() {
+                sel.push("-u".into());
+                sel.push(w.users.join(","));
+            }
+            if let Some(p) = &w.partition {
+                sel.push("-r".into());
+                sel.push(p.clone());
+            }
+            let mut g: Option<Grouper> = None;
+            self.run_fields_each(&sel, &mut budget, &mut |delimiter, line| {
+                let g = g.get_or_insert_with(|| Grouper::new(delimiter, kept));
+                if let Some(r) = g.push(line) {
+                    on_job(r);
+                }
+            })?;
+            if let Some(mut g) = g {
+                if let Some(r) = g.finish() {
+                    on_job(r);
+                }
+                tally += g.tally;
+            }
+            from = to;
+        }
+        Ok(tally)
+    }
+
+    /// Runs sacct with `selector` (the job or window arguments) and the field list, retrying
+    /// once per cause: a field this release calls invalid (renamed or dropped), then a
+    /// refused `--delimiter`. Returns the text and the delimiter it is split by.
+    fn run_fields(
+        &self,
+        selector: &[String],
+        timeout: Duration,
+    ) -> Result<(String, char), SacctError> {
+        let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        let mut delimiter = DELIMITER;
+        let deadline = Instant::now() + timeout;
+        for _ in 0..4 {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
+            }
+            let args = field_args(selector, &fields, delimiter);
+            let out = run_bounded(&self.program, &args, left)?;
+            if out.status_ok {
+                return Ok((out.stdout, delimiter));
+            }
+            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
+        }
+        Err(SacctError::Failed(
+            "sacct refused every field list tried".into(),
+        ))
+    }
+
+    /// [`run_fields`](Self::run_fields) streamed: each non-blank line goes to `on_line` with
+    /// the delimiter it is split by, within `budget`. A call that fails after printing
+    /// lines is not retried (they have been handed on): the query fails.
+    fn run_fields_each(
+        &self,
+        selector: &[String],
+        budget: &mut Budget,
+        on_line: &mut dyn FnMut(char, &str),
+    ) -> Result<(), SacctError> {
+        let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        let mut delimiter = DELIMITER;
+        for _ in 0..4 {
+            let args = field_args(selector, &fields, delimiter);
+            let d = delimiter;
+            let out = stream::run_lines(&self.program, &args, budget, &mut |l| on_line(d, l))?;
+            if out.status_ok {
+                return Ok(());
+            }
+            if out.lines > 0 {
+                return Err(SacctError::Failed(first_line(out.stderr.trim())));
+            }
+            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
+        }
+        Err(SacctError::Failed(
+            "sacct refused every field list tried".into(),
+        ))
+    }
+}
+
+/// A job id as it may go on sacct's command line: digits, `_` (array task), `+` (het job).
+fn check_job_id(id: &str) -> Result<(), SacctError> {
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
+    {
+        return Err(SacctError::Failed(format!("{id:?} is not a job id")));
+    }
+    Ok(())
+}
+
+/// sacct's arguments: the selector, then the fields and the delimiter asked for.
+fn field_args(selector: &[String], fields: &[String], delimiter: char) -> Vec<String> {
+    let mut args: Vec<String> = selector.to_vec();
+    args.extend(["--parsable2".into(), "-o".into(), fields.join(",")]);
+    if delimiter == DELIMITER {
+        args.push(format!("--delimiter={DELIMITER}"));
+    }
+    args
+}
+
+/// After a refused call: the field this release calls invalid swapped for its other name (or
+/// dropped), else `|` for a refused `--delimiter`; the error when neither explains `err`.
+fn retry_with(fields: &mut Vec<String>, delimiter: &mut char, err: &str) -> Result<(), SacctError> {
+    if let Some(bad) = invalid_field(err) {
+        let Some(pos) = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad)) else {
+            return Err(SacctError::Failed(first_line(err)));
+        };
+        let alt = RENAMED.iter().find_map(|(a, b)| {
+            if a.eq_ignore_ascii_case(&bad) {
+                Some(*b)
+            } else if b.eq_ignore_ascii_case(&bad) {
+                Some(*a)
+            } else {
+                None
+            }
+        });
+        match alt {
+            Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
+            _ => {
+                fields.remove(pos);
+            }
+        }
+        return Ok(());
+    }
+    if *delimiter == DELIMITER && err.contains("delimiter") {
+        *delimiter = '|';
+        return Ok(());
+    }
+    Err(SacctError::Failed(first_line(err)))
+}
+
+/// Jobs handed from the parsing thread to the caller of [`Query::window_each`] at a time…
+const JOBS_PER_BATCH: usize = 256;
+
+/// …and batches that may wait for it.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// The longest stretch one sacct call is asked for in a window query.
+pub const WINDOW_CHUNK_SECONDS: i64 = 7 * 86400;
+
+/// A multi-job query: the jobs of `users` (or of everyone, or of the caller when neither is
+/// given) that ran between `since_unix` and `until_unix`, optionally in one partition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Window {
+    pub since_unix: i64,
+    pub until_unix: i64,
+    pub users: Vec<String>,
+    pub all_users: bool,
+    pub partition: Option<String>,
+}
+
+/// Unix seconds as sacct's `-S/-E` want them: local `YYYY-MM-DDTHH:MM:SS` (the `standard`
+/// format [`parse_time`](super::parse_time) reads back).
+pub fn sacct_time(unix: i64) -> String {
+    crate::sys::local_time(unix).map_or_else(|| "now".into(), |t| t.date_time('T'))
+}
+
+fn first_line(s: &str) -> String {
+    let l = s.lines().next().unwrap_or("").trim();
+    if l.is_empty() {
+        "it exited with an error and printed nothing".into()
+    } else {
+        l.chars().take(300).collect()
+    }
+}
+
+/// `sacct: error: Invalid field requested: "Planned"` → `Planned`.
+fn invalid_field(stderr: &str) -> Option<String> {
+    let l = stderr
+        .lines()
+        .find(|l| l.contains("Invalid field requested"))?;
+    let rest = l.split("Invalid field requested").nth(1)?;
+    let name: String = rest
+        .trim_start_matches([':', ' '])
+        .trim_matches(|c: char| c == '"' || c == '\'' || c.is_whitespace())
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    (!name.is_empty()).then_some(name)
+}
+
+struct Output {
+    status_ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+/// sacct through [`command::run_command`](crate::slurm::command::run_command) (pinned time format and
+/// locale, bounded wait, killed at the deadline; the child's exit is waited for, not polled,
+/// so the answer is read the moment sacct exits), without a user's `SACCT_FORMAT`.
+fn run_bounded(
+    program: &PathBuf,
+    args: &[String],
+    timeout: Duration,
+) -> Result<Output, SacctError> {
+    use crate::slurm::command::{run_command, CommandError};
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_remove("SACCT_FORMAT");
+    match run_command(cmd, timeout, None) {
+        Ok(f) => Ok(Output {
+            status_ok: f.success,
+            stdout: f.stdout,
+            stderr: f.stderr,
+        }),
+        Err(CommandError::NotFound { .. }) => Err(SacctError::Missing(format!(
+            "{} not found",
+            program.display()
+        ))),
+        Err(CommandError::Spawn { message, .. }) => Err(SacctError::Missing(format!(
+            "cannot run {}: {message}",
+            program.display()
+        ))),
+        Err(CommandError::Timeout { .. }) => Err(SacctError::TimedOut(timeout.as_secs().max(1))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_field_is_found() {
+        assert_eq!(
+            invalid_field("sacct: error: Invalid field requested: \"Planned\"\n"),
+            Some("Planned".into())
+        );
+        assert_eq!(invalid_field("other"), None);
+    }
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The sampler's own cost inside real recorded jobs, read from the jobs' own counters (every
+# row carries the sampler thread's CPU, RUSAGE_THREAD, and its bytes written, wchar): the
+# median per stored row at --slurmwatch=5 (the default: a row and four 1-s fast reads) and at
+# --slurmwatch=1 (a row a second), beside this machine's floor — the CPU a thread that does
+# nothing but sleep 1 s is charged per wake-up inside a job (scheduler and timer work; on this
+# VM ~50 µs). The fast read's own cost is estimated as (row at 5 s − row at 1 s) / 4.
+# Needs the test cluster (scripts/cluster.sh up). D=seconds per job (default 60).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+D=${D:-60}
+user=${BENCH_USER:-swuser1}
+spool=${SPOOL:-/var/spool/slurmwatch}
+work=$(mktemp -d /tmp/bench-sampler.XXXXXX)
+chown "$user" "$work"
+trap 'rm -rf "$work"' EXIT
+
+# Two processes: one holding 200 MiB, the shell with 100 MiB of page cache written.
+cat > "$work/job.sh" <<EOF
+#!/bin/bash
+python3 - <<'PY' &
+import time
+b = bytearray(200 << 20)
+for i in range(0, len(b), 4096): b[i] = 1
+t = time.time() + $D
+while time.time() < t:
+    time.sleep(0.05)
+PY
+dd if=/dev/zero of=$work/cache.\$SLURM_JOB_ID bs=1M count=100 2>/dev/null
+wait
+rm -f $work/cache.\$SLURM_JOB_ID
+EOF
+cat > "$work/floor.py" <<EOF
+import resource, time
+n = $D
+r0 = resource.getrusage(resource.RUSAGE_THREAD)
+for i in range(n):
+    time.sleep(1)
+r1 = resource.getrusage(resource.RUSAGE_THREAD)
+print("%.0f" % ((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e6 / n))
+EOF
+chmod 755 "$work/job.sh"
+chmod 644 "$work/floor.py"
+
+cargo build -q --release -p slurmwatch-core --example sampler_rows
+rows=target/release/examples/sampler_rows
+
+submit() { su "$user" -c "cd $work && sbatch --parsable -c1 --mem=1G -t 10 $*"; }
+j5=$(submit --slurmwatch=5 -o "$work/o5.txt" "$work/job.sh")
+j1=$(submit --slurmwatch=1 -o "$work/o1.txt" "$work/job.sh")
+jf=$(submit -o "$work/floor.txt" --wrap "'python3 $work/floor.py'")
+echo "jobs: $j5 (every 5 s), $j1 (every 1 s), $jf (the wake-up floor); $D s each"
+# shellcheck source=scripts/wait-until.sh
+. scripts/wait-until.sh
+left_queue() { ! squeue -h -j "$j5,$j1,$jf" 2>/dev/null | grep -q .; }
+# The jobs run side by side (time limit 10 min): D s, then the epilog.
+wait_until $((D + 300)) "jobs $j5 $j1 $jf to leave the queue" left_queue
+
+floor=$(tr -d '\n' < "$work/floor.txt")
+r5=$("$rows" "$spool/$j5.sqlite")
+r1=$("$rows" "$spool/$j1.sqlite")
+echo "at --slurmwatch=5: $r5"
+echo "at --slurmwatch=1: $r1"
+median() { sed -n 's/.*per stored row median \([0-9]*\) µs.*/\1/p' <<<"$1"; }
+m5=$(median "$r5")
+m1=$(median "$r1")
+echo "floor: a thread sleeping 1 s inside a job is charged $floor µs CPU per wake-up"
+awk -v m5="$m5" -v m1="$m1" -v f="$floor" 'BEGIN {
+  printf "row at 5 s: %d µs = %.1f× the floor of 5 wake-ups (%d µs); above it: %d µs\n", m5, m5 / (5 * f), 5 * f, m5 - 5 * f
+  printf "row at 1 s: %d µs = %.1f× the floor of 1 wake-up; above it: %d µs\n", m1, m1 / f, m1 - f
+  printf "fast read (estimated): %.0f µs, of which the wake-up %d µs: %.0f µs of work\n", (m5 - m1) / 4, f, (m5 - m1) / 4 - f
+}'
