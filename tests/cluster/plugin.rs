@@ -182,7 +182,9 @@ fn a_failing_job_keeps_its_exit_code() {
     let line = job.wait(WAIT);
     assert_eq!(
         (line.state.as_str(), line.exit_code.as_str()),
-        ("FAILED", "3:0")
+        ("FAILED", "3:0"),
+        "{}",
+        job.diagnostics()
     );
-    assert_eq!(job.output(), "out\n");
+    assert_eq!(job.output(), "out\n", "{}", job.diagnostics());
 }

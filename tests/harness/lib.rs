@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 pub use slurmwatch_tests_macros::cluster_test;
 
 pub const SLURMD_LOG: &str = "/var/log/slurm/slurmd.log";
+pub const SLURMCTLD_LOG: &str = "/var/log/slurm/slurmctld.log";
 pub const PLUGIN_SO: &str = "/usr/local/lib/slurmwatch/slurmwatch.so";
 pub const SPOOL: &str = "/var/spool/slurmwatch";
 /// Unprivileged users created by scripts/cluster.sh.
@@ -227,6 +228,9 @@ pub struct SacctLine {
     pub elapsed_seconds: u64,
     pub total_cpu: String,
     pub max_rss: String,
+    /// slurmdbd holds only its stand-in row for the job so far (its end arrived before its
+    /// start): name `allocation`, no request — as `sacct::Record::is_partial` tells it.
+    pub partial: bool,
 }
 
 impl Job {
@@ -274,17 +278,52 @@ impl Job {
             let queued = q.status.success() && !stdout(&q).trim().is_empty();
             if !queued {
                 if let Some(l) = self.sacct().into_iter().find(|l| l.job_id == id) {
-                    if !matches!(l.state.as_str(), "PENDING" | "RUNNING" | "COMPLETING") {
+                    // slurmdbd's stand-in row (the end heard before the start: name
+                    // `allocation`, no request) is not yet the job's record: wait for it.
+                    let ended = !matches!(l.state.as_str(), "PENDING" | "RUNNING" | "COMPLETING");
+                    if ended && !l.partial {
                         return l;
                     }
                 }
             }
             assert!(
                 Instant::now() < end,
-                "job {id} did not finish within {timeout:?}"
+                "job {id} did not finish within {timeout:?}\n{}",
+                self.diagnostics()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
+    }
+
+    /// What Slurm said of this job, for a failing assertion's message: every sacct line of
+    /// the job and its steps (exit and derived exit codes, name, request) and the slurmctld
+    /// log lines that name it.
+    pub fn diagnostics(&self) -> String {
+        let o = run(
+            "sacct",
+            &[
+                "-n",
+                "-P",
+                "-j",
+                &self.id.to_string(),
+                "-o",
+                "JobID,JobName,State,ExitCode,DerivedExitCode,Start,End,ReqTRES,NodeList",
+            ],
+        );
+        let tag = format!("JobId={} ", self.id);
+        let ctld = std::fs::read(SLURMCTLD_LOG).unwrap_or_default();
+        let ctld: Vec<String> = String::from_utf8_lossy(&ctld)
+            .lines()
+            .filter(|l| l.contains(&tag) || l.ends_with(&tag[..tag.len() - 1]))
+            .map(String::from)
+            .collect();
+        format!(
+            "sacct -j {}:\n{}slurmctld.log:\n{}\nslurmd.log:\n{}",
+            self.id,
+            stdout(&o),
+            ctld.join("\n"),
+            self.log_lines().join("\n")
+        )
     }
 
     /// Waits until the job is running.
@@ -315,14 +354,14 @@ impl Job {
                 "-j",
                 &self.id.to_string(),
                 "-o",
-                "JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS",
+                "JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,JobName,ReqTRES",
             ],
         );
         stdout(&o)
             .lines()
             .filter_map(|l| {
                 let f: Vec<&str> = l.split('\u{1f}').collect();
-                (f.len() == 6).then(|| SacctLine {
+                (f.len() == 8).then(|| SacctLine {
                     job_id: f[0].to_string(),
                     // "CANCELLED by 0" → "CANCELLED"
                     state: f[1].split_whitespace().next().unwrap_or("").to_string(),
@@ -330,6 +369,8 @@ impl Job {
                     elapsed_seconds: f[3].parse().unwrap_or(0),
                     total_cpu: f[4].to_string(),
                     max_rss: f[5].to_string(),
+                    // The job line's stand-in (see `wait`); a step line never is.
+                    partial: !f[0].contains('.') && f[6] == "allocation" && f[7].is_empty(),
                 })
             })
             .collect()
