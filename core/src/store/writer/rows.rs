@@ -94,27 +94,17 @@ impl<'t> SampleInserts<'t> {
             kind,
             &encode(row),
         );
-        let mut p = [None; NVALUES + 2];
-        p[0] = Some(packed.t_ms);
-        p[1] = Some(series);
-        let mut n = 2;
-        for i in schema::main_columns() {
-            p[n] = packed.values[i];
-            n += 1;
-        }
+        let (p, n) = statement_params(
+            [packed.t_ms, series],
+            schema::main_columns(),
+            &packed.values,
+        );
         self.insert
             .execute(rusqlite::params_from_iter(p[..n].iter()))
             .map_err(|e| db_err(path, e))?;
         if packed.rare {
             let id = conn.last_insert_rowid();
-            let mut p = [None; NVALUES + 2];
-            p[0] = Some(id);
-            p[1] = Some(kind);
-            let mut n = 2;
-            for i in schema::rare_columns() {
-                p[n] = packed.values[i];
-                n += 1;
-            }
+            let (p, n) = statement_params([id, kind], schema::rare_columns(), &packed.values);
             self.insert_rare
                 .as_mut()
                 .expect("schema 2")
@@ -235,3 +225,21 @@ static INSERT_RARE: LazyLock<String> = LazyLock::new(|| {
         schema::rare_columns().map(|i| VALUE_COLUMNS[i].0),
     )
 });
+
+/// One schema-2 `INSERT`'s parameters: its two leading keys, then the packed values of
+/// `columns` in table order; the count used is returned beside the array.
+fn statement_params(
+    keys: [i64; 2],
+    columns: impl Iterator<Item = usize>,
+    values: &[Option<i64>; NVALUES],
+) -> ([Option<i64>; NVALUES + 2], usize) {
+    let mut p = [None; NVALUES + 2];
+    p[0] = Some(keys[0]);
+    p[1] = Some(keys[1]);
+    let mut n = 2;
+    for i in columns {
+        p[n] = values[i];
+        n += 1;
+    }
+    (p, n)
+}
