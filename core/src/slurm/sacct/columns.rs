@@ -89,14 +89,19 @@ impl Columns {
         }
     }
 
-    /// One data line, typed; `None` when it cannot be read (a field count that does not match
-    /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
-    /// skipped.
     /// How many columns the header names.
     pub fn width(&self) -> usize {
         self.names.len()
     }
 
+    /// [`width`](Self::width) of the columns `header` would name, without reading them.
+    pub fn header_width(header: &str, delimiter: char) -> usize {
+        header.split(delimiter).count()
+    }
+
+    /// One data line, typed; `None` when it cannot be read (a field count that does not match
+    /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
+    /// skipped.
     pub fn line(&mut self, raw: &str, kept: Kept) -> Option<Line> {
         split_spans(raw, self.delimiter, &mut self.spans);
         let n = self.spans.len();
