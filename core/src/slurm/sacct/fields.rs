@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::slurm::units::{parse_size, split_ascii, split_once_ascii};
+use crate::slurm::units::{parse_size, split_ascii, split_once_ascii, trim};
 
 /// A state, with the `by <uid>` of `CANCELLED by 0` split off.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -40,8 +40,8 @@ impl ExitCode {
     pub fn parse(s: &str) -> Option<ExitCode> {
         let (c, sig) = s.split_once(':')?;
         Some(ExitCode {
-            code: c.trim().parse().ok()?,
-            signal: sig.trim().parse().ok()?,
+            code: trim(c).parse().ok()?,
+            signal: trim(sig).parse().ok()?,
         })
     }
 }
@@ -64,10 +64,7 @@ impl Tres {
         let mut t = Tres::default();
         let mut untyped = None;
         let mut typed: Option<u64> = None;
-        for part in split_ascii(s, b',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
+        for part in split_ascii(s, b',').map(trim).filter(|p| !p.is_empty()) {
             let Some((k, v)) = split_once_ascii(part, b'=') else {
                 continue;
             };
@@ -121,7 +118,7 @@ pub enum ReqMem {
 
 impl ReqMem {
     pub fn parse(s: &str) -> Option<ReqMem> {
-        let s = s.trim();
+        let s = trim(s);
         if s.is_empty() {
             return None;
         }
@@ -177,8 +174,8 @@ pub fn parse_time(s: &str) -> Option<i64> {
 pub fn tres_usage<'a>(tres: &'a str, key: &str) -> Option<&'a str> {
     tres.split(',')
         .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| k.trim() == key)
-        .map(|(_, v)| v.trim())
+        .find(|(k, _)| trim(k) == key)
+        .map(|(_, v)| trim(v))
         .filter(|v| !v.is_empty())
 }
 

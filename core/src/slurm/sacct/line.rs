@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::fields::{parse_gres_gpus, tres_usage, ExitCode, ReqMem, State, Tres};
-use crate::slurm::units::{parse_duration, parse_size};
+use crate::slurm::units::{parse_duration, parse_size, trim};
 
 /// One line of sacct: the job (`12345`) or a step (`12345.batch`, `12345.0`, `12345.extern`).
 /// `fields` keeps every value as sacct printed it (for `--json`); the typed members are
@@ -143,13 +143,13 @@ impl Line {
         time: &dyn Fn(&str) -> Option<i64>,
     ) -> Option<Line> {
         let get = |k: &'static str| -> &'v str { field(k).unwrap_or("") };
-        let num = |k: &'static str| get(k).trim().parse::<u64>().ok();
+        let num = |k: &'static str| trim(get(k)).parse::<u64>().ok();
         let non_empty = |k: &'static str| {
-            Some(get(k).trim())
+            Some(trim(get(k)))
                 .filter(|v| !v.is_empty())
                 .map(str::to_string)
         };
-        let job_id = get("JobID").trim().to_string();
+        let job_id = trim(get("JobID")).to_string();
         if job_id.is_empty() {
             return None;
         }
@@ -163,6 +163,9 @@ impl Line {
                 (s >= e).then(|| (s - e) as f64)
             });
         let gpus_gres = field("AllocGRES").and_then(parse_gres_gpus);
+        // Looked up whether or not they are needed below: the same names in the same order
+        // on every line is what makes a lookup one comparison (Columns::column).
+        let (elapsed, timelimit, alloc_cpus) = (get("Elapsed"), get("Timelimit"), get("AllocCPUS"));
         Some(Line {
             step,
             job_name: get("JobName").to_string(),
@@ -175,12 +178,12 @@ impl Line {
             start_unix: start,
             end_unix: time(get("End")),
             elapsed_seconds: num("ElapsedRaw")
-                .or_else(|| parse_duration(get("Elapsed")).map(|s| s as u64)),
+                .or_else(|| parse_duration(elapsed).map(|s| s as u64)),
             timelimit_minutes: num("TimelimitRaw")
-                .or_else(|| parse_duration(get("Timelimit")).map(|s| (s / 60.0) as u64)),
+                .or_else(|| parse_duration(timelimit).map(|s| (s / 60.0) as u64)),
             planned_seconds: planned,
             nodes: num("NNodes"),
-            cpus: num("NCPUS").or_else(|| num("AllocCPUS")),
+            cpus: num("NCPUS").or_else(|| trim(alloc_cpus).parse().ok()),
             req_cpus: num("ReqCPUS"),
             req_mem: ReqMem::parse(get("ReqMem")),
             req_tres: Tres::parse(get("ReqTRES")),

@@ -176,7 +176,7 @@ fn deliver(raw: &[u8], on_line: &mut dyn FnMut(&str)) -> usize {
         Ok(l) => std::borrow::Cow::Borrowed(l),
         Err(_) => String::from_utf8_lossy(raw),
     };
-    if line.trim().is_empty() {
+    if crate::slurm::units::trim(&line).is_empty() {
         return 0;
     }
     on_line(&line);
