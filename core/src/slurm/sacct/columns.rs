@@ -4,7 +4,7 @@
 //! up by column position, so typing a line allocates only what the [`Line`] keeps. That is
 //! what lets a window of a million jobs be parsed as it streams in.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use crate::fasthash::FastMap;
@@ -25,9 +25,9 @@ pub enum Kept {
 
 /// Where each of `raw`'s values lies (byte ranges), split at `delimiter`: by bytes when it
 /// is ASCII (always: the unit separator or `|`), which a `char` pattern's searcher is several
-/// times slower at; into a buffer reused from line to line.
-fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
-    spans.clear();
+/// times slower at; into a buffer reused from line to line (appended: `spans` may hold
+/// other lines' before).
+pub(super) fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
     let mut start = 0;
     if delimiter.is_ascii() {
         let d = delimiter as u8;
@@ -65,6 +65,12 @@ pub struct Columns {
     /// ~40 names (the same `&'static str`s) on every line, and hashing them was a seventh of
     /// the parse.
     by_address: RefCell<Vec<Option<AddressSlot>>>,
+    /// The names asked for while typing the last line, in order, with their columns; and how
+    /// many the current line has asked. [`Line::typed`] asks in the same order line after
+    /// line, so the `n`th name asked is first checked against the last line's `n`th: one
+    /// comparison, where even the address cache cost a fifth of the line's typing.
+    asked: RefCell<Vec<AddressSlot>>,
+    at: Cell<usize>,
 }
 
 impl Columns {
@@ -86,6 +92,8 @@ impl Columns {
             times: Times::default(),
             spans: Vec::new(),
             by_address: RefCell::new(vec![None; ADDRESS_SLOTS]),
+            asked: RefCell::new(Vec::new()),
+            at: Cell::new(0),
         }
     }
 
@@ -103,17 +111,26 @@ impl Columns {
     /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
     /// skipped.
     pub fn line(&mut self, raw: &str, kept: Kept) -> Option<Line> {
-        split_spans(raw, self.delimiter, &mut self.spans);
-        let n = self.spans.len();
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        split_spans(raw, self.delimiter, &mut spans);
+        let line = self.line_split(raw, &spans, kept);
+        self.spans = spans;
+        line
+    }
+
+    /// [`line`](Self::line) of a line already split by [`split_spans`] (on another thread:
+    /// see [`pipeline`](super::pipeline)).
+    pub fn line_split(&self, raw: &str, spans: &[(usize, usize)], kept: Kept) -> Option<Line> {
+        let n = spans.len();
         if n > self.names.len() && self.delimiter != DELIMITER {
-            let vals: Vec<&str> = self.spans.iter().map(|&(a, b)| &raw[a..b]).collect();
+            let vals: Vec<&str> = spans.iter().map(|&(a, b)| &raw[a..b]).collect();
             let vals = self.repair(&vals)?;
             return self.typed(&|i| vals[i].as_str(), kept);
         }
         if n != self.names.len() {
             return None;
         }
-        let spans = &self.spans;
         self.typed(&|i| &raw[spans[i].0..spans[i].1], kept)
     }
 
@@ -121,6 +138,24 @@ impl Columns {
     fn column(&self, name: &'static str) -> Option<usize> {
         // A `'static` name's bytes never move or change: its address and length are it.
         let key = (name.as_ptr() as usize, name.len());
+        let n = self.at.get();
+        self.at.set(n + 1);
+        let mut asked = self.asked.borrow_mut();
+        match asked.get(n) {
+            Some(&(k, i)) if k == key => return i,
+            _ => {}
+        }
+        let i = self.by_address(name, key);
+        if n < asked.len() {
+            asked[n] = (key, i);
+        } else {
+            asked.push((key, i));
+        }
+        i
+    }
+
+    /// [`column`](Self::column) when the order of names asked changed.
+    fn by_address(&self, name: &'static str, key: (usize, usize)) -> Option<usize> {
         let slot = (key.0 >> 1) % ADDRESS_SLOTS;
         let mut cache = self.by_address.borrow_mut();
         if let Some((k, i)) = cache[slot] {
@@ -135,6 +170,7 @@ impl Columns {
 
     /// The line whose `i`th value is `val(i)`.
     fn typed<'v>(&self, val: &dyn Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
+        self.at.set(0);
         let get = |k: &'static str| -> Option<&'v str> { self.column(k).map(val) };
         let mut line = Line::typed(&get, &|s| self.times.parse(s))?;
         line.fields = match kept {

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use super::columns::{Columns, Kept};
-use super::{Record, DELIMITER};
+use super::{Line, Record, DELIMITER};
 
 /// What a grouped answer held besides its jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -160,7 +160,19 @@ impl Jobs {
 
     /// One whole record; returns the job it completed, if any.
     pub fn push(&mut self, record: &str) -> Option<Record> {
-        let Some(line) = self.columns.line(record, self.kept) else {
+        let line = self.columns.line(record, self.kept);
+        self.group(line)
+    }
+
+    /// [`push`](Self::push) of a record already split by
+    /// [`split_spans`](super::columns::split_spans).
+    pub fn push_split(&mut self, record: &str, spans: &[(usize, usize)]) -> Option<Record> {
+        let line = self.columns.line_split(record, spans, self.kept);
+        self.group(line)
+    }
+
+    fn group(&mut self, line: Option<Line>) -> Option<Record> {
+        let Some(line) = line else {
             self.tally.skipped_lines += 1;
             return None;
         };

@@ -13,7 +13,7 @@
 
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
-use super::columns::Kept;
+use super::columns::{split_spans, Kept};
 use super::group::{Jobs, Lines, Tally, Whole};
 use super::{Record, SacctError};
 
@@ -26,19 +26,35 @@ const JOBS_PER_BATCH: usize = 256;
 /// …and batches that may wait for it.
 const BATCHES_IN_FLIGHT: usize = 8;
 
-/// Whole records, end to end in one buffer (a record may hold a `\n`: it was rejoined).
+/// Whole records, end to end in one buffer (a record may hold a `\n`: it was rejoined), each
+/// already split into its values' spans: the feeder has the time to, the grouper not.
 #[derive(Default)]
 struct Block {
     text: String,
-    ends: Vec<usize>,
+    /// Where each record's text ends, and its spans.
+    ends: Vec<(usize, usize)>,
+    spans: Vec<(usize, usize)>,
 }
 
 impl Block {
-    fn records(&self) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        self.ends.iter().map(move |&end| {
-            let r = &self.text[start..end];
-            start = end;
+    fn push(&mut self, record: &str, delimiter: char) {
+        self.text.push_str(record);
+        split_spans(record, delimiter, &mut self.spans);
+        self.ends.push((self.text.len(), self.spans.len()));
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+        self.spans.clear();
+    }
+
+    /// Each record, and its values' spans in it.
+    fn records(&self) -> impl Iterator<Item = (&str, &[(usize, usize)])> {
+        let (mut start, mut first) = (0, 0);
+        self.ends.iter().map(move |&(end, last)| {
+            let r = (&self.text[start..end], &self.spans[first..last]);
+            (start, first) = (end, last);
             r
         })
     }
@@ -74,8 +90,7 @@ impl Feed {
                 self.send(Piece::Header(h.to_string(), delimiter));
             }
             Some(Whole::Record(r)) => {
-                self.block.text.push_str(&r);
-                self.block.ends.push(self.block.text.len());
+                self.block.push(&r, delimiter);
                 if self.block.text.len() >= BLOCK_BYTES {
                     self.flush();
                 }
@@ -99,8 +114,7 @@ impl Feed {
             return;
         }
         let mut fresh = self.spare.try_recv().unwrap_or_default();
-        fresh.text.clear();
-        fresh.ends.clear();
+        fresh.clear();
         let full = std::mem::replace(&mut self.block, fresh);
         self.send(Piece::Block(full));
     }
@@ -173,7 +187,7 @@ fn group(
             Piece::Block(b) => {
                 if let Some(j) = &mut jobs {
                     b.records()
-                        .filter_map(|r| j.push(r))
+                        .filter_map(|(r, spans)| j.push_split(r, spans))
                         .for_each(|r| out.push(r));
                 }
                 let _ = spare.send(b);
@@ -208,11 +222,16 @@ impl Batches {
         }
     }
 
+    /// The batch to the caller; the next one is a read batch emptied here, where its jobs
+    /// were allocated (a fresh one only while none has come back).
     fn flush(&mut self) {
+        let mut next = None;
         while let Ok(mut old) = self.done.try_recv() {
             old.clear();
+            next = Some(old);
         }
-        let full = std::mem::replace(&mut self.batch, Vec::with_capacity(JOBS_PER_BATCH));
+        let next = next.unwrap_or_else(|| Vec::with_capacity(JOBS_PER_BATCH));
+        let full = std::mem::replace(&mut self.batch, next);
         // A closed channel: the caller is unwinding; the rest is dropped.
         let _ = self.to_caller.send(full);
     }
