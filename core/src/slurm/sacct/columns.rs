@@ -169,7 +169,7 @@ impl Columns {
     }
 
     /// The line whose `i`th value is `val(i)`.
-    fn typed<'v>(&self, val: &dyn Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
+    fn typed<'v>(&self, val: &impl Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
         self.at.set(0);
         let get = |k: &'static str| -> Option<&'v str> { self.column(k).map(val) };
         let mut line = Line::typed(&get, &|s| self.times.parse(s))?;

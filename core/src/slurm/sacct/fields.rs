@@ -16,6 +16,13 @@ pub struct State {
 
 impl State {
     pub fn parse(s: &str) -> State {
+        // Nearly every state is one word of printable ASCII: nothing to split.
+        if s.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+            return State {
+                name: s.to_string(),
+                cancelled_by_uid: None,
+            };
+        }
         let mut it = s.split_whitespace();
         let name = it.next().unwrap_or("").to_string();
         let cancelled_by_uid = match (it.next(), it.next()) {
@@ -38,7 +45,7 @@ pub struct ExitCode {
 
 impl ExitCode {
     pub fn parse(s: &str) -> Option<ExitCode> {
-        let (c, sig) = s.split_once(':')?;
+        let (c, sig) = split_once_ascii(s, b':')?;
         Some(ExitCode {
             code: trim(c).parse().ok()?,
             signal: trim(sig).parse().ok()?,
@@ -172,8 +179,8 @@ pub fn parse_time(s: &str) -> Option<i64> {
 
 /// `cpu=00:00:04,energy=0,fs/disk=2012,mem=1205656K,pages=0,vmem=...`: the value of `key`.
 pub fn tres_usage<'a>(tres: &'a str, key: &str) -> Option<&'a str> {
-    tres.split(',')
-        .filter_map(|kv| kv.split_once('='))
+    split_ascii(tres, b',')
+        .filter_map(|kv| split_once_ascii(kv, b'='))
         .find(|(k, _)| trim(k) == key)
         .map(|(_, v)| trim(v))
         .filter(|v| !v.is_empty())
@@ -204,6 +211,17 @@ mod tests {
                 cancelled_by_uid: Some(0)
             }
         );
+        for s in [
+            "COMPLETED",
+            "",
+            " RUNNING ",
+            "CANCELLED by 1000",
+            "CANCELLED\tby 7",
+            "é",
+        ] {
+            let mut it = s.split_whitespace();
+            assert_eq!(State::parse(s).name, it.next().unwrap_or(""), "{s:?}");
+        }
         assert_eq!(
             ExitCode::parse("0:125"),
             Some(ExitCode {

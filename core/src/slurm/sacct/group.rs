@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use super::columns::{Columns, Kept};
 use super::{Line, Record, DELIMITER};
+use crate::slurm::units::split_once_ascii;
 
 /// What a grouped answer held besides its jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -183,7 +184,7 @@ impl Jobs {
                 skipped_lines: 0,
             });
         }
-        let parent = line.job_id.split('.').next().unwrap_or("");
+        let parent = split_once_ascii(&line.job_id, b'.').map_or(&*line.job_id, |(p, _)| p);
         match &mut self.open {
             Some(r) if r.job.job_id == parent => r.steps.push(line),
             _ => self.tally.orphan_steps += 1,
