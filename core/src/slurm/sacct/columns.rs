@@ -4,11 +4,11 @@
 //! up by column position, so typing a line allocates only what the [`Line`] keeps. That is
 //! what lets a window of a million jobs be parsed as it streams in.
 
-use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use crate::fasthash::FastMap;
 
+use super::line::Col;
 use super::times::Times;
 use super::{Line, DELIMITER};
 
@@ -46,12 +46,6 @@ pub(super) fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, us
     spans.push((start, raw.len()));
 }
 
-/// A name's (address, length) and its column.
-type AddressSlot = ((usize, usize), Option<usize>);
-
-/// Slots of [`Columns::by_address`].
-const ADDRESS_SLOTS: usize = 251;
-
 /// The columns of one sacct answer, by name.
 #[derive(Debug, Clone)]
 pub struct Columns {
@@ -61,16 +55,8 @@ pub struct Columns {
     times: Times,
     /// The current line's value spans (reused).
     spans: Vec<(usize, usize)>,
-    /// Columns found by the address of the name asked for: [`Line::typed`] asks for the same
-    /// ~40 names (the same `&'static str`s) on every line, and hashing them was a seventh of
-    /// the parse.
-    by_address: RefCell<Vec<Option<AddressSlot>>>,
-    /// The names asked for while typing the last line, in order, with their columns; and how
-    /// many the current line has asked. [`Line::typed`] asks in the same order line after
-    /// line, so the `n`th name asked is first checked against the last line's `n`th: one
-    /// comparison, where even the address cache cost a fifth of the line's typing.
-    asked: RefCell<Vec<AddressSlot>>,
-    at: Cell<usize>,
+    /// Each [`Col`]'s position, by its number.
+    by_col: Vec<Option<usize>>,
 }
 
 impl Columns {
@@ -85,15 +71,14 @@ impl Columns {
         for (i, n) in names.iter().enumerate() {
             index.insert(n.clone(), i);
         }
+        let by_col = Col::NAMES.iter().map(|n| index.get(*n).copied()).collect();
         Columns {
+            by_col,
             names,
             index,
             delimiter,
             times: Times::default(),
             spans: Vec::new(),
-            by_address: RefCell::new(vec![None; ADDRESS_SLOTS]),
-            asked: RefCell::new(Vec::new()),
-            at: Cell::new(0),
         }
     }
 
@@ -134,44 +119,9 @@ impl Columns {
         self.typed(&|i| &raw[spans[i].0..spans[i].1], kept)
     }
 
-    /// The position of column `name`, or `None` when sacct printed no such column.
-    fn column(&self, name: &'static str) -> Option<usize> {
-        // A `'static` name's bytes never move or change: its address and length are it.
-        let key = (name.as_ptr() as usize, name.len());
-        let n = self.at.get();
-        self.at.set(n + 1);
-        let mut asked = self.asked.borrow_mut();
-        match asked.get(n) {
-            Some(&(k, i)) if k == key => return i,
-            _ => {}
-        }
-        let i = self.by_address(name, key);
-        if n < asked.len() {
-            asked[n] = (key, i);
-        } else {
-            asked.push((key, i));
-        }
-        i
-    }
-
-    /// [`column`](Self::column) when the order of names asked changed.
-    fn by_address(&self, name: &'static str, key: (usize, usize)) -> Option<usize> {
-        let slot = (key.0 >> 1) % ADDRESS_SLOTS;
-        let mut cache = self.by_address.borrow_mut();
-        if let Some((k, i)) = cache[slot] {
-            if k == key {
-                return i;
-            }
-        }
-        let i = self.index.get(name).copied();
-        cache[slot] = Some((key, i));
-        i
-    }
-
     /// The line whose `i`th value is `val(i)`.
     fn typed<'v>(&self, val: &impl Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
-        self.at.set(0);
-        let get = |k: &'static str| -> Option<&'v str> { self.column(k).map(val) };
+        let get = |c: Col| -> Option<&'v str> { self.by_col[c as usize].map(val) };
         let mut line = Line::typed(&get, &|s| self.times.parse(s))?;
         line.fields = match kept {
             Kept::All => self
@@ -183,7 +133,10 @@ impl Columns {
             Kept::Ids if line.step.is_some() => BTreeMap::new(),
             Kept::Ids => super::WINDOW_KEPT_FIELDS
                 .iter()
-                .filter_map(|k| get(k).map(|v| (k.to_string(), v.to_string())))
+                .filter_map(|k| {
+                    let v = val(*self.index.get(*k)?);
+                    Some((k.to_string(), v.to_string()))
+                })
                 .collect(),
         };
         Some(line)
