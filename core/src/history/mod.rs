@@ -12,11 +12,13 @@ pub mod runs;
 pub mod sizing;
 pub mod stats;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::fasthash::FastMap;
 use crate::slurm::hostlist;
 use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
 use crate::store::paths;
@@ -285,35 +287,41 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
         .count()
 }
 
+/// A directory's file names.
+type Names =
+    std::collections::HashSet<OsString, std::hash::BuildHasherDefault<crate::fasthash::Fnv>>;
+
 /// The directories recordings are looked for in, each listed once: a window of a million
 /// runs then costs a set lookup per candidate name, not a `stat` (most runs have no file).
 pub struct Recordings {
     dirs: Vec<PathBuf>,
     /// Each directory's file names; `None` where it cannot be listed but may still be
     /// searched (execute-only), so its candidates are probed one by one.
-    listed: HashMap<PathBuf, Option<std::collections::HashSet<std::ffi::OsString>>>,
+    /// Keyed by the path's bytes, with FNV: hashing a `Path` (component by component, with
+    /// SipHash) twice per run was a seventh of a million-job window's analysis.
+    listed: FastMap<OsString, Option<Names>>,
 }
 
 impl Recordings {
     pub fn new(dirs: &[PathBuf]) -> Recordings {
         Recordings {
             dirs: dirs.to_vec(),
-            listed: HashMap::new(),
+            listed: FastMap::default(),
         }
     }
 
     /// `dir`'s file names, listed the first time it is asked for.
-    fn listing(&mut self, dir: &Path) -> Option<&std::collections::HashSet<std::ffi::OsString>> {
-        if !self.listed.contains_key(dir) {
+    fn listing(&mut self, dir: &Path) -> Option<&Names> {
+        if !self.listed.contains_key(dir.as_os_str()) {
             let names = match std::fs::read_dir(dir) {
                 Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
                 // Gone: no file in it. Unlistable: probe each name.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
                 Err(_) => None,
             };
-            self.listed.insert(dir.to_path_buf(), names);
+            self.listed.insert(dir.as_os_str().to_owned(), names);
         }
-        self.listed.get(dir).and_then(Option::as_ref)
+        self.listed.get(dir.as_os_str()).and_then(Option::as_ref)
     }
 
     /// Whether `path` may be a file, without a `stat` where its directory was listed.

@@ -34,13 +34,14 @@
 //! The module's parts: `fields` reads one value (a state, a TRES list, `ReqMem`, a
 //! timestamp); `line` is what a line and a record mean (typed from the columns, memory and
 //! CPU bases); `parse` turns an answer's text into records; `query` runs sacct (the field
-//! list, retries, windows). `columns`, `group`, `stream` and `times` serve them.
+//! list, retries, windows). `columns`, `group`, `pipeline`, `stream` and `times` serve them.
 
 mod columns;
 mod fields;
 mod group;
 mod line;
 mod parse;
+mod pipeline;
 mod query;
 mod stream;
 mod times;

@@ -5,7 +5,7 @@
 /// prints MaxRSS bare in bytes when under 1 KiB; ReqMem, TRES `mem=` and squeue's `%m` bare
 /// are MiB).
 pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
-    let s = s.trim();
+    let s = trim(s);
     if s.is_empty() {
         return None;
     }
@@ -22,8 +22,47 @@ pub fn parse_size(s: &str, default_unit: u64) -> Option<u64> {
         "P" | "p" => 1 << 50,
         _ => return None,
     };
-    let v: f64 = num.parse().ok()?;
+    let v = decimal(num)?;
     (v.is_finite() && v >= 0.0).then(|| (v * mult as f64).round() as u64)
+}
+
+/// `s.trim()`, sooner for a value that begins and ends with printable ASCII (nearly all of
+/// sacct's millions), which no whitespace is: then there is nothing to trim.
+pub fn trim(s: &str) -> &str {
+    let printable = |b: &u8| (b'!'..=b'~').contains(b);
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if printable(a) && printable(z) => s,
+        _ => s.trim(),
+    }
+}
+
+/// What `s.parse::<f64>().ok()` gives, sooner for the plain decimals sacct prints by the
+/// million (`4096`, `04.135`): at most 15 digits, with a point between two of them, are an
+/// integer below 2^53 over a power of ten, both exact in an `f64`, so one division rounds
+/// them as the full parser does (Clinger's fast path). Anything else goes to the full parser.
+pub fn decimal(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 16 || !b[0].is_ascii_digit() || !b[b.len() - 1].is_ascii_digit() {
+        return s.parse().ok();
+    }
+    let (mut m, mut scale, mut point) = (0u64, 1u64, false);
+    for &c in b {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + u64::from(c - b'0');
+                if point {
+                    scale *= 10;
+                }
+            }
+            b'.' if !point => point = true,
+            _ => return s.parse().ok(),
+        }
+    }
+    // At most 15 digits (16 bytes with the point): m < 10^15 < 2^53, scale ≤ 10^14.
+    if b.len() == 16 && !point {
+        return s.parse().ok();
+    }
+    Some(m as f64 / scale as f64)
 }
 
 /// `s` split at the first `c` (ASCII), as [`str::split_once`] does; by bytes, which a
@@ -58,8 +97,8 @@ pub fn split_ascii(s: &str, c: u8) -> impl Iterator<Item = &str> {
 /// (`00:04.135`, as sacct prints CPU times). `UNLIMITED`, `Partition_Limit`, `INVALID` and
 /// empty are `None`.
 pub fn parse_duration(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let n = |x: &str| x.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
+    let s = trim(s);
+    let n = |x: &str| decimal(x).filter(|v| v.is_finite() && *v >= 0.0);
     let (days, rest) = match split_once_ascii(s, b'-') {
         Some((d, r)) => (Some(d.parse::<u64>().ok()? as f64), r),
         None => (None, s),
@@ -133,6 +172,77 @@ mod tests {
             "-1:00",
         ] {
             assert_eq!(parse_duration(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn trim_is_strs_trim() {
+        for s in [
+            "",
+            " ",
+            "a",
+            " a ",
+            "a b",
+            "\ta\n",
+            "\u{a0}x",
+            "x\u{2003}",
+            "é",
+            "~!",
+            "\u{7f}",
+        ] {
+            assert_eq!(trim(s), s.trim(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn decimals_read_as_the_full_parser_reads_them() {
+        let mut cases: Vec<String> = [
+            "",
+            ".",
+            "5.",
+            ".5",
+            "1.2.3",
+            "-1",
+            "+1",
+            "1e3",
+            "inf",
+            "NaN",
+            "0",
+            "00",
+            "007.50",
+            "123456789012345",
+            "1234567890123456",
+            "12345678901234.5",
+            "1234567890123.45",
+            "0.000000000000001",
+            "9999999999999.99",
+            "1 2",
+            "١",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        // Every millisecond figure sacct prints for a minute, and a spread of sizes.
+        for ms in 0..60_000 {
+            cases.push(format!("{:02}.{:03}", ms / 1000, ms % 1000));
+        }
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..100_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = format!("{}", x % 10_u64.pow((x % 16) as u32 + 1));
+            let p = (x >> 40) as usize % (digits.len() + 1);
+            cases.push(format!("{}.{}", &digits[..p], &digits[p..]));
+            cases.push(digits);
+        }
+        for c in &cases {
+            let want = c.parse::<f64>().ok();
+            assert_eq!(
+                decimal(c).map(f64::to_bits),
+                want.map(f64::to_bits),
+                "{c:?}"
+            );
         }
     }
 

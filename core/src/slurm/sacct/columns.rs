@@ -4,11 +4,11 @@
 //! up by column position, so typing a line allocates only what the [`Line`] keeps. That is
 //! what lets a window of a million jobs be parsed as it streams in.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::fasthash::FastMap;
 
+use super::line::Col;
 use super::times::Times;
 use super::{Line, DELIMITER};
 
@@ -25,9 +25,9 @@ pub enum Kept {
 
 /// Where each of `raw`'s values lies (byte ranges), split at `delimiter`: by bytes when it
 /// is ASCII (always: the unit separator or `|`), which a `char` pattern's searcher is several
-/// times slower at; into a buffer reused from line to line.
-fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
-    spans.clear();
+/// times slower at; into a buffer reused from line to line (appended: `spans` may hold
+/// other lines' before).
+pub(super) fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
     let mut start = 0;
     if delimiter.is_ascii() {
         let d = delimiter as u8;
@@ -46,12 +46,6 @@ fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
     spans.push((start, raw.len()));
 }
 
-/// A name's (address, length) and its column.
-type AddressSlot = ((usize, usize), Option<usize>);
-
-/// Slots of [`Columns::by_address`].
-const ADDRESS_SLOTS: usize = 251;
-
 /// The columns of one sacct answer, by name.
 #[derive(Debug, Clone)]
 pub struct Columns {
@@ -61,10 +55,8 @@ pub struct Columns {
     times: Times,
     /// The current line's value spans (reused).
     spans: Vec<(usize, usize)>,
-    /// Columns found by the address of the name asked for: [`Line::typed`] asks for the same
-    /// ~40 names (the same `&'static str`s) on every line, and hashing them was a seventh of
-    /// the parse.
-    by_address: RefCell<Vec<Option<AddressSlot>>>,
+    /// Each [`Col`]'s position, by its number.
+    by_col: Vec<Option<usize>>,
 }
 
 impl Columns {
@@ -79,58 +71,57 @@ impl Columns {
         for (i, n) in names.iter().enumerate() {
             index.insert(n.clone(), i);
         }
+        let by_col = Col::NAMES.iter().map(|n| index.get(*n).copied()).collect();
         Columns {
+            by_col,
             names,
             index,
             delimiter,
             times: Times::default(),
             spans: Vec::new(),
-            by_address: RefCell::new(vec![None; ADDRESS_SLOTS]),
         }
     }
 
-    /// One data line, typed; `None` when it cannot be read (a field count that does not match
-    /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
-    /// skipped.
     /// How many columns the header names.
     pub fn width(&self) -> usize {
         self.names.len()
     }
 
+    /// [`width`](Self::width) of the columns `header` would name, without reading them.
+    pub fn header_width(header: &str, delimiter: char) -> usize {
+        header.split(delimiter).count()
+    }
+
+    /// One data line, typed; `None` when it cannot be read (a field count that does not match
+    /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
+    /// skipped.
     pub fn line(&mut self, raw: &str, kept: Kept) -> Option<Line> {
-        split_spans(raw, self.delimiter, &mut self.spans);
-        let n = self.spans.len();
+        let mut spans = std::mem::take(&mut self.spans);
+        spans.clear();
+        split_spans(raw, self.delimiter, &mut spans);
+        let line = self.line_split(raw, &spans, kept);
+        self.spans = spans;
+        line
+    }
+
+    /// [`line`](Self::line) of a line already split by [`split_spans`] (on another thread:
+    /// see [`pipeline`](super::pipeline)).
+    pub fn line_split(&self, raw: &str, spans: &[(usize, usize)], kept: Kept) -> Option<Line> {
+        let n = spans.len();
         if n > self.names.len() && self.delimiter != DELIMITER {
-            let vals: Vec<&str> = self.spans.iter().map(|&(a, b)| &raw[a..b]).collect();
+            let vals: Vec<&str> = spans.iter().map(|&(a, b)| &raw[a..b]).collect();
             let vals = self.repair(&vals)?;
             return self.typed(&|i| vals[i].as_str(), kept);
         }
         if n != self.names.len() {
             return None;
         }
-        let spans = &self.spans;
         self.typed(&|i| &raw[spans[i].0..spans[i].1], kept)
     }
 
-    /// The position of column `name`, or `None` when sacct printed no such column.
-    fn column(&self, name: &'static str) -> Option<usize> {
-        // A `'static` name's bytes never move or change: its address and length are it.
-        let key = (name.as_ptr() as usize, name.len());
-        let slot = (key.0 >> 1) % ADDRESS_SLOTS;
-        let mut cache = self.by_address.borrow_mut();
-        if let Some((k, i)) = cache[slot] {
-            if k == key {
-                return i;
-            }
-        }
-        let i = self.index.get(name).copied();
-        cache[slot] = Some((key, i));
-        i
-    }
-
     /// The line whose `i`th value is `val(i)`.
-    fn typed<'v>(&self, val: &dyn Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
-        let get = |k: &'static str| -> Option<&'v str> { self.column(k).map(val) };
+    fn typed<'v>(&self, val: &impl Fn(usize) -> &'v str, kept: Kept) -> Option<Line> {
+        let get = |c: Col| -> Option<&'v str> { self.by_col[c as usize].map(val) };
         let mut line = Line::typed(&get, &|s| self.times.parse(s))?;
         line.fields = match kept {
             Kept::All => self
@@ -142,7 +133,10 @@ impl Columns {
             Kept::Ids if line.step.is_some() => BTreeMap::new(),
             Kept::Ids => super::WINDOW_KEPT_FIELDS
                 .iter()
-                .filter_map(|k| get(k).map(|v| (k.to_string(), v.to_string())))
+                .filter_map(|k| {
+                    let v = val(*self.index.get(*k)?);
+                    Some((k.to_string(), v.to_string()))
+                })
                 .collect(),
         };
         Some(line)

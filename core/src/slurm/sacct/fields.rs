@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::slurm::units::{parse_size, split_ascii, split_once_ascii};
+use crate::slurm::units::{parse_size, split_ascii, split_once_ascii, trim};
 
 /// A state, with the `by <uid>` of `CANCELLED by 0` split off.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -16,6 +16,13 @@ pub struct State {
 
 impl State {
     pub fn parse(s: &str) -> State {
+        // Nearly every state is one word of printable ASCII: nothing to split.
+        if s.bytes().all(|b| (b'!'..=b'~').contains(&b)) {
+            return State {
+                name: s.to_string(),
+                cancelled_by_uid: None,
+            };
+        }
         let mut it = s.split_whitespace();
         let name = it.next().unwrap_or("").to_string();
         let cancelled_by_uid = match (it.next(), it.next()) {
@@ -38,10 +45,10 @@ pub struct ExitCode {
 
 impl ExitCode {
     pub fn parse(s: &str) -> Option<ExitCode> {
-        let (c, sig) = s.split_once(':')?;
+        let (c, sig) = split_once_ascii(s, b':')?;
         Some(ExitCode {
-            code: c.trim().parse().ok()?,
-            signal: sig.trim().parse().ok()?,
+            code: trim(c).parse().ok()?,
+            signal: trim(sig).parse().ok()?,
         })
     }
 }
@@ -64,10 +71,7 @@ impl Tres {
         let mut t = Tres::default();
         let mut untyped = None;
         let mut typed: Option<u64> = None;
-        for part in split_ascii(s, b',')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
+        for part in split_ascii(s, b',').map(trim).filter(|p| !p.is_empty()) {
             let Some((k, v)) = split_once_ascii(part, b'=') else {
                 continue;
             };
@@ -121,7 +125,7 @@ pub enum ReqMem {
 
 impl ReqMem {
     pub fn parse(s: &str) -> Option<ReqMem> {
-        let s = s.trim();
+        let s = trim(s);
         if s.is_empty() {
             return None;
         }
@@ -175,10 +179,10 @@ pub fn parse_time(s: &str) -> Option<i64> {
 
 /// `cpu=00:00:04,energy=0,fs/disk=2012,mem=1205656K,pages=0,vmem=...`: the value of `key`.
 pub fn tres_usage<'a>(tres: &'a str, key: &str) -> Option<&'a str> {
-    tres.split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .find(|(k, _)| k.trim() == key)
-        .map(|(_, v)| v.trim())
+    split_ascii(tres, b',')
+        .filter_map(|kv| split_once_ascii(kv, b'='))
+        .find(|(k, _)| trim(k) == key)
+        .map(|(_, v)| trim(v))
         .filter(|v| !v.is_empty())
 }
 
@@ -207,6 +211,17 @@ mod tests {
                 cancelled_by_uid: Some(0)
             }
         );
+        for s in [
+            "COMPLETED",
+            "",
+            " RUNNING ",
+            "CANCELLED by 1000",
+            "CANCELLED\tby 7",
+            "é",
+        ] {
+            let mut it = s.split_whitespace();
+            assert_eq!(State::parse(s).name, it.next().unwrap_or(""), "{s:?}");
+        }
         assert_eq!(
             ExitCode::parse("0:125"),
             Some(ExitCode {

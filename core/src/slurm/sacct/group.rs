@@ -8,7 +8,8 @@
 use std::borrow::Cow;
 
 use super::columns::{Columns, Kept};
-use super::{Record, DELIMITER};
+use super::{Line, Record, DELIMITER};
+use crate::slurm::units::split_once_ascii;
 
 /// What a grouped answer held besides its jobs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,40 +92,87 @@ impl Rejoin {
     }
 }
 
-/// Feed it an answer's non-blank lines, header first.
-pub struct Grouper {
+/// What a physical line of an answer is once [`Lines`] has read it.
+pub enum Whole<'a> {
+    /// The answer's first line: its column names.
+    Header(&'a str),
+    /// A data record, whole (rejoined where a newline had split it).
+    Record(Cow<'a, str>),
+}
+
+/// The text half of grouping: an answer's non-blank physical lines, header first, into its
+/// header and whole records. Needs no typing, so it can run ahead of [`Jobs`] on a thread of
+/// its own (see [`pipeline`](super::pipeline)).
+pub struct Lines {
     delimiter: char,
-    kept: Kept,
-    columns: Option<Columns>,
     rejoin: Option<Rejoin>,
+}
+
+impl Lines {
+    pub fn new(delimiter: char) -> Lines {
+        Lines {
+            delimiter,
+            rejoin: None,
+        }
+    }
+
+    /// One physical line; what it completed, if anything.
+    pub fn push<'a>(&mut self, raw: &'a str) -> Option<Whole<'a>> {
+        let Some(rejoin) = &mut self.rejoin else {
+            let width = Columns::header_width(raw, self.delimiter);
+            self.rejoin = Some(Rejoin::new(self.delimiter, width));
+            return Some(Whole::Header(raw));
+        };
+        rejoin.push(raw).map(Whole::Record)
+    }
+
+    /// Physical lines that could not be made into a record so far.
+    pub fn skipped(&self) -> usize {
+        self.rejoin.as_ref().map_or(0, |r| r.skipped)
+    }
+
+    /// The end of the answer: a held line left over is skipped.
+    pub fn finish(&mut self) {
+        if let Some(r) = &mut self.rejoin {
+            r.finish();
+        }
+    }
+}
+
+/// The typed half of grouping: an answer's whole records, typed by its header and grouped
+/// into jobs.
+pub struct Jobs {
+    columns: Columns,
+    kept: Kept,
     open: Option<Record>,
+    /// Records that could not be typed, and orphan steps (rejoin's skips are [`Lines`]').
     pub tally: Tally,
 }
 
-impl Grouper {
-    pub fn new(delimiter: char, kept: Kept) -> Grouper {
-        Grouper {
-            delimiter,
+impl Jobs {
+    pub fn new(header: &str, delimiter: char, kept: Kept) -> Jobs {
+        Jobs {
+            columns: Columns::new(header, delimiter),
             kept,
-            columns: None,
-            rejoin: None,
             open: None,
             tally: Tally::default(),
         }
     }
 
-    /// One line; returns the job it completed, if any.
-    pub fn push(&mut self, raw: &str) -> Option<Record> {
-        let (Some(cols), Some(rejoin)) = (&mut self.columns, &mut self.rejoin) else {
-            let cols = Columns::new(raw, self.delimiter);
-            self.rejoin = Some(Rejoin::new(self.delimiter, cols.width()));
-            self.columns = Some(cols);
-            return None;
-        };
-        let skipped = rejoin.skipped;
-        let joined = rejoin.push(raw);
-        self.tally.skipped_lines += rejoin.skipped - skipped;
-        let line = cols.line(&joined?, self.kept);
+    /// One whole record; returns the job it completed, if any.
+    pub fn push(&mut self, record: &str) -> Option<Record> {
+        let line = self.columns.line(record, self.kept);
+        self.group(line)
+    }
+
+    /// [`push`](Self::push) of a record already split by
+    /// [`split_spans`](super::columns::split_spans).
+    pub fn push_split(&mut self, record: &str, spans: &[(usize, usize)]) -> Option<Record> {
+        let line = self.columns.line_split(record, spans, self.kept);
+        self.group(line)
+    }
+
+    fn group(&mut self, line: Option<Line>) -> Option<Record> {
         let Some(line) = line else {
             self.tally.skipped_lines += 1;
             return None;
@@ -136,7 +184,7 @@ impl Grouper {
                 skipped_lines: 0,
             });
         }
-        let parent = line.job_id.split('.').next().unwrap_or("");
+        let parent = split_once_ascii(&line.job_id, b'.').map_or(&*line.job_id, |(p, _)| p);
         match &mut self.open {
             Some(r) if r.job.job_id == parent => r.steps.push(line),
             _ => self.tally.orphan_steps += 1,
@@ -146,11 +194,47 @@ impl Grouper {
 
     /// The end of the answer: the last job, if any.
     pub fn finish(&mut self) -> Option<Record> {
-        if let Some(r) = &mut self.rejoin {
-            let skipped = r.skipped;
-            r.finish();
-            self.tally.skipped_lines += r.skipped - skipped;
-        }
         self.open.take()
+    }
+}
+
+/// [`Lines`] then [`Jobs`] on one thread: feed it an answer's non-blank lines, header first.
+pub struct Grouper {
+    kept: Kept,
+    lines: Lines,
+    jobs: Option<Jobs>,
+}
+
+impl Grouper {
+    pub fn new(delimiter: char, kept: Kept) -> Grouper {
+        Grouper {
+            kept,
+            lines: Lines::new(delimiter),
+            jobs: None,
+        }
+    }
+
+    /// One line; returns the job it completed, if any.
+    pub fn push(&mut self, raw: &str) -> Option<Record> {
+        match self.lines.push(raw)? {
+            Whole::Header(h) => {
+                self.jobs = Some(Jobs::new(h, self.lines.delimiter, self.kept));
+                None
+            }
+            Whole::Record(r) => self.jobs.as_mut()?.push(&r),
+        }
+    }
+
+    /// The end of the answer: the last job, if any.
+    pub fn finish(&mut self) -> Option<Record> {
+        self.lines.finish();
+        self.jobs.as_mut()?.finish()
+    }
+
+    /// What the answer held besides its jobs, so far.
+    pub fn tally(&self) -> Tally {
+        let mut t = self.jobs.as_ref().map_or_else(Tally::default, |j| j.tally);
+        t.skipped_lines += self.lines.skipped();
+        t
     }
 }

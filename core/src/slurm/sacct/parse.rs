@@ -44,10 +44,11 @@ pub fn parse_many(text: &str, delimiter: char) -> Batch {
         .filter_map(|l| g.push(l))
         .collect();
     records.extend(g.finish());
+    let tally = g.tally();
     Batch {
         records,
-        skipped_lines: g.tally.skipped_lines,
-        orphan_steps: g.tally.orphan_steps,
+        skipped_lines: tally.skipped_lines,
+        orphan_steps: tally.orphan_steps,
     }
 }
 

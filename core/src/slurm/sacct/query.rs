@@ -6,7 +6,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::columns::Kept;
-use super::group::{Grouper, Tally};
+use super::group::Tally;
+use super::pipeline::{self, Feed};
 use super::stream::{self, Budget};
 use super::{parse, parse_many, Batch, Record, SacctError, DELIMITER};
 
@@ -197,53 +198,14 @@ impl Query {
                 return Err(SacctError::Failed(format!("{p:?} is not a partition name")));
             }
         }
-        // Parsed on a thread of its own and handed over in batches: the caller's work on each
-        // job overlaps the parsing of the next ones (on two cores, close to half the wall
-        // time of a site's month). Bounded: at most BATCHES_IN_FLIGHT batches wait.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Record>>(BATCHES_IN_FLIGHT);
-        // Read batches go back to be dropped where they were allocated: freeing another
-        // thread's allocations contends for its malloc arena (it doubled the CPU time).
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<Vec<Record>>();
-        std::thread::scope(|s| {
-            let parser = s.spawn(move || {
-                let mut batch = Vec::with_capacity(JOBS_PER_BATCH);
-                let tally = self.window_parse(w, kept, &mut |r| {
-                    batch.push(r);
-                    if batch.len() == JOBS_PER_BATCH {
-                        while let Ok(mut old) = done_rx.try_recv() {
-                            old.clear();
-                        }
-                        // A closed channel: the caller is unwinding; the rest is dropped.
-                        let _ = tx.send(std::mem::replace(
-                            &mut batch,
-                            Vec::with_capacity(JOBS_PER_BATCH),
-                        ));
-                    }
-                });
-                let _ = tx.send(batch);
-                drop(tx);
-                tally
-            });
-            for batch in rx {
-                batch.iter().for_each(&mut *on_job);
-                let _ = done_tx.send(batch);
-            }
-            parser
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))
-        })
+        // Parsed on threads of their own (see `pipeline`): the caller's work on each job
+        // overlaps the parsing of the next ones.
+        pipeline::window_jobs(kept, |feed| self.window_lines(w, feed), on_job)
     }
 
-    /// [`window_each`](Self::window_each)'s chunks, each job handed to `on_job` as its last
-    /// line is parsed.
-    fn window_parse(
-        &self,
-        w: &Window,
-        kept: Kept,
-        on_job: &mut dyn FnMut(Record),
-    ) -> Result<Tally, SacctError> {
+    /// [`window_each`](Self::window_each)'s chunks, each answer's lines written to `feed`.
+    fn window_lines(&self, w: &Window, feed: &mut Feed) -> Result<(), SacctError> {
         let mut budget = Budget::new(self.timeout);
-        let mut tally = Tally::default();
         let mut from = w.since_unix;
         while from < w.until_unix {
             let to = (from + self.chunk_seconds.max(3600)).min(w.until_unix);
@@ -263,22 +225,13 @@ impl Query {
                 sel.push("-r".into());
                 sel.push(p.clone());
             }
-            let mut g: Option<Grouper> = None;
             self.run_fields_each(&sel, &mut budget, &mut |delimiter, line| {
-                let g = g.get_or_insert_with(|| Grouper::new(delimiter, kept));
-                if let Some(r) = g.push(line) {
-                    on_job(r);
-                }
+                feed.line(delimiter, line)
             })?;
-            if let Some(mut g) = g {
-                if let Some(r) = g.finish() {
-                    on_job(r);
-                }
-                tally += g.tally;
-            }
+            feed.end_answer();
             from = to;
         }
-        Ok(tally)
+        Ok(())
     }
 
     /// Runs sacct with `selector` (the job or window arguments) and the field list, retrying
@@ -390,12 +343,6 @@ fn retry_with(fields: &mut Vec<String>, delimiter: &mut char, err: &str) -> Resu
     }
     Err(SacctError::Failed(first_line(err)))
 }
-
-/// Jobs handed from the parsing thread to the caller of [`Query::window_each`] at a time…
-const JOBS_PER_BATCH: usize = 256;
-
-/// …and batches that may wait for it.
-const BATCHES_IN_FLIGHT: usize = 8;
 
 /// The longest stretch one sacct call is asked for in a window query.
 pub const WINDOW_CHUNK_SECONDS: i64 = 7 * 86400;

@@ -114,16 +114,7 @@ pub(super) fn run_lines(
     let mut lines = 0;
     loop {
         match budget.spend(|left| rx.recv_timeout(left)) {
-            Ok(chunk) => {
-                carry.extend_from_slice(&chunk);
-                let Some(last) = carry.iter().rposition(|&b| b == b'\n') else {
-                    continue;
-                };
-                for l in carry[..last].split(|&b| b == b'\n') {
-                    lines += deliver(l, on_line);
-                }
-                carry.drain(..=last);
-            }
+            Ok(chunk) => lines += split_chunk(&chunk, &mut carry, on_line),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 kill(&mut child);
                 return Err(budget.timed_out());
@@ -154,6 +145,29 @@ pub(super) fn run_lines(
     })
 }
 
+/// The lines `chunk` completes to the consumer: `carry` (the line the last chunk began)
+/// finished first, then the chunk's own lines read where they lie, not copied; its unended
+/// last line is left in `carry`. Returns how many were delivered.
+fn split_chunk(chunk: &[u8], carry: &mut Vec<u8>, on_line: &mut dyn FnMut(&str)) -> usize {
+    let Some(last) = chunk.iter().rposition(|&b| b == b'\n') else {
+        carry.extend_from_slice(chunk);
+        return 0;
+    };
+    let mut lines = 0;
+    let mut rest = chunk[..last].split(|&b| b == b'\n');
+    let first = rest.next().unwrap_or_default();
+    if carry.is_empty() {
+        lines += deliver(first, on_line);
+    } else {
+        carry.extend_from_slice(first);
+        lines += deliver(carry, on_line);
+        carry.clear();
+    }
+    lines += rest.map(|l| deliver(l, on_line)).sum::<usize>();
+    carry.extend_from_slice(&chunk[last + 1..]);
+    lines
+}
+
 /// One line to the consumer, `\r` trimmed as `str::lines` does; blank lines are skipped.
 /// Returns 1 when a line was delivered.
 fn deliver(raw: &[u8], on_line: &mut dyn FnMut(&str)) -> usize {
@@ -162,7 +176,7 @@ fn deliver(raw: &[u8], on_line: &mut dyn FnMut(&str)) -> usize {
         Ok(l) => std::borrow::Cow::Borrowed(l),
         Err(_) => String::from_utf8_lossy(raw),
     };
-    if line.trim().is_empty() {
+    if crate::slurm::units::trim(&line).is_empty() {
         return 0;
     }
     on_line(&line);

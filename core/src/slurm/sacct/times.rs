@@ -7,15 +7,19 @@
 //! 3599 s after its first); an hour with a time-zone transition in it is converted one time
 //! at a time, as [`parse_time`] does. One cache per answer: the zone cannot change inside it.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
+use std::cell::{Cell, RefCell};
 
 use super::parse_time;
+use crate::fasthash::FastMap;
+use crate::slurm::units::trim;
 
 /// An hour's first second in Unix time, or `None` when the hour is not regular.
 #[derive(Debug, Clone, Default)]
 pub struct Times {
-    hours: RefCell<HashMap<u64, Option<i64>>>,
+    hours: RefCell<FastMap<u64, Option<i64>>>,
+    /// The hour asked last, and its entry: a line's times mostly share their hour, so most
+    /// are read without a lookup.
+    last: Cell<Option<(u64, Option<i64>)>>,
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` as numbers, or `None` for any other form.
@@ -38,17 +42,23 @@ fn fields(s: &[u8]) -> Option<(u64, u64, u64)> {
 impl Times {
     /// What [`parse_time`] gives for `s`.
     pub fn parse(&self, s: &str) -> Option<i64> {
-        let t = s.trim();
+        let t = trim(s);
         let Some((hour, min, sec)) = fields(t.as_bytes()).filter(|&(_, m, s)| m < 60 && s < 60)
         else {
             return parse_time(t);
         };
-        let mut hours = self.hours.borrow_mut();
-        let base = *hours.entry(hour).or_insert_with(|| {
-            let first = parse_time(&format!("{}:00:00", &t[..13]))?;
-            let last = parse_time(&format!("{}:59:59", &t[..13]))?;
-            (last - first == 3599).then_some(first)
-        });
+        let base = match self.last.get() {
+            Some((h, base)) if h == hour => base,
+            _ => {
+                let base = *self.hours.borrow_mut().entry(hour).or_insert_with(|| {
+                    let first = parse_time(&format!("{}:00:00", &t[..13]))?;
+                    let last = parse_time(&format!("{}:59:59", &t[..13]))?;
+                    (last - first == 3599).then_some(first)
+                });
+                self.last.set(Some((hour, base)));
+                base
+            }
+        };
         match base {
             Some(b) => Some(b + (min * 60 + sec) as i64),
             None => parse_time(t),

@@ -1,0 +1,238 @@
+//! A window's answers parsed on two threads of their own while the caller works on the jobs:
+//! the *feeder* reads sacct's lines into whole records (the header found, split records
+//! rejoined: text work only), the *grouper* types each record and groups them into jobs, and
+//! the caller's thread hands each job on. On two cores the typing alone was as much work as
+//! the caller's and the rest of the parse together; split so, no one thread's share sets the
+//! wall time.
+//!
+//! Order needs no sequence numbers: each stage is one thread reading one FIFO channel. Memory
+//! is bounded by the channels' bounds, never by the answer: at most [`BLOCKS_IN_FLIGHT`]
+//! blocks of text and [`BATCHES_IN_FLIGHT`] batches of jobs wait. What a stage has handed on
+//! goes back to it to be reused or dropped: freeing another thread's allocations contends for
+//! its malloc arena (it doubled the CPU time).
+
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
+
+use super::columns::{split_spans, Kept};
+use super::group::{Jobs, Lines, Tally, Whole};
+use super::{Record, SacctError};
+
+/// Text per block handed from the feeder to the grouper (a few hundred records)…
+const BLOCK_BYTES: usize = 64 << 10;
+/// …and blocks that may wait for it.
+const BLOCKS_IN_FLIGHT: usize = 8;
+/// Jobs handed from the grouper to the caller at a time…
+const JOBS_PER_BATCH: usize = 256;
+/// …and batches that may wait for it.
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// Whole records, end to end in one buffer (a record may hold a `\n`: it was rejoined), each
+/// already split into its values' spans: the feeder has the time to, the grouper not.
+#[derive(Default)]
+struct Block {
+    text: String,
+    /// Where each record's text ends, and its spans.
+    ends: Vec<(usize, usize)>,
+    spans: Vec<(usize, usize)>,
+}
+
+impl Block {
+    fn push(&mut self, record: &str, delimiter: char) {
+        self.text.push_str(record);
+        split_spans(record, delimiter, &mut self.spans);
+        self.ends.push((self.text.len(), self.spans.len()));
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+        self.spans.clear();
+    }
+
+    /// Each record, and its values' spans in it.
+    fn records(&self) -> impl Iterator<Item = (&str, &[(usize, usize)])> {
+        let (mut start, mut first) = (0, 0);
+        self.ends.iter().map(move |&(end, last)| {
+            let r = (&self.text[start..end], &self.spans[first..last]);
+            (start, first) = (end, last);
+            r
+        })
+    }
+}
+
+/// What the feeder hands the grouper, in an answer's order.
+enum Piece {
+    /// An answer's first line, and the delimiter it is split by.
+    Header(String, char),
+    Block(Block),
+    /// The answer ended whole, with this many physical lines that made no record.
+    End {
+        skipped: usize,
+    },
+}
+
+/// The feeder's end: where a window's answers are written, line by line.
+pub(super) struct Feed {
+    lines: Option<Lines>,
+    block: Block,
+    to_grouper: SyncSender<Piece>,
+    spare: Receiver<Block>,
+}
+
+impl Feed {
+    /// One non-blank line of the current answer, split by `delimiter`.
+    pub fn line(&mut self, delimiter: char, raw: &str) {
+        let lines = self.lines.get_or_insert_with(|| Lines::new(delimiter));
+        match lines.push(raw) {
+            None => {}
+            Some(Whole::Header(h)) => {
+                self.flush();
+                self.send(Piece::Header(h.to_string(), delimiter));
+            }
+            Some(Whole::Record(r)) => {
+                self.block.push(&r, delimiter);
+                if self.block.text.len() >= BLOCK_BYTES {
+                    self.flush();
+                }
+            }
+        }
+    }
+
+    /// The current answer ended whole (sacct exited well): its last job is complete.
+    pub fn end_answer(&mut self) {
+        if let Some(mut lines) = self.lines.take() {
+            lines.finish();
+            self.flush();
+            self.send(Piece::End {
+                skipped: lines.skipped(),
+            });
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.block.ends.is_empty() {
+            return;
+        }
+        let mut fresh = self.spare.try_recv().unwrap_or_default();
+        fresh.clear();
+        let full = std::mem::replace(&mut self.block, fresh);
+        self.send(Piece::Block(full));
+    }
+
+    /// A closed channel: the grouper is unwinding; the rest is dropped.
+    fn send(&self, p: Piece) {
+        let _ = self.to_grouper.send(p);
+    }
+}
+
+/// Runs `source` (which writes each answer of a window to the [`Feed`]) on the feeder thread,
+/// hands each job to `on_job` on this thread as soon as its last line is typed, and returns
+/// what the answers held besides their jobs. `source`'s error is the result; the jobs
+/// completed before it have been handed on (an answer cut short loses its last job).
+pub(super) fn window_jobs(
+    kept: Kept,
+    source: impl FnOnce(&mut Feed) -> Result<(), SacctError> + Send,
+    on_job: &mut dyn FnMut(&Record),
+) -> Result<Tally, SacctError> {
+    let (to_grouper, pieces) = mpsc::sync_channel::<Piece>(BLOCKS_IN_FLIGHT);
+    let (spare_tx, spare) = mpsc::channel::<Block>();
+    let (to_caller, batches) = mpsc::sync_channel::<Vec<Record>>(BATCHES_IN_FLIGHT);
+    let (done_tx, done) = mpsc::channel::<Vec<Record>>();
+    std::thread::scope(|s| {
+        let feeder = s.spawn(move || {
+            let mut feed = Feed {
+                lines: None,
+                block: Block::default(),
+                to_grouper,
+                spare,
+            };
+            let r = source(&mut feed);
+            // What an answer cut short completed is handed on, as a one-thread parse would.
+            feed.flush();
+            r
+        });
+        let grouper = s.spawn(move || group(kept, pieces, spare_tx, to_caller, done));
+        for batch in batches {
+            batch.iter().for_each(&mut *on_job);
+            let _ = done_tx.send(batch);
+        }
+        let tally = grouper
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        feeder
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+        Ok(tally)
+    })
+}
+
+/// The grouper: each answer's records typed and grouped into jobs, handed on in batches.
+fn group(
+    kept: Kept,
+    pieces: Receiver<Piece>,
+    spare: Sender<Block>,
+    to_caller: SyncSender<Vec<Record>>,
+    done: Receiver<Vec<Record>>,
+) -> Tally {
+    let mut out = Batches {
+        batch: Vec::with_capacity(JOBS_PER_BATCH),
+        to_caller,
+        done,
+    };
+    let mut jobs: Option<Jobs> = None;
+    let mut tally = Tally::default();
+    for piece in pieces {
+        match piece {
+            Piece::Header(h, delimiter) => jobs = Some(Jobs::new(&h, delimiter, kept)),
+            Piece::Block(b) => {
+                if let Some(j) = &mut jobs {
+                    b.records()
+                        .filter_map(|(r, spans)| j.push_split(r, spans))
+                        .for_each(|r| out.push(r));
+                }
+                let _ = spare.send(b);
+            }
+            Piece::End { skipped } => {
+                if let Some(mut j) = jobs.take() {
+                    if let Some(r) = j.finish() {
+                        out.push(r);
+                    }
+                    tally += j.tally;
+                }
+                tally.skipped_lines += skipped;
+            }
+        }
+    }
+    out.flush();
+    tally
+}
+
+/// Jobs on their way to the caller, and the batches it has read coming back to be dropped.
+struct Batches {
+    batch: Vec<Record>,
+    to_caller: SyncSender<Vec<Record>>,
+    done: Receiver<Vec<Record>>,
+}
+
+impl Batches {
+    fn push(&mut self, r: Record) {
+        self.batch.push(r);
+        if self.batch.len() == JOBS_PER_BATCH {
+            self.flush();
+        }
+    }
+
+    /// The batch to the caller; the next one is a read batch emptied here, where its jobs
+    /// were allocated (a fresh one only while none has come back).
+    fn flush(&mut self) {
+        let mut next = None;
+        while let Ok(mut old) = self.done.try_recv() {
+            old.clear();
+            next = Some(old);
+        }
+        let next = next.unwrap_or_else(|| Vec::with_capacity(JOBS_PER_BATCH));
+        let full = std::mem::replace(&mut self.batch, next);
+        // A closed channel: the caller is unwinding; the rest is dropped.
+        let _ = self.to_caller.send(full);
+    }
+}
