@@ -133,12 +133,25 @@ fn report_mem_advice_follows_working_set_not_cache() {
     assert!(life > 700.0 * MIB, "lifetime peak {:.0} MiB", life / MIB);
     let mem = mem_value(&sbatch_value(&r, "--mem").expect("a --mem line"));
     assert!(mem >= ws, "advice {mem} below the working set {ws}");
+    // The advice is the working-set rule's, and the lifetime peak's would have been more. How
+    // much of the cache counts as working set is the kernel's LRU and its timing: pages
+    // written and then read back are promoted to active_file when they reached the LRU before
+    // the read (slower under load), and usage − inactive_file keeps those. Quiet: 24 MiB of an
+    // 826 MiB peak; a loaded CI run: 421 MiB of 826. So no fixed fraction of the peak is
+    // asserted, only that the advice is the working set's and below the peak's.
+    let rule = |b: f64| {
+        let headroom = 1.0 + slurmwatch_core::analysis::MEM_HEADROOM_PERCENT / 100.0;
+        slurmwatch_core::units::mem_flag_bytes((b * headroom) as u64) as f64
+    };
     assert!(
-        mem < life / 2.0,
-        "advice {:.0} MiB follows the page cache ({:.0} MiB), not the working set ({:.0} MiB)",
+        mem == rule(ws) && rule(ws) < rule(life),
+        "advice {:.0} MiB: the working set's rule gives {:.0} MiB, the page cache's {:.0} \
+         (working set {:.0} MiB, lifetime peak {:.0} MiB)",
         mem / MIB,
-        life / MIB,
-        ws / MIB
+        rule(ws) / MIB,
+        rule(life) / MIB,
+        ws / MIB,
+        life / MIB
     );
     assert!(finding(&r, "memory_cache_inflated").is_some());
     assert!(finding(&r, "oom_killed").is_none());
