@@ -26,15 +26,25 @@ pub struct Server(
 
 static PORT_HELD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Nothing else listens on the summary port: a leftover listener (a killed test run's server)
+/// would answer in place of the one a test starts.
+fn assert_port_free() {
+    assert!(
+        std::net::TcpListener::bind(("127.0.0.1", SUMMARY_PORT)).is_ok(),
+        "port {SUMMARY_PORT} is held by another process (`ss -ltnp` names it)"
+    );
+}
+
 impl Server {
     pub fn start() -> Server {
         let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
+        assert_port_free();
         let child = Command::new(slurmwatch_bin())
             .args(["metrics", "--spool", SPOOL, "--listen"])
             .arg(format!("127.0.0.1:{SUMMARY_PORT}"))
             .spawn()
             .expect("start slurmwatch metrics");
-        let s = Server(child, held);
+        let mut s = Server(child, held);
         let t = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", SUMMARY_PORT)).is_err() {
             assert!(
@@ -43,6 +53,11 @@ impl Server {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        // A listener that is not ours (a leftover from a killed run) would answer in its place.
+        assert!(
+            matches!(s.0.try_wait(), Ok(None)),
+            "the server exited: port {SUMMARY_PORT} is held by another process"
+        );
         s
     }
 }
@@ -363,6 +378,7 @@ impl Forger {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let script = dir.join("forger.py");
         std::fs::write(&script, FORGER).unwrap();
+        assert_port_free();
         // The system's python: a user's PATH may lead to one the user cannot run.
         let child = as_user1("/usr/bin/python3")
             .arg(&script)
@@ -379,6 +395,12 @@ impl Forger {
             );
             std::thread::sleep(Duration::from_millis(100));
         }
+        let mut f = f;
+        // Its bind failed if it is gone: the probe then reached another process's listener.
+        assert!(
+            matches!(f.child.try_wait(), Ok(None)),
+            "the forger exited: port {SUMMARY_PORT} is held by another process"
+        );
         f
     }
 
