@@ -672,3 +672,75 @@ fn the_job_epilog_writes_the_summary_and_refreshes_the_archive() {
         "no epilog line in the slurmd log"
     );
 }
+
+/// The members a stored row counts follow the job's tree as it changes (the sampler keeps
+/// the tree's directories and files open between rows and must notice every change):
+/// three background processes come and go, then a new step of three processes (`srun`: a
+/// new step directory with a task directory on cgroup v1, a new slurmstepd in /proc) comes
+/// and goes. Each
+/// phase lasts 5 s and rows are stored every second; only rows well inside a phase are
+/// compared, against the count of the first phase (whatever slurmstepd and the extern step
+/// add is the same in every phase).
+#[cluster_test]
+fn member_counts_follow_processes_and_steps_as_they_come_and_go() {
+    let _p = shared_plugstack();
+    let script = r#"
+mark() { echo "mark $1 $(date +%s%3N)"; }
+mark a; sleep 5
+sleep 300 & sleep 300 & sleep 300 &
+mark b; sleep 5
+kill %1 %2 %3; wait 2>/dev/null
+mark c; sleep 5
+mark d; srun --overlap -n1 bash -c 'sleep 6 & sleep 6 & wait'
+mark e; sleep 5
+mark f
+"#;
+    let job = Submit::new("members", script)
+        .arg("--slurmwatch=1")
+        .submit();
+    let line = job.wait(WAIT);
+    let out = job.output();
+    assert_eq!(line.state, "COMPLETED", "{out}");
+    let marks: Vec<i64> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("mark ")?.split_once(' ')?.1.parse().ok())
+        .collect();
+    assert_eq!(marks.len(), 6, "{out}");
+    let rows = recorded(job.id, &Series::Job);
+    // Every row's count inside phase i (1.5 s clear of its edges).
+    let phase = |i: usize| -> Vec<u64> {
+        rows.iter()
+            .filter(|r| r.t_unix_ms >= marks[i] + 1500 && r.t_unix_ms <= marks[i + 1] - 1500)
+            .map(|r| r.usage.processes.expect("a member count"))
+            .collect()
+    };
+    let phases: Vec<Vec<u64>> = (0..5).map(phase).collect();
+    assert!(
+        phases.iter().all(|p| !p.is_empty()),
+        "a phase without rows: {phases:?} ({} rows, marks {marks:?})",
+        rows.len()
+    );
+    eprintln!("member counts per phase: {phases:?}");
+    let base = phases[0][0];
+    let what = format!("{} mode, per phase {phases:?}", cluster_mode());
+    assert!(phases[0].iter().all(|&n| n == base), "{what}");
+    assert!(
+        phases[1].iter().all(|&n| n == base + 3),
+        "three more: {what}"
+    );
+    assert!(
+        phases[2].iter().all(|&n| n == base),
+        "the three gone: {what}"
+    );
+    // srun stands in for the foreground sleep; the step adds its task's three processes
+    // (bash and two sleeps; its slurmstepd too, on v1). A tree read without the new step
+    // directory would show base + 1 at most (srun and whatever it forks).
+    assert!(
+        phases[3].iter().all(|&n| n >= base + 3),
+        "the new step's members: {what}"
+    );
+    assert!(
+        phases[4].iter().all(|&n| n == base),
+        "the step gone: {what}"
+    );
+}

@@ -5,9 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{
-    clock_ticks_per_sec, keyed, lines_value, ticks_to_usec, walk_tree, KeptFile, TreeValue,
-};
+use super::parse::{clock_ticks_per_sec, keyed, lines_value, ticks_to_usec, KeptFile};
+use super::tree::{KeptTree, TreeFile};
 use crate::sample::UsageReading;
 
 /// `memory.limit_in_bytes` of an unlimited group is `PAGE_COUNTER_MAX` rounded to pages
@@ -16,6 +15,30 @@ const UNLIMITED_FLOOR: u64 = 1 << 62;
 
 /// How deep below the job directory tasks can sit (`job/step/task_N` is 2).
 const MEMBER_DEPTH: u32 = 4;
+
+/// What each directory of the group's subtree adds: members (`cgroup.procs`, `tasks` list
+/// only their own directory; Slurm puts tasks in task_N children) and OOM kills. v1 counts
+/// a kill only in the memcg whose limit was hit — Slurm sets the same limit on the step, so
+/// a job's kills show up in `step_*`, not in `job_*` (seen on the test cluster) — hence the
+/// sum. `oom_kill N` exists since Linux 4.13 (older kernels: unknown, not zero). The member
+/// lists are opened at each reading (see `TreeFile::open_each_reading`).
+const MEMBERS: [TreeFile; 3] = [
+    TreeFile {
+        name: c"cgroup.procs",
+        value: lines_value,
+        open_each_reading: true,
+    },
+    TreeFile {
+        name: c"tasks",
+        value: lines_value,
+        open_each_reading: true,
+    },
+    TreeFile {
+        name: c"memory.oom_control",
+        value: oom_kill_value,
+        open_each_reading: false,
+    },
+];
 
 /// Reads one v1 group. Convenience wrapper over [`V1Reader`]; the sampler keeps a reader.
 pub fn read_v1(
@@ -32,6 +55,8 @@ pub fn read_v1(
 #[derive(Debug)]
 pub struct V1Reader {
     memory_dir: PathBuf,
+    /// Members and OOM kills, summed over the subtree (see `MEMBERS`).
+    members: KeptTree<3>,
     usage: KeptFile,
     max_usage: KeptFile,
     limit: KeptFile,
@@ -64,6 +89,7 @@ impl V1Reader {
             limit: KeptFile::new(memory_dir.join("memory.limit_in_bytes")),
             stat: KeptFile::new(memory_dir.join("memory.stat")),
             failcnt: KeptFile::new(memory_dir.join("memory.failcnt")),
+            members: KeptTree::new(memory_dir.clone(), MEMBERS, MEMBER_DEPTH, None),
             memory_dir,
             cpuacct_usage: KeptFile::new(cpu_dir.join("cpuacct.usage")),
             cpuacct_stat: KeptFile::new(cpu_dir.join("cpuacct.stat")),
@@ -144,18 +170,8 @@ impl V1Reader {
             }
         }
 
-        // One walk of the subtree for what v1 keeps per directory: members (cgroup.procs and
-        // tasks list only their own directory; Slurm puts tasks in task_N children) and OOM
-        // kills. `oom_kill N` exists since Linux 4.13 (older kernels: unknown, not zero), and
-        // v1 counts a kill only in the memcg whose limit was hit — Slurm sets the same limit
-        // on the step, so a job's kills show up in `step_*`, not in `job_*` (seen on the test
-        // cluster) — hence the sum over the subtree.
-        const PER_DIR: [(&std::ffi::CStr, TreeValue); 3] = [
-            (c"cgroup.procs", lines_value),
-            (c"tasks", lines_value),
-            (c"memory.oom_control", oom_kill_value),
-        ];
-        let [procs, tasks, ooms] = walk_tree(buf, &self.memory_dir, &PER_DIR, MEMBER_DEPTH);
+        // Members and OOM kills over the subtree (see `MEMBERS`).
+        let [procs, tasks, ooms] = self.members.read(buf);
         r.processes = procs;
         r.memory_oom_kills = ooms;
         // pids.current, where a pids group exists, is hierarchical and counts tasks (threads).

@@ -5,11 +5,29 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
-use super::parse::{keyed, lines_value, walk_tree_skipping, KeptFile, TreeValue};
+use super::parse::{keyed, lines_value, KeptFile};
+use super::tree::{KeptTree, TreeFile};
 use crate::sample::{Pressure, UsageReading};
 
 /// Depth below the job directory where members live (`job/step_0/user/task_0` is 3).
 const MEMBER_DEPTH: u32 = 5;
+
+/// v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps them in
+/// leaves (`step_N/slurm`, `step_N/user/task_M`), so the subtree is summed, without
+/// `step_N/slurm`: that is slurmstepd itself (1 process, 10–16 threads), not the job. Both
+/// restart their listing at offset 0, so they are re-read through kept descriptors.
+const MEMBERS: [TreeFile; 2] = [
+    TreeFile {
+        name: c"cgroup.procs",
+        value: lines_value,
+        open_each_reading: false,
+    },
+    TreeFile {
+        name: c"cgroup.threads",
+        value: lines_value,
+        open_each_reading: false,
+    },
+];
 
 /// Reads one v2 group. Convenience wrapper over [`V2Reader`]; the sampler keeps a reader.
 pub fn read_v2(mount_root: &Path, rel: &Path) -> UsageReading {
@@ -20,6 +38,8 @@ pub fn read_v2(mount_root: &Path, rel: &Path) -> UsageReading {
 #[derive(Debug)]
 pub struct V2Reader {
     dir: PathBuf,
+    /// Processes and threads, summed over the subtree (see `MEMBERS`).
+    members: KeptTree<2>,
     current: KeptFile,
     peak: KeptFile,
     max: KeptFile,
@@ -64,6 +84,7 @@ impl V2Reader {
             io_pressure: KeptFile::new(dir.join("io.pressure")),
             stepd: Vec::new(),
             cpu_floor: [0; 3],
+            members: KeptTree::new(dir.clone(), MEMBERS, MEMBER_DEPTH, Some(b"slurm")),
             dir,
             buf: String::new(),
         }
@@ -211,15 +232,7 @@ impl V2Reader {
         }
         r.pressure = p;
 
-        // v2 cgroup.procs/cgroup.threads list only the directory's own members; Slurm keeps
-        // them in leaves (`step_N/slurm`, `step_N/user/task_M`), so count the subtree, without
-        // `step_N/slurm`: that is slurmstepd itself (1 process, 10–16 threads), not the job.
-        const PER_DIR: [(&std::ffi::CStr, TreeValue); 2] = [
-            (c"cgroup.procs", lines_value),
-            (c"cgroup.threads", lines_value),
-        ];
-        [r.processes, r.threads] =
-            walk_tree_skipping(buf, &self.dir, &PER_DIR, MEMBER_DEPTH, Some(b"slurm"));
+        [r.processes, r.threads] = self.members.read(buf);
         r
     }
 }

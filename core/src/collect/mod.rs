@@ -11,6 +11,7 @@ pub mod gpu;
 pub mod location;
 mod parse;
 pub mod procfs;
+mod tree;
 
 use std::path::{Path, PathBuf};
 

@@ -1,11 +1,9 @@
 //! Small, checked readers and parsers shared by the cgroup and /proc collectors.
 //! Nothing here panics on malformed input: a value that does not parse is `None`.
 
-use std::ffi::{CStr, CString};
 use std::fs::File;
 use std::io::{self, Read};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -75,7 +73,7 @@ impl KeptFile {
     }
 }
 
-fn on_kernfs(file: &File) -> bool {
+pub(crate) fn on_kernfs(file: &File) -> bool {
     // SAFETY: plain-data struct; an open descriptor and a valid out-pointer.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };
@@ -87,7 +85,11 @@ fn on_kernfs(file: &File) -> bool {
 /// `short_read_is_whole`: a kernfs file's text is generated whole at each read from offset 0
 /// (seq_file), so a read that returns less than asked has returned all of it, and the read
 /// that would return 0 is saved (half the sampler's fast-read syscalls).
-fn read_from_start(file: &File, buf: &mut String, short_read_is_whole: bool) -> io::Result<usize> {
+pub(crate) fn read_from_start(
+    file: &File,
+    buf: &mut String,
+    short_read_is_whole: bool,
+) -> io::Result<usize> {
     let mut v = std::mem::take(buf).into_bytes();
     v.clear();
     let res = loop {
@@ -182,168 +184,9 @@ pub(crate) fn ticks_to_usec(ticks: u64, ticks_per_sec: u64) -> u64 {
     u64::try_from(us).unwrap_or(u64::MAX)
 }
 
-/// How a per-directory file becomes a number in [`walk_tree`].
-pub(crate) type TreeValue = fn(&str) -> Option<u64>;
-
 /// Lines of a membership file (`cgroup.procs`, `tasks`, `cgroup.threads`).
 pub(crate) fn lines_value(text: &str) -> Option<u64> {
     Some(count_lines(text))
-}
-
-/// Sums each `(file, value)` over `dir` and its subdirectories down to `max_depth`, in ONE
-/// walk. cgroup membership files list only their own directory's members and Slurm puts
-/// tasks in child directories, hence the walk. Everything is opened relative to the open
-/// directory (`openat`), never by its full path: the path lookups were most of the cost. A
-/// slot is `None` when a directory that still exists cannot give it (a partial sum would be
-/// a lie); a task directory removed while we walk is skipped.
-pub(crate) fn walk_tree<const N: usize>(
-    buf: &mut String,
-    dir: &Path,
-    files: &[(&CStr, TreeValue); N],
-    max_depth: u32,
-) -> [Option<u64>; N] {
-    walk_tree_skipping(buf, dir, files, max_depth, None)
-}
-
-/// [`walk_tree`], leaving out every subdirectory named `skip` (at any depth): on cgroup v2
-/// Slurm keeps slurmstepd itself in `step_<s>/slurm`, which is not the job's work.
-pub(crate) fn walk_tree_skipping<const N: usize>(
-    buf: &mut String,
-    dir: &Path,
-    files: &[(&CStr, TreeValue); N],
-    max_depth: u32,
-    skip: Option<&[u8]>,
-) -> [Option<u64>; N] {
-    let Ok(c) = CString::new(dir.as_os_str().as_bytes()) else {
-        return [None; N];
-    };
-    // An unopenable root (gone, not a directory, refused) gives nothing, as before.
-    let Ok(fd) = open_at(libc::AT_FDCWD, &c, libc::O_DIRECTORY) else {
-        return [None; N];
-    };
-    let mut acc = [Some(0u64); N];
-    let mut path = dir.to_path_buf();
-    if !walk_into(buf, fd, &mut path, files, max_depth, skip, &mut acc) {
-        return [None; N];
-    }
-    acc
-}
-
-fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: a valid C string; the descriptor returned is ours to own.
-    let fd = unsafe { libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | flags) };
-    if fd < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        // SAFETY: a fresh descriptor nobody else owns.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-    }
-}
-
-/// Adds the directory `fd` (at `path`)'s values into `acc`; false when it is gone.
-fn walk_into<const N: usize>(
-    buf: &mut String,
-    fd: OwnedFd,
-    path: &mut PathBuf,
-    files: &[(&CStr, TreeValue); N],
-    max_depth: u32,
-    skip: Option<&[u8]>,
-    acc: &mut [Option<u64>; N],
-) -> bool {
-    let mut any = false;
-    for (slot, (file, value)) in acc.iter_mut().zip(files.iter()) {
-        let v = open_at(fd.as_raw_fd(), file, 0)
-            .ok()
-            .and_then(|f| {
-                buf.clear();
-                File::from(f)
-                    .take(MAX_READ)
-                    .read_to_string(buf)
-                    .ok()
-                    .map(|_| buf.as_str())
-            })
-            .and_then(value);
-        any |= v.is_some();
-        *slot = slot.zip(v).map(|(a, b)| a.saturating_add(b));
-    }
-    if !any && !path.exists() {
-        return false;
-    }
-    if max_depth == 0 {
-        return true;
-    }
-    // getdents64 on the descriptor itself: fdopendir/readdir cost three more syscalls per
-    // directory (fstat, two fcntl).
-    let dfd = fd.as_raw_fd();
-    let mut ents = DirentBuf([0; 4096]);
-    loop {
-        // SAFETY: the buffer is ours and its length is passed.
-        let n =
-            unsafe { libc::syscall(libc::SYS_getdents64, dfd, ents.0.as_mut_ptr(), ents.0.len()) };
-        if n == 0 {
-            break;
-        }
-        if n < 0 {
-            match io::Error::last_os_error().raw_os_error() {
-                // The directory removed while listed (as std's read_dir).
-                Some(libc::ENOENT) => break,
-                _ => {
-                    *acc = [None; N];
-                    return true;
-                }
-            }
-        }
-        let mut pos = 0;
-        while pos + 19 < n as usize {
-            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-ended).
-            let e = &ents.0[pos..n as usize];
-            let reclen = u16::from_ne_bytes([e[16], e[17]]) as usize;
-            let d_type = e[18];
-            pos += reclen.max(1);
-            let Ok(name) = CStr::from_bytes_until_nul(&e[19..reclen.min(e.len())]) else {
-                continue;
-            };
-            if matches!(name.to_bytes(), b"." | b"..") || skip == Some(name.to_bytes()) {
-                continue;
-            }
-            let is_dir = match d_type {
-                libc::DT_DIR => true,
-                libc::DT_UNKNOWN => is_dir_at(dfd, name),
-                _ => false,
-            };
-            if !is_dir {
-                continue;
-            }
-            path.push(std::ffi::OsStr::from_bytes(name.to_bytes()));
-            match open_at(dfd, name, libc::O_DIRECTORY) {
-                Ok(sub_fd) => {
-                    let mut sub = [Some(0u64); N];
-                    if walk_into(buf, sub_fd, path, files, max_depth - 1, skip, &mut sub) {
-                        for (a, b) in acc.iter_mut().zip(sub) {
-                            *a = a.zip(b).map(|(x, y)| x.saturating_add(y));
-                        }
-                    }
-                    // A subdirectory gone mid-walk (a task ended) is skipped.
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT) | Some(libc::ENOTDIR)) => {}
-                // It exists but cannot be read: its members are unknown.
-                Err(_) => *acc = [None; N],
-            }
-            path.pop();
-        }
-    }
-    true
-}
-
-/// getdents64's buffer, aligned for its 8-byte fields.
-#[repr(align(8))]
-struct DirentBuf([u8; 4096]);
-
-fn is_dir_at(dir: RawFd, name: &CStr) -> bool {
-    // SAFETY: plain-data struct; a valid C string and out-pointer.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::fstatat(dir, name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
-    rc == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR
 }
 
 #[cfg(test)]
