@@ -18,8 +18,10 @@
 //! Never a stale value: whatever doubt there is, the reading walks again, and a reading
 //! that walks is exactly the old `walk_tree`'s.
 //!
-//! Descriptors are slurmstepd's: at most [`MAX_KEPT_DIRS`] directories are kept (with their
-//! files); a larger tree is walked afresh every reading, as before.
+//! Descriptors are slurmstepd's, and one it cannot open could cost the job its I/O: a tree
+//! keeps at most [`MAX_KEPT_DIRS`] directories, and its descriptors (directories and kept
+//! files) stay under 1/16 of the process's open-file limit; a larger tree is walked afresh
+//! every reading, as before, holding descriptors only while it walks.
 
 use std::ffi::{CStr, CString};
 use std::fs::File;
@@ -49,7 +51,24 @@ pub(crate) struct TreeFile {
 
 /// The most directories kept open per tree (slurmstepd's descriptors are not ours to
 /// spend): `job/step_N/task_M` on v1 is 1 + steps + tasks.
-pub(crate) const MAX_KEPT_DIRS: usize = 48;
+pub(crate) const MAX_KEPT_DIRS: usize = 32;
+
+/// The descriptors a tree may keep: 1/16 of the soft open-file limit (64 under the common
+/// 1024), never more than [`MAX_KEPT_DIRS`] directories' worth.
+fn descriptor_budget(soft_limit: usize, per_dir: usize) -> usize {
+    (soft_limit / 16).min(MAX_KEPT_DIRS * per_dir)
+}
+
+/// This process's soft open-file limit (0 when unknown: nothing is kept).
+fn open_file_limit() -> usize {
+    // SAFETY: plain-data struct and a valid out-pointer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    } else {
+        0
+    }
+}
 
 /// A subtree read by [`read`](Self::read).
 #[derive(Debug)]
@@ -150,7 +169,9 @@ impl<const N: usize> KeptTree<N> {
         };
         let mut acc = [Some(0u64); N];
         let mut kept = Vec::new();
+        let per_dir = 1 + self.files.iter().filter(|f| !f.open_each_reading).count();
         let mut walk = Walk {
+            max_kept_dirs: descriptor_budget(open_file_limit(), per_dir) / per_dir,
             buf,
             files: &self.files,
             skip: self.skip,
@@ -176,6 +197,7 @@ struct Walk<'a, const N: usize> {
     skip: Option<&'static [u8]>,
     /// `None` once the tree is too large to keep (or a directory was gone mid-walk).
     kept: Option<&'a mut Vec<KeptDir<N>>>,
+    max_kept_dirs: usize,
 }
 
 impl<const N: usize> Walk<'_, N> {
@@ -217,7 +239,7 @@ impl<const N: usize> Walk<'_, N> {
             return true;
         }
         match (&mut self.kept, links) {
-            (Some(kept), Some(links)) if kept.len() < MAX_KEPT_DIRS => kept.push(KeptDir {
+            (Some(kept), Some(links)) if kept.len() < self.max_kept_dirs => kept.push(KeptDir {
                 fd,
                 links,
                 files,
@@ -480,6 +502,18 @@ mod tests {
         fs::remove_dir_all(job.join("task_0")).unwrap();
         assert_eq!(tree.read(&mut buf), [Some(n - 1), Some(n - 1)]);
         assert_eq!(tree.dirs.len(), MAX_KEPT_DIRS, "small enough again: kept");
+    }
+
+    /// slurmstepd's descriptors: 1/16 of its limit at most (a limit of 1024 leaves 64, i.e.
+    /// 32 v1 directories with their kept file, 21 on v2), never past MAX_KEPT_DIRS, none when
+    /// the limit is unknown.
+    #[test]
+    fn kept_descriptors_stay_a_small_share_of_the_open_file_limit() {
+        assert_eq!(descriptor_budget(1024, 2) / 2, 32);
+        assert_eq!(descriptor_budget(1024, 3) / 3, 21);
+        assert_eq!(descriptor_budget(256, 2) / 2, 8);
+        assert_eq!(descriptor_budget(1 << 20, 3) / 3, MAX_KEPT_DIRS);
+        assert_eq!(descriptor_budget(0, 2), 0);
     }
 
     /// On kernfs a directory's link count is 2 + its subdirectories: what the kept tree
