@@ -720,7 +720,6 @@ mark f
         "a phase without rows: {phases:?} ({} rows, marks {marks:?})",
         rows.len()
     );
-    eprintln!("member counts per phase: {phases:?}");
     let base = phases[0][0];
     let what = format!("{} mode, per phase {phases:?}", cluster_mode());
     assert!(phases[0].iter().all(|&n| n == base), "{what}");
