@@ -29,6 +29,9 @@ REQUIRED = [
     "oom: the kill counted from memory.events",
     "oom: an oom_killed finding",
     "oom: --mem advice above the 300 MiB that killed it",
+    "members: job COMPLETED",
+    "members: three background processes counted while they run, and not after",
+    "members: a new step's processes counted, and not after it ended",
 ]
 
 path, release = sys.argv[1], sys.argv[2]

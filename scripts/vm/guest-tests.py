@@ -578,9 +578,49 @@ def check_oom(job, state):
     measure("oom_limit_hit_events", ev)
 
 
+# Members come and go in phases of 8 s (10 s for the step): three background processes, then a
+# new step of three processes (a new step directory with its task directories on v2).
+MEMBERS_SCRIPT = """
+mark() { echo "mark $1 $(date +%s%3N)"; }
+mark a; sleep 8
+sleep 300 & sleep 300 & sleep 300 &
+mark b; sleep 8
+kill %1 %2 %3; wait 2>/dev/null
+mark c; sleep 8
+mark d; srun --overlap -n1 bash -c 'sleep 10 & sleep 10 & wait'
+mark e; sleep 8
+mark f
+"""
+
+
+def t_member_counts():
+    """The members a stored row counts follow the job's tree as it changes: the sampler keeps
+    the cgroup's directories and member files open between rows and must see every change
+    (tests/cluster/recorder.rs member_counts_follow_processes_and_steps_as_they_come_and_go).
+    Rows well inside each phase are compared with the first phase's count."""
+    job = Job("members", MEMBERS_SCRIPT, ["--slurmwatch=1", "--mem=300M"])
+    state = job.wait()
+    out = job.output()
+    check("members: job COMPLETED", state == "COMPLETED", state + " " + out[-300:])
+    marks = [int(l.split()[2]) for l in out.splitlines() if l.startswith("mark ")]
+    rs = rows(job)
+    # srun's step may take a few seconds to launch under emulation: its window starts later.
+    lead = [2000, 2000, 2000, 5000, 2000]
+    phases = [[r["processes"] for r in rs if marks[i] + lead[i] <= r["t_unix_ms"] <= marks[i + 1] - 2000]
+              for i in range(5)] if len(marks) == 6 else []
+    measure("member_counts_per_phase", phases)
+    whole = len(phases) == 5 and all(phases) and all(n is not None for p in phases for n in p)
+    base = phases[0][0] if whole else None
+    check("members: three background processes counted while they run, and not after",
+          whole and all(n == base for n in phases[0]) and all(n == base + 3 for n in phases[1])
+          and all(n == base for n in phases[2]), phases)
+    check("members: a new step's processes counted, and not after it ended",
+          whole and all(n >= base + 3 for n in phases[3]) and all(n == base for n in phases[4]), phases)
+
+
 def main():
     t0 = time.time()
-    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs):
+    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_member_counts):
         test(fn)
     measure("seconds_total", round(time.time() - t0, 1))
     results["done"] = True
