@@ -73,7 +73,7 @@ impl KeptFile {
     }
 }
 
-pub(crate) fn on_kernfs(file: &File) -> bool {
+pub(crate) fn on_kernfs(file: &impl AsRawFd) -> bool {
     // SAFETY: plain-data struct; an open descriptor and a valid out-pointer.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) };

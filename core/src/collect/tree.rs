@@ -81,6 +81,9 @@ pub(crate) struct KeptTree<const N: usize> {
     skip: Option<&'static [u8]>,
     /// Empty: the next reading walks.
     dirs: Vec<KeptDir<N>>,
+    /// Not kernfs (told from the root at each walk; a cgroup tree is one filesystem):
+    /// removed files and directories stay readable, so their link counts are checked.
+    check_links: bool,
 }
 
 #[derive(Debug)]
@@ -92,8 +95,6 @@ struct KeptDir<const N: usize> {
     files: [Option<File>; N],
     /// Whether each file existed when the directory was walked.
     present: [bool; N],
-    /// Not kernfs: removed files and directories stay readable, check their link counts.
-    check_links: bool,
 }
 
 impl<const N: usize> KeptTree<N> {
@@ -109,6 +110,7 @@ impl<const N: usize> KeptTree<N> {
             max_depth,
             skip,
             dirs: Vec::new(),
+            check_links: false,
         }
     }
 
@@ -139,15 +141,15 @@ impl<const N: usize> KeptTree<N> {
                 }
                 let v = match &d.files[i] {
                     Some(file) => {
-                        read_from_start(file, buf, !d.check_links).ok()?;
-                        if d.check_links && fd_links(file.as_raw_fd())? == 0 {
+                        read_from_start(file, buf, !self.check_links).ok()?;
+                        if self.check_links && fd_links(file.as_raw_fd())? == 0 {
                             return None;
                         }
                         (f.value)(buf)
                     }
                     None => {
                         let file = File::from(open_at(d.fd.as_raw_fd(), f.name, 0).ok()?);
-                        read_once(file, buf, !d.check_links).ok()?;
+                        read_from_start(&file, buf, !self.check_links).ok()?;
                         (f.value)(buf)
                     }
                 };
@@ -167,6 +169,7 @@ impl<const N: usize> KeptTree<N> {
         let Ok(fd) = open_at(libc::AT_FDCWD, &c, libc::O_DIRECTORY) else {
             return [None; N];
         };
+        self.check_links = !on_kernfs(&fd);
         let mut acc = [Some(0u64); N];
         let mut kept = Vec::new();
         let per_dir = 1 + self.files.iter().filter(|f| !f.open_each_reading).count();
@@ -175,6 +178,7 @@ impl<const N: usize> KeptTree<N> {
             buf,
             files: &self.files,
             skip: self.skip,
+            check_links: self.check_links,
             kept: Some(&mut kept),
         };
         let mut path = self.root.clone();
@@ -195,6 +199,7 @@ struct Walk<'a, const N: usize> {
     buf: &'a mut String,
     files: &'a [TreeFile; N],
     skip: Option<&'static [u8]>,
+    check_links: bool,
     /// `None` once the tree is too large to keep (or a directory was gone mid-walk).
     kept: Option<&'a mut Vec<KeptDir<N>>>,
     max_kept_dirs: usize,
@@ -211,7 +216,6 @@ impl<const N: usize> Walk<'_, N> {
     ) -> bool {
         // Before listing: a subdirectory made after this is seen as a changed count.
         let links = fd_links(fd.as_raw_fd());
-        let check_links = !on_kernfs_fd(fd.as_raw_fd());
         let mut any = false;
         let mut files: [Option<File>; N] = std::array::from_fn(|_| None);
         let mut present = [false; N];
@@ -220,13 +224,13 @@ impl<const N: usize> Walk<'_, N> {
             present[i] = opened.is_some();
             let v = opened.and_then(|file| {
                 if !f.open_each_reading && self.kept.is_some() {
-                    let read = read_from_start(&file, self.buf, !check_links).is_ok();
+                    let read = read_from_start(&file, self.buf, !self.check_links).is_ok();
                     files[i] = Some(file);
                     read.then(|| (f.value)(self.buf)).flatten()
                 } else {
-                    read_once(file, self.buf, !check_links)
+                    read_from_start(&file, self.buf, !self.check_links)
                         .ok()
-                        .and_then(|()| (f.value)(self.buf))
+                        .and_then(|_| (f.value)(self.buf))
                 }
             });
             any |= v.is_some();
@@ -244,7 +248,6 @@ impl<const N: usize> Walk<'_, N> {
                 links,
                 files,
                 present,
-                check_links,
             }),
             _ => self.kept = None,
         }
@@ -329,12 +332,6 @@ impl<const N: usize> Walk<'_, N> {
     }
 }
 
-/// All of a file opened for this one reading into `buf`; `kernfs`: a short read is the
-/// whole text (see `read_from_start`), which saves the read that would return 0.
-fn read_once(file: File, buf: &mut String, kernfs: bool) -> io::Result<()> {
-    read_from_start(&file, buf, kernfs).map(|_| ())
-}
-
 fn open_at(dir: RawFd, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: a valid C string; the descriptor returned is ours to own.
     let fd = unsafe { libc::openat(dir, name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC | flags) };
@@ -353,12 +350,6 @@ fn fd_links(fd: RawFd) -> Option<u64> {
     (unsafe { libc::fstat(fd, &mut st) } == 0).then_some(st.st_nlink)
 }
 
-fn on_kernfs_fd(fd: RawFd) -> bool {
-    // SAFETY: the descriptor is borrowed for the call only; ManuallyDrop never closes it.
-    let file = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
-    on_kernfs(&file)
-}
-
 /// getdents64's buffer, aligned for its 8-byte fields.
 #[repr(align(8))]
 struct DirentBuf([u8; 4096]);
@@ -372,6 +363,7 @@ fn is_dir_at(dir: RawFd, name: &CStr) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::super::parse::{lines_value as lines, parse_u64 as number};
     use super::*;
     use std::fs;
     use std::os::unix::fs::MetadataExt;
@@ -379,14 +371,6 @@ mod tests {
 
     fn links_of(path: &Path) -> u64 {
         fs::metadata(path).map(|m| m.nlink()).unwrap_or(0)
-    }
-
-    fn lines(text: &str) -> Option<u64> {
-        Some(text.lines().filter(|l| !l.trim().is_empty()).count() as u64)
-    }
-
-    fn number(text: &str) -> Option<u64> {
-        text.trim().parse().ok()
     }
 
     const FILES: [TreeFile; 2] = [
