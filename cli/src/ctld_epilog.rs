@@ -89,7 +89,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
         .iter()
         .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
         .count();
-    match slurmdbd::store(&job, &comment, "sacct", "sacctmgr", deadline) {
+    match slurmdbd::store(&job, &comment, slurmdbd::Programs::default(), deadline) {
         Ok(Stored::Written) => {
             eprintln!(
                 "slurmwatch ctld-epilog: job {job}: summary of {recorded} of {} node(s) stored in AdminComment ({} bytes)",

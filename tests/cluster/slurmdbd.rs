@@ -293,6 +293,43 @@ fn slurmdbd_summary_never_overwrites_another_tools_admin_comment() {
         ],
     );
     assert!(o.status.success(), "{}", stderr(&o));
+    // The race CI once lost, made certain: slurmctld passes an AdminComment on to slurmdbd
+    // only with the job's end (22.05), so while the job runs slurmdbd alone says "none" and
+    // a store that asked it alone would write over the other tool's text.
+    let dbd = run(
+        "sacct",
+        &[
+            "-j",
+            &job.id.to_string(),
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "AdminComment",
+        ],
+    );
+    assert_eq!(
+        stdout(&dbd).trim(),
+        "",
+        "slurmdbd already has it: no race to test"
+    );
+    let node = stdout(&run(
+        "squeue",
+        &["-h", "-j", &job.id.to_string(), "-o", "%N"],
+    ))
+    .trim()
+    .to_string();
+    let mut epilog = Command::new(slurmwatch_bin());
+    epilog.args([
+        "ctld-epilog",
+        "--job",
+        &job.id.to_string(),
+        "--nodes",
+        &node,
+    ]);
+    let o = epilog.args(["--timeout", "30"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("another tool's text"), "{}", stderr(&o));
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     // The EpilogSlurmctld has run once its line is in the log.
     let line = ctld_lines(job.id, log_offset).remove(0);

@@ -11,7 +11,9 @@
 //!
 //! Every wait has a deadline: each node's answer ([`NODE_TIMEOUT`], nodes asked at once), and
 //! the store (retried until slurmdbd has the job record, within the caller's deadline). An
-//! AdminComment another tool wrote (jobstats' `JS1:`, an admin's note) is never overwritten.
+//! AdminComment another tool wrote (jobstats' `JS1:`, an admin's note) is never overwritten:
+//! it is looked for in slurmctld (which may not have passed an `scontrol update` on to
+//! slurmdbd yet) and in slurmdbd.
 //!
 //! The HTTP client is written here on `std::net` (no client crate): one `GET` to our own
 //! server (`export::http`), `Connection: close`, the body capped at [`MAX_REPLY_BYTES`].
@@ -291,13 +293,85 @@ pub enum Stored {
     LeftOthers(String),
 }
 
+/// The Slurm programs [`store`] runs: the real ones unless a test names others.
+#[derive(Debug, Clone, Copy)]
+pub struct Programs<'a> {
+    pub squeue: &'a str,
+    pub sacct: &'a str,
+    pub sacctmgr: &'a str,
+}
+
+impl Default for Programs<'_> {
+    fn default() -> Self {
+        Programs {
+            squeue: "squeue",
+            sacct: "sacct",
+            sacctmgr: "sacctmgr",
+        }
+    }
+}
+
+/// Enough of an AdminComment to tell ours (`SW1:`) from another tool's.
+const COMMENT_PREFIX_CHARS: usize = 64;
+
+/// What one side (slurmctld or slurmdbd) holds as the job's AdminComment.
+enum Held {
+    /// Nothing, or ours: ours may be written.
+    Free,
+    /// Another tool's text.
+    Others(String),
+    /// That side does not hold the job (slurmctld forgot it, past `MinJobAge`).
+    NoJob,
+    /// No answer: try again.
+    Unchecked(String),
+}
+
+fn held(text: &str) -> Held {
+    let existing = text.lines().next().unwrap_or("").trim();
+    if existing.is_empty() || existing == "(null)" || record::is_ours(existing) {
+        Held::Free
+    } else {
+        Held::Others(existing.to_string())
+    }
+}
+
+/// slurmctld's AdminComment of the job (`squeue -O admin_comment`, one field alone on the
+/// line). While slurmctld holds the job it is the authority: an `scontrol update` reaches
+/// slurmdbd later, through slurmctld's queue to it, so slurmdbd alone may not show it yet.
+fn held_by_controller(squeue: &str, job: &str, timeout: Duration) -> Held {
+    let width = format!("admin_comment:{COMMENT_PREFIX_CHARS}");
+    match command::run(
+        squeue,
+        &["-h", "-t", "all", "-j", job, "-O", &width],
+        timeout,
+    ) {
+        Ok(f) if f.success && f.stdout.trim().is_empty() => Held::NoJob,
+        Ok(f) if f.success => held(&f.stdout),
+        Ok(f) if f.stderr.contains("Invalid job id") => Held::NoJob,
+        Ok(f) => Held::Unchecked(format!("squeue: {}", f.reason())),
+        Err(e) => Held::Unchecked(e.to_string()),
+    }
+}
+
+/// slurmdbd's AdminComment of the job (`sacct`).
+fn held_by_database(sacct: &str, job: &str, timeout: Duration) -> Held {
+    match command::run(
+        sacct,
+        &["-j", job, "-X", "-n", "-P", "-o", "AdminComment"],
+        timeout,
+    ) {
+        Ok(f) if f.success => held(&f.stdout),
+        Ok(f) => Held::Unchecked(format!("sacct: {}", f.reason())),
+        Err(e) => Held::Unchecked(e.to_string()),
+    }
+}
+
 /// Stores `comment` as the job's AdminComment, retrying until slurmdbd has the job's record
-/// or `deadline` passes. `sacct`/`sacctmgr` are the programs (tests name the real ones).
+/// or `deadline` passes. Another tool's AdminComment, in slurmctld or in slurmdbd, stays.
 pub fn store(
     job: &str,
     comment: &str,
-    sacct: &str,
-    sacctmgr: &str,
+    programs: Programs,
     deadline: Instant,
 ) -> Result<Stored, String> {
     let mut last = String::from("no attempt");
@@ -307,34 +381,29 @@ pub fn store(
             return Err(format!("gave up storing the summary of job {job}: {last}"));
         }
         let step = left.min(command::DEFAULT_TIMEOUT);
-        // A comment already there that is not ours stays.
-        match command::run(
-            sacct,
-            &["-j", job, "-X", "-n", "-P", "-o", "AdminComment"],
-            step,
-        ) {
-            Ok(f) if f.success => {
-                let existing = f.stdout.lines().next().unwrap_or("").trim().to_string();
-                if !existing.is_empty() && !record::is_ours(&existing) {
-                    return Ok(Stored::LeftOthers(existing));
+        // Unchecked is unwritten: both sides are asked again.
+        let mut checked = true;
+        for side in [
+            held_by_controller(programs.squeue, job, step),
+            held_by_database(programs.sacct, job, step),
+        ] {
+            match side {
+                Held::Others(c) => return Ok(Stored::LeftOthers(c)),
+                Held::Unchecked(why) => {
+                    last = why;
+                    checked = false;
                 }
+                Held::Free | Held::NoJob => {}
             }
-            // Unchecked is unwritten: try again.
-            Ok(f) => {
-                last = format!("sacct: {}", f.reason());
-                pause(deadline);
-                continue;
-            }
-            Err(e) => {
-                last = e.to_string();
-                pause(deadline);
-                continue;
-            }
+        }
+        if !checked {
+            pause(deadline);
+            continue;
         }
         let set = format!("AdminComment={comment}");
         let where_ = format!("jobid={job}");
         match command::run(
-            sacctmgr,
+            programs.sacctmgr,
             &["-i", "modify", "job", "where", &where_, "set", &set],
             step,
         ) {
@@ -389,6 +458,29 @@ pub fn comment_for(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// squeue pads the field to its width and prints `(null)` for none (Slurm 22.05.8);
+    /// sacct prints nothing for none.
+    #[test]
+    fn an_admin_comment_is_free_only_when_empty_or_ours() {
+        for free in [
+            "",
+            "\n",
+            "(null)                                   \n",
+            "SW1:abcd\n",
+            "sw1:ABCD",
+        ] {
+            assert!(matches!(held(free), Held::Free), "{free:?}");
+        }
+        match held("JS1:H4sIAOtherToolsText                    \n") {
+            Held::Others(c) => assert_eq!(c, "JS1:H4sIAOtherToolsText"),
+            _ => panic!("another tool's comment taken as free"),
+        }
+        assert!(matches!(
+            held("checked by admin: bad node\n"),
+            Held::Others(_)
+        ));
+    }
 
     #[test]
     fn urls_are_filled_and_node_names_checked() {
