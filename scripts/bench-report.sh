@@ -4,6 +4,9 @@
 # 2.10.3 (PyPI) when pip can install it. Prints medians of N runs, the difference to sacct,
 # and how many times each report ran sacct (a logging `sacct` wrapper first on PATH).
 # Needs the test cluster (scripts/cluster.sh up) and a release build of the CLI.
+# QUICKACK=1 runs it all again with `quickack 1` on the route to slurmdbd (this host's
+# loopback route, restored on exit): the figures without TCP's delayed-ACK stalls, which are
+# most of every slurmdbd round trip here (docs/admin.md#overhead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-21}
@@ -13,7 +16,9 @@ venv=/tmp/slurmwatch-bench-venv
 [ -x "$venv/bin/reportseff" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q reportseff==2.10.3; } || true
 
 dir=$(mktemp -d /tmp/sw-bench-report.XXXX); chmod 1777 "$dir"
-trap 'rm -rf "$dir"' EXIT
+route=$(ip route show table local exact 127.0.0.1 | sed 's/ *quickack [01]//')
+restore() { if [ "${QUICKACK:-0}" = 1 ]; then ip route change $route table local 2>/dev/null || true; fi; }
+trap 'rm -rf "$dir"; restore' EXIT
 printf '#!/bin/bash\npython3 -c "a = bytearray(100 << 20); import time; t = time.time()\nwhile time.time() - t < 2: pass"\n' > "$dir/job.sh"
 id=$(cd "$dir" && sbatch --parsable --slurmwatch=1 --mem=500M -o /dev/null job.sh)
 # shellcheck source=scripts/wait-until.sh
@@ -34,20 +39,30 @@ median_ms() { # COMMAND...
     s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N); echo $(( (e - s) / 1000000 ))
   done | sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
 }
-sacct_ms=$(median_ms sacct -j "$id")
-# Any TRES field makes sacct fetch slurmdbd's TRES table (one more RPC): the floor of a report
-# that must read memory and GPUs from AllocTRES/TRESUsageInTot.
-tres_ms=$(median_ms sacct -j "$id" -o JobID,AllocTRES)
-ours_ms=$(median_ms "$ours" report "$id" --json)
-ours_calls=$(calls "$ours" report "$id" --json)
-printf 'report of finished job %s, median of %s runs (2-core host):\n' "$id" "$N"
-printf '  %-36s %6s ms\n' "sacct -j $id (the floor)" "$sacct_ms"
-printf '  %-36s %6s ms\n' "sacct -j $id -o JobID,AllocTRES" "$tres_ms"
-printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "slurmwatch report --json" "$ours_ms" $((ours_ms - sacct_ms)) "$ours_calls"
-if [ -x "$venv/bin/reportseff" ]; then
-  rs_ms=$(median_ms "$venv/bin/reportseff" "$id")
-  rs_calls=$(calls "$venv/bin/reportseff" "$id")
-  printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "reportseff 2.10.3" "$rs_ms" $((rs_ms - sacct_ms)) "$rs_calls"
-else
-  echo "  reportseff 2.10.3: not installed (pip could not fetch it); not compared"
+measure() { # TITLE
+  sacct_ms=$(median_ms sacct -j "$id")
+  # Any TRES field makes sacct fetch slurmdbd's TRES table (one more RPC): the floor of a report
+  # that must read memory and GPUs from AllocTRES/TRESUsageInTot.
+  tres_ms=$(median_ms sacct -j "$id" -o JobID,AllocTRES)
+  ours_ms=$(median_ms "$ours" report "$id" --json)
+  ours_calls=$(calls "$ours" report "$id" --json)
+  printf 'report of finished job %s, median of %s runs (2-core host), %s:\n' "$id" "$N" "$1"
+  printf '  %-36s %6s ms\n' "sacct -j $id (the floor)" "$sacct_ms"
+  printf '  %-36s %6s ms\n' "sacct -j $id -o JobID,AllocTRES" "$tres_ms"
+  printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "slurmwatch report --json" "$ours_ms" $((ours_ms - sacct_ms)) "$ours_calls"
+  if [ -x "$venv/bin/reportseff" ]; then
+    rs_ms=$(median_ms "$venv/bin/reportseff" "$id")
+    rs_calls=$(calls "$venv/bin/reportseff" "$id")
+    printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "reportseff 2.10.3" "$rs_ms" $((rs_ms - sacct_ms)) "$rs_calls"
+  else
+    echo "  reportseff 2.10.3: not installed (pip could not fetch it); not compared"
+  fi
+}
+measure "the route to slurmdbd as it is"
+if [ "${QUICKACK:-0}" = 1 ]; then
+  grep -q '^AccountingStorageHost=127.0.0.1' /etc/slurm/slurm.conf \
+    || { echo "QUICKACK=1: only for a slurmdbd on this host's loopback"; exit 2; }
+  # shellcheck disable=SC2086 # the route's words
+  ip route change $route table local quickack 1
+  measure "quickack 1 on the route to slurmdbd"
 fi
