@@ -101,23 +101,21 @@ impl Drop for FilesAway {
     }
 }
 
+/// What slurmdbd holds as the job's AdminComment now (`sacct`; empty for none).
+fn admin_comment_now(job: &Job) -> String {
+    let id = job.id.to_string();
+    let o = run(
+        "sacct",
+        &["-j", &id, "-X", "-n", "-P", "-o", "AdminComment"],
+    );
+    stdout(&o).trim().to_string()
+}
+
 /// `sacct -o AdminComment` for the job, once the EpilogSlurmctld has stored it.
 pub fn admin_comment(job: &Job) -> String {
     let t = Instant::now();
     loop {
-        let o = run(
-            "sacct",
-            &[
-                "-j",
-                &job.id.to_string(),
-                "-X",
-                "-n",
-                "-P",
-                "-o",
-                "AdminComment",
-            ],
-        );
-        let c = stdout(&o).trim().to_string();
+        let c = admin_comment_now(job);
         if !c.is_empty() {
             return c;
         }
@@ -296,20 +294,8 @@ fn slurmdbd_summary_never_overwrites_another_tools_admin_comment() {
     // The race CI once lost, made certain: slurmctld passes an AdminComment on to slurmdbd
     // only with the job's end (22.05), so while the job runs slurmdbd alone says "none" and
     // a store that asked it alone would write over the other tool's text.
-    let dbd = run(
-        "sacct",
-        &[
-            "-j",
-            &job.id.to_string(),
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "AdminComment",
-        ],
-    );
     assert_eq!(
-        stdout(&dbd).trim(),
+        admin_comment_now(&job),
         "",
         "slurmdbd already has it: no race to test"
     );
