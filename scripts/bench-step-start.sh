@@ -1,23 +1,42 @@
 #!/usr/bin/env bash
 # Step start latency added by the plugin: wall time of `srun true` inside one allocation,
-# median of 20, with no plugin loaded, with the plugin loaded but not asked, and recording.
-# Needs the test cluster (scripts/cluster.sh up); restores plugstack.conf afterwards.
+# with no plugin loaded, with the plugin loaded but not asked, and recording. The three are
+# interleaved round by round (order rotated), so a drift of the machine's speed during the run
+# falls on all three alike; medians and quartiles of N rounds. Needs the test cluster
+# (scripts/cluster.sh up); restores plugstack.conf afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-N=${N:-20}
+N=${N:-21}
 conf=/etc/slurm/plugstack.conf
 saved=$(cat "$conf")
-trap 'printf "%s\n" "$saved" > "$conf"' EXIT
+out=$(mktemp)
+copy=/tmp/slurmwatch-bench-plugstack.conf
+trap 'printf "%s\n" "$saved" > "$conf"; rm -f "$out" "$copy"' EXIT
+cp "$conf" "$copy"
 
-median_ms() { # ARGS for srun
-  # Bounded: the allocation within 120 s, the steps within the 10-min limit.
-  salloc -Q -n1 --immediate=120 -t 10 bash -c "for i in \$(seq $N); do s=\$(date +%s%N); srun -Q $* true; e=\$(date +%s%N); echo \$(( (e - s) / 1000000 )); done" 2>/dev/null |
-    sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'
+# One round: each variant once, its order rotated by the round number. srun reads
+# plugstack.conf, and slurmstepd reads it at each step start, so a variant is the file's
+# content at that moment. Bounded: the allocation within 120 s, the steps within 10 min.
+salloc -Q -n1 --immediate=120 -t 10 bash -c '
+  conf='"$conf"'; saved='"$copy"'
+
+  one() { # NAME: time one srun true
+    case $1 in
+      none) : > "$conf"; args="" ;;
+      loaded) cp "$saved" "$conf"; args="" ;;
+      recording) cp "$saved" "$conf"; args="--slurmwatch=5" ;;
+    esac
+    s=$(date +%s%N); srun -Q $args true; e=$(date +%s%N)
+    echo "$1 $(( (e - s) / 1000000 ))"
+  }
+  v=(none loaded recording)
+  for i in $(seq '"$N"'); do
+    for j in 0 1 2; do one ${v[$(( (i + j) % 3 ))]}; done
+  done' 2>/dev/null > "$out"
+
+stat() { # NAME -> "median (p25–p75)"
+  grep "^$1 " "$out" | awk '{print $2}' | sort -n |
+    awk '{a[NR]=$1} END {if (!NR) {print "n/a"; exit} q1=a[int((NR+3)/4)]; q3=a[int((3*NR+1)/4)]
+      m=(NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2); printf "%s (%s–%s)", m, q1, q3}'
 }
-
-: > "$conf"
-none=$(median_ms "")
-printf "%s\n" "$saved" > "$conf"
-loaded=$(median_ms "")
-recording=$(median_ms "--slurmwatch=5")
-echo "srun true, median of $N (ms): no plugin $none | plugin loaded, not asked $loaded | recording $recording"
+echo "srun true, $N interleaved rounds, median (quartiles) in ms: no plugin $(stat none) | plugin loaded, not asked $(stat loaded) | recording $(stat recording)"

@@ -27,9 +27,7 @@ use std::ffi::{c_char, c_int, CStr};
 use std::sync::Mutex;
 
 // This step's recording, owned by the callbacks (state.rs's locking rules apply).
-/// Set in `init_post_opt` when this step is recorded; consumed by the first `task_post_fork`.
-static PLAN: Mutex<Option<recorder::Plan>> = Mutex::new(None);
-/// The running sampler of this step.
+/// The running sampler of this step, started in `init_post_opt` when the step is recorded.
 static RECORDER: Mutex<Option<recorder::Recorder>> = Mutex::new(None);
 
 /// Slurm reads these three symbols to accept the plugin; `plugin_version` must equal the
@@ -187,7 +185,7 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
             plan.step,
             plan.file.display()
         ));
-        *state::lock(&PLAN) = Some(plan);
+        *state::lock(&RECORDER) = Some(recorder::Recorder::start(plan)?);
         Ok(())
     })
 }
@@ -206,21 +204,14 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
             return Ok(());
         }
         inject_fault(sp, "task_post_fork");
-        let mut running = state::lock(&RECORDER);
-        if running.is_none() && state::lock(&PLAN).is_none() {
+        let running = state::lock(&RECORDER);
+        let Some(r) = running.as_ref() else {
             return Ok(()); // this step is not recorded
-        }
+        };
         let Some(pid) = sp.task_pid() else {
             return Err("no task pid".into());
         };
-        match running.as_ref() {
-            Some(r) => r.add_task(pid),
-            None => {
-                if let Some(plan) = state::lock(&PLAN).take() {
-                    *running = Some(recorder::Recorder::start(plan, pid)?);
-                }
-            }
-        }
+        r.add_task(pid);
         Ok(())
     })
 }
