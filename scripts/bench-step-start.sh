@@ -10,7 +10,7 @@ N=${N:-21}
 conf=/etc/slurm/plugstack.conf
 saved=$(cat "$conf")
 out=$(mktemp)
-copy=/tmp/slurmwatch-bench-plugstack.conf
+copy=$(mktemp) # root writes it: never a fixed name in /tmp
 trap 'printf "%s\n" "$saved" > "$conf"; rm -f "$out" "$copy"' EXIT
 cp "$conf" "$copy"
 
@@ -19,7 +19,6 @@ cp "$conf" "$copy"
 # content at that moment. Bounded: the allocation within 120 s, the steps within 10 min.
 salloc -Q -n1 --immediate=120 -t 10 bash -c '
   conf='"$conf"'; saved='"$copy"'
-
   one() { # NAME: time one srun true
     case $1 in
       none) : > "$conf"; args="" ;;

@@ -37,6 +37,9 @@ stop() {
   fi
 }
 trap stop EXIT
+# A run cut off mid-test (a killed session) can leave a test's tmpfs mounted under the
+# tests' scratch directory; rm would stop at it ("Device or resource busy").
+awk '$2 ~ "^/tmp/slurmwatch-it/" {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
 rm -rf /tmp/slurmwatch-it
 for mode in ${MODES:-cgroup proc}; do
   echo "== cluster tier ($mode mode)"

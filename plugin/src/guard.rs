@@ -11,12 +11,7 @@ static HOOK: Once = Once::new();
 fn install_panic_hook() {
     HOOK.call_once(|| {
         std::panic::set_hook(Box::new(|info| {
-            let msg = info
-                .payload()
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| info.payload().downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
+            let msg = panic_text(info.payload()).unwrap_or_else(|| "unknown panic".into());
             let at = info
                 .location()
                 .map(|l| format!(" at {}:{}", l.file(), l.line()))
@@ -32,6 +27,14 @@ fn install_panic_hook() {
     });
 }
 
+/// A panic's message, when it is text (`panic!` with a literal or a format).
+pub fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}
+
 /// Runs one callback body. The return value to Slurm is always 0 (success) in slurmstepd.
 pub fn guarded(callback: &str, body: impl FnOnce() -> Result<(), String>) -> i32 {
     install_panic_hook();
@@ -44,5 +47,22 @@ pub fn guarded(callback: &str, body: impl FnOnce() -> Result<(), String>) -> i32
             0
         }
         Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message of `Box<dyn Any>` itself (not of the box) is read, whichever way the
+    /// panic was raised; a payload that is not text has none.
+    #[test]
+    fn a_panics_text_is_read_from_either_payload() {
+        let literal = catch_unwind(|| panic!("literal")).unwrap_err();
+        assert_eq!(panic_text(literal.as_ref()).as_deref(), Some("literal"));
+        let formatted = catch_unwind(|| panic!("n={}", 3)).unwrap_err();
+        assert_eq!(panic_text(formatted.as_ref()).as_deref(), Some("n=3"));
+        let other = catch_unwind(|| std::panic::panic_any(7u8)).unwrap_err();
+        assert_eq!(panic_text(other.as_ref()), None);
     }
 }

@@ -97,8 +97,8 @@ pub fn now_unix_ms() -> i64 {
 
 impl Recorder {
     /// Starts the sampler thread in `init_post_opt`, before any task exists: the work that
-    /// needs no task (the /proc scan for the job's incarnation, the schema check's catalogue)
-    /// is done while slurmstepd sets the step up, and `task_post_fork` only passes pids (it
+    /// needs no task (the /proc scan for the job's incarnation) is done while slurmstepd sets
+    /// the step up, and `task_post_fork` only passes pids (it
     /// holds the task until it returns). The file is opened once the first task's pid tells
     /// where its cgroup is. Measured on the 2-core test VM, `srun true` in a loop: the
     /// callbacks' waits went from post_fork 2–6 ms + task_exit 4–8 ms to 0–2 + 3–6 ms.
@@ -114,11 +114,7 @@ impl Recorder {
                 let result =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(plan, rx)))
                         .unwrap_or_else(|p| {
-                            let msg = p
-                                .downcast_ref::<&str>()
-                                .map(|s| s.to_string())
-                                .or_else(|| p.downcast_ref::<String>().cloned())
-                                .unwrap_or_default();
+                            let msg = crate::guard::panic_text(p.as_ref()).unwrap_or_default();
                             Err(format!("internal error (panic in the sampler): {msg}"))
                         });
                 let _ = done_tx.send(result);
@@ -614,7 +610,6 @@ fn run(plan: Plan, rx: Receiver<Msg>) -> Result<String, String> {
     // Before the first task: what needs no task, off the step's critical path (the file is
     // opened once a task exists, and `task_exit` waits for the file's first rows).
     let incarnation = job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id);
-    slurmwatch_core::store::harden::prepare_schema_check();
     let first_task_pid = loop {
         match rx.recv() {
             Ok(Msg::AddTask(pid)) => break pid,

@@ -379,6 +379,29 @@ fn a_planted_symlink_is_not_followed() {
     std::fs::remove_file(spool_file(id)).ok();
 }
 
+/// A 16 KiB tmpfs, unmounted when dropped, so a failing test does not leave it mounted under
+/// the scratch directory the next run removes.
+struct TinyTmpfs(&'static str);
+
+impl TinyTmpfs {
+    fn mount(dir: &'static str) -> TinyTmpfs {
+        std::fs::create_dir_all(dir).unwrap();
+        let _ = run("umount", &[dir]);
+        assert!(
+            run("mount", &["-t", "tmpfs", "-o", "size=16k", "tmpfs", dir])
+                .status
+                .success()
+        );
+        TinyTmpfs(dir)
+    }
+}
+
+impl Drop for TinyTmpfs {
+    fn drop(&mut self) {
+        let _ = run("umount", &[self.0]);
+    }
+}
+
 /// A job's outcome with the plugin failing in each way equals the same job without the plugin.
 #[cluster_test]
 fn faults_never_change_the_job() {
@@ -391,13 +414,7 @@ fn faults_never_change_the_job() {
     };
     // Spool that does not exist / is not a directory, a tiny full tmpfs, and a corrupt file.
     let full = "/tmp/slurmwatch-it/full-spool";
-    std::fs::create_dir_all(full).unwrap();
-    let _ = run("umount", &[full]);
-    assert!(
-        run("mount", &["-t", "tmpfs", "-o", "size=16k", "tmpfs", full])
-            .status
-            .success()
-    );
+    let full_spool = TinyTmpfs::mount(full);
     let _ = run(
         "dd",
         &[
@@ -437,7 +454,7 @@ fn faults_never_change_the_job() {
             "{what}: no clear log line: {lines:#?}"
         );
     }
-    let _ = run("umount", &[full]);
+    drop(full_spool);
     // A corrupt file already at the job's path.
     let _p = shared_plugstack();
     let (o, dir) = Submit::new("corrupt", script)

@@ -354,13 +354,6 @@ fn current_catalogue() -> (Vec<Entry>, Vec<Entry>) {
     serde_json::from_str(include_str!("catalogue_v2.json")).expect("the kept catalogue parses")
 }
 
-/// Builds the expected catalogue of the current schema now (it is built once per process, by
-/// running our DDL in memory: about 2 ms). The plugin calls it before the step's first task
-/// exists, so that opening the job's file when the task has started does not pay it.
-pub fn prepare_schema_check() {
-    let _ = expected(super::schema::SCHEMA_VERSION);
-}
-
 /// Refuses a file whose `sqlite_master` is not exactly what our writers create for its schema
 /// version, or whose version we do not read ([`check_version`]); returns the version. Run it
 /// before any query that reads a table or view.
