@@ -12,7 +12,7 @@
 
 use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
 use slurmwatch_core::collect::gpu::Wanted;
-use slurmwatch_core::collect::{job_incarnation, JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::collect::{is_this_jobs_scan_key, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::between::BetweenRows;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::recording::cadence::Cadence;
@@ -96,11 +96,9 @@ pub fn now_unix_ms() -> i64 {
 }
 
 impl Recorder {
-    /// Starts the sampler thread in `init_post_opt`, before any task exists: the work that
-    /// needs no task (the /proc scan for the job's incarnation) is done while slurmstepd sets
-    /// the step up, and `task_post_fork` only passes pids (it
-    /// holds the task until it returns). The file is opened once the first task's pid tells
-    /// where its cgroup is. Measured on the 2-core test VM, `srun true` in a loop: the
+    /// Starts the sampler thread in `init_post_opt`, before any task exists, so that
+    /// `task_post_fork` only passes pids (it holds the task until it returns). The file is
+    /// opened once the first task's pid tells where its cgroup is. Measured on the 2-core test VM, `srun true` in a loop: the
     /// callbacks' waits went from post_fork 2–6 ms + task_exit 4–8 ms to 0–2 + 3–6 ms.
     pub fn start(plan: Plan) -> Result<Recorder, String> {
         let (tx, rx) = mpsc::channel();
@@ -278,7 +276,9 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
                 let uid = w.meta_value("uid").ok().flatten();
                 let incarnation = w.meta_value("incarnation").ok().flatten();
                 let continues = || {
-                    w.steps().is_ok_and(|s| {
+                    incarnation.as_deref().is_some_and(|k| {
+                        is_this_jobs_scan_key(k, std::path::Path::new(PROC_ROOT), plan.job_id)
+                    }) || w.steps().is_ok_and(|s| {
                         slurmwatch_core::store::continues_the_job(&plan.step, &s, now_unix_ms())
                     })
                 };
@@ -426,11 +426,7 @@ struct Sampler {
 
 impl Sampler {
     /// Opens (or joins) the job's file and begins this step in it.
-    fn open(
-        plan: Plan,
-        first_task_pid: u32,
-        incarnation: Option<String>,
-    ) -> Result<Sampler, String> {
+    fn open(plan: Plan, first_task_pid: u32) -> Result<Sampler, String> {
         let started = now_unix_ms();
         let collector = JobCollector::new(
             std::path::Path::new(CGROUP_ROOT),
@@ -438,6 +434,7 @@ impl Sampler {
             first_task_pid,
             plan.job_id,
         );
+        let incarnation = collector.incarnation(std::path::Path::new(PROC_ROOT));
         let meta = job_meta(&plan, collector.source(), started, incarnation);
         let mut writer = open_job_file(&plan, &meta)?;
         let _ = writer.set_cap(plan.max_file_bytes);
@@ -607,9 +604,6 @@ impl Sampler {
 }
 
 fn run(plan: Plan, rx: Receiver<Msg>) -> Result<String, String> {
-    // Before the first task: what needs no task, off the step's critical path (the file is
-    // opened once a task exists, and `task_exit` waits for the file's first rows).
-    let incarnation = job_incarnation(std::path::Path::new(PROC_ROOT), plan.job_id);
     let first_task_pid = loop {
         match rx.recv() {
             Ok(Msg::AddTask(pid)) => break pid,
@@ -622,7 +616,7 @@ fn run(plan: Plan, rx: Receiver<Msg>) -> Result<String, String> {
             }
         }
     };
-    let mut s = Sampler::open(plan, first_task_pid, incarnation)?;
+    let mut s = Sampler::open(plan, first_task_pid)?;
     s.store(SampleKind::Start);
     s.problem = s.writer.flush().err().map(|e| e.to_string());
     let mut cadence = Cadence::new(s.plan.interval, Instant::now());

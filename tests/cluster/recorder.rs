@@ -246,6 +246,77 @@ wait
     );
 }
 
+/// A job that runs across the plugin's upgrade: its file carries the key an older slurmwatch
+/// wrote (the oldest slurmstepd, found by a /proc scan), and a step started after the upgrade
+/// keys by the job's cgroup. It joins the file — without the scan key's check it would move
+/// the running job's file aside, since the batch step is still running.
+#[cluster_test]
+fn a_step_joins_a_file_keyed_the_older_way_while_the_job_runs() {
+    let _p = shared_plugstack();
+    let script = "echo $$ > started; while [ ! -e go ]; do sleep 0.1; done; srun -n1 sleep 1";
+    let job = Submit::new("older-key", script)
+        .arg("--slurmwatch=1")
+        .submit();
+    job.wait_for_number("started", WAIT);
+    let file = spool_file(job.id);
+    let meta = |conn: &rusqlite::Connection| -> String {
+        conn.query_row(
+            "SELECT value FROM meta WHERE key = 'incarnation'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    let end = std::time::Instant::now() + WAIT;
+    while !file.exists() {
+        assert!(
+            std::time::Instant::now() < end,
+            "no file for job {}",
+            job.id
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let key_now = meta(&conn);
+    assert_eq!(
+        key_now.contains(":cgroup:"),
+        cluster_mode() == "cgroup",
+        "{key_now}"
+    );
+    let proc_root = std::path::Path::new("/proc");
+    let older = slurmwatch_core::collect::job_incarnation(proc_root, job.id).unwrap();
+    conn.execute(
+        "UPDATE meta SET value = ?1 WHERE key = 'incarnation'",
+        [&older],
+    )
+    .unwrap();
+    drop(conn);
+    std::fs::write(job.dir.join("go"), "").unwrap();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let steps: Vec<String> = slurmwatch_core::store::Reader::open(&file)
+        .unwrap()
+        .steps()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.step)
+        .collect();
+    assert!(
+        steps.contains(&"batch".to_string()) && steps.contains(&"0".to_string()),
+        "step 0 did not join the batch step's file: {steps:?}"
+    );
+    let aside = std::fs::read_dir(SPOOL)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{}.stale-", job.id))
+        })
+        .count();
+    assert_eq!(aside, 0, "the running job's file was moved aside");
+}
+
 /// An `salloc` job has no batch step: its first step writes the job series, a step started
 /// after it ended writes it next, and the job's CPU total over both is sacct's.
 #[cluster_test]

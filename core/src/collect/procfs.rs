@@ -503,21 +503,42 @@ pub fn find_step_pids(proc_root: &Path, job_id: u32) -> Vec<u32> {
     out
 }
 
-/// A key that tells two jobs with the same id apart on this node (Slurm reuses ids after a
-/// state loss or a wrap at MaxJobId): this boot's id plus the start time (clock ticks since
-/// boot) of the job's oldest live slurmstepd. Every step of one job sees the same key while
-/// any step of it (the extern step with `PrologFlags=Contain`) is alive.
+/// This boot's id: the first part of every incarnation key (the numbers after it restart at
+/// each boot).
+pub(crate) fn boot_id(proc_root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(proc_root.join("sys/kernel/random/boot_id")).ok()?;
+    Some(text.trim().to_string())
+}
+
+/// The incarnation key where the job has no cgroup (see `JobCollector::incarnation`): this
+/// boot's id plus the start time (clock ticks since boot) of the job's oldest live
+/// slurmstepd. Every step of one job sees the same key while any step of it (the extern step
+/// with `PrologFlags=Contain`) is alive. It reads every process's command line on the node.
 pub fn job_incarnation(proc_root: &Path, job_id: u32) -> Option<String> {
-    let boot_id = std::fs::read_to_string(proc_root.join("sys/kernel/random/boot_id")).ok()?;
-    let oldest = find_step_pids(proc_root, job_id)
-        .into_iter()
+    incarnation_of_stepds(proc_root, &find_step_pids(proc_root, job_id))
+}
+
+/// [`job_incarnation`] from the job's slurmstepds already found.
+pub(crate) fn incarnation_of_stepds(proc_root: &Path, stepds: &[u32]) -> Option<String> {
+    let boot_id = boot_id(proc_root)?;
+    let oldest = stepds
+        .iter()
         .filter_map(|pid| {
             let text =
                 std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
             parse_stat(&text).map(|s| s.starttime)
         })
         .min()?;
-    Some(format!("{}:{oldest}", boot_id.trim()))
+    Some(format!("{boot_id}:{oldest}"))
+}
+
+/// Whether `file_key`, kept in a job's file, is [`job_incarnation`]'s key of this job now: a
+/// key of the /proc kind met by a step in a cgroup was written by a slurmwatch before
+/// 0.1.0's cgroup key (a job that runs across the plugin's upgrade), or by a step that had no
+/// cgroup. Only such a key costs the scan.
+pub fn is_this_jobs_scan_key(file_key: &str, proc_root: &Path, job_id: u32) -> bool {
+    !file_key.contains(super::CGROUP_KEY_MARK)
+        && job_incarnation(proc_root, job_id).as_deref() == Some(file_key)
 }
 
 /// The parent pid of `pid` (from `/proc/<pid>/stat`).

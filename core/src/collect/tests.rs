@@ -248,6 +248,98 @@ fn job_collector_v2() {
     assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
 }
 
+const BOOT: &str = "2102edf5-ed9f-42fa-b4cb-899e2d9f4f46";
+
+fn with_boot_id(proc: &Path) {
+    fs::create_dir_all(proc.join("sys/kernel/random")).unwrap();
+    fs::write(proc.join("sys/kernel/random/boot_id"), format!("{BOOT}\n")).unwrap();
+}
+
+fn inode(p: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&fs::metadata(p).unwrap())
+}
+
+/// In a cgroup the incarnation key is the boot and the job directory's inode (the kernel's
+/// id of the cgroup): the same for every step and for slurmstepd's own group, whichever
+/// process the step's first task is.
+#[test]
+fn a_cgroup_jobs_incarnation_is_its_job_directory() {
+    let v1 = fixtures().join("v1");
+    let text = fs::read_to_string(fixtures().join("proc_cgroup/v1_hybrid_task.txt")).unwrap();
+    let proc = proc_with_cgroup(5116, &text);
+    with_boot_id(proc.path());
+    let key = JobCollector::new(&v1, proc.path(), 5116, 42).incarnation(proc.path());
+    let job_dir = v1.join("memory").join(V1_JOB.trim_start_matches('/'));
+    assert_eq!(key, Some(format!("{BOOT}:cgroup:{}", inode(&job_dir))));
+    // Another step of the job (its task in step_0) gets the same key.
+    let proc0 = proc_with_cgroup(6000, &text.replace("step_batch", "step_0"));
+    with_boot_id(proc0.path());
+    let key0 = JobCollector::new(&v1, proc0.path(), 6000, 42).incarnation(proc0.path());
+    assert_eq!(key0, key);
+
+    let v2 = fixtures().join("v2");
+    let keys: Vec<_> = [
+        format!("0::{V2_JOB}/step_0/user/task_0\n"),
+        format!("0::{V2_JOB}/step_0/slurm\n"),
+    ]
+    .iter()
+    .map(|text| {
+        let proc = proc_with_cgroup(2010, text);
+        with_boot_id(proc.path());
+        JobCollector::new(&v2, proc.path(), 2010, 42).incarnation(proc.path())
+    })
+    .collect();
+    let job_dir = v2.join(V2_JOB.trim_start_matches('/'));
+    let want = Some(format!("{BOOT}:cgroup:{}", inode(&job_dir)));
+    assert_eq!(keys, vec![want.clone(), want]);
+    // No boot id: no key, never a partial one.
+    let proc = proc_with_cgroup(5116, &text);
+    assert_eq!(
+        JobCollector::new(&v1, proc.path(), 5116, 42).incarnation(proc.path()),
+        None
+    );
+}
+
+/// Without a cgroup the key is the oldest live slurmstepd of the job (a /proc scan); a file
+/// keyed that way (by a slurmwatch before the cgroup key, or a step without a cgroup) is
+/// still recognised as this job's by a step in a cgroup, and only while that slurmstepd lives.
+#[test]
+fn the_proc_key_is_the_oldest_slurmstepd_and_is_recognised_from_a_cgroup() {
+    let fp = FakeProc::new();
+    with_boot_id(fp.dir.path());
+    fp.set(200, p(1, 100, 0)); // slurmstepd [42.extern], started at tick 100
+    fp.set(300, p(1, 130, 0)); // slurmstepd [42.0]
+    fp.set(400, p(1, 90, 0)); // slurmstepd [43.0]: another job's, older
+    fp.set(301, p(300, 150, 0)); // the step's task
+    for (pid, title) in [(200, "42.extern"), (300, "42.0"), (400, "43.0")] {
+        let title = format!("slurmstepd: [{title}]\0\0\0");
+        fs::write(fp.dir.path().join(format!("{pid}/cmdline")), title).unwrap();
+    }
+    let key = job_incarnation(fp.dir.path(), 42);
+    assert_eq!(key, Some(format!("{BOOT}:100")));
+    let c = JobCollector::new(Path::new("/nonexistent"), fp.dir.path(), 301, 42);
+    assert_eq!(c.source(), Source::Proc);
+    assert_eq!(c.incarnation(fp.dir.path()), key);
+    assert!(is_this_jobs_scan_key(
+        &key.clone().unwrap(),
+        fp.dir.path(),
+        42
+    ));
+    assert!(!is_this_jobs_scan_key(
+        &format!("{BOOT}:130"),
+        fp.dir.path(),
+        42
+    ));
+    assert!(!is_this_jobs_scan_key(
+        "another-boot:100",
+        fp.dir.path(),
+        42
+    ));
+    // The extern step ends: the job's oldest slurmstepd is now 42.0's.
+    fp.remove(200);
+    assert!(!is_this_jobs_scan_key(&key.unwrap(), fp.dir.path(), 42));
+}
+
 #[test]
 fn job_collector_falls_back_to_proc() {
     // Not under a step (proctrack/linuxproc): the /proc trees.
