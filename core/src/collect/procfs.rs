@@ -532,10 +532,10 @@ pub(crate) fn incarnation_of_stepds(proc_root: &Path, stepds: &[u32]) -> Option<
     Some(format!("{boot_id}:{oldest}"))
 }
 
-/// Whether `file_key`, kept in a job's file, is [`job_incarnation`]'s key of this job now: a
-/// key of the /proc kind met by a step in a cgroup was written by a slurmwatch before
-/// 0.1.0's cgroup key (a job that runs across the plugin's upgrade), or by a step that had no
-/// cgroup. Only such a key costs the scan.
+/// Whether `file_key`, kept in a job's file, is [`job_incarnation`]'s key of this job now. A
+/// step in a cgroup meets a key of the /proc kind when a plugin built before the cgroup key
+/// wrote it (a job that runs across the plugin's upgrade) or a step without a cgroup did.
+/// Only such a key costs the scan; it is asked only when the file's key differs from ours.
 pub fn is_this_jobs_scan_key(file_key: &str, proc_root: &Path, job_id: u32) -> bool {
     !file_key.contains(super::CGROUP_KEY_MARK)
         && job_incarnation(proc_root, job_id).as_deref() == Some(file_key)
