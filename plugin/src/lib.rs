@@ -135,6 +135,23 @@ fn test_cap(_sp: Spank) -> Option<u64> {
     None
 }
 
+/// Test builds only: the sampler waits this long (SLURMWATCH_TEST_LOCATE_DELAY_MS, at most
+/// 2 s) before it locates the step's cgroup, so a test can have the task reaped first, as a
+/// loaded node does with `srun true`.
+#[cfg(feature = "fault-injection")]
+fn test_locate_delay(sp: Spank) -> std::time::Duration {
+    let ms = sp
+        .getenv("SLURMWATCH_TEST_LOCATE_DELAY_MS")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    std::time::Duration::from_millis(ms.min(2000))
+}
+
+#[cfg(not(feature = "fault-injection"))]
+fn test_locate_delay(_sp: Spank) -> std::time::Duration {
+    std::time::Duration::ZERO
+}
+
 /// # Safety
 /// Called by Slurm with a valid handle and plugstack argv.
 #[no_mangle]
@@ -493,5 +510,6 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: step::memory_allocated_bytes(sp.job_alloc_mem_mib()),
         local_tasks: sp.local_task_count(),
+        locate_delay: test_locate_delay(sp),
     })
 }

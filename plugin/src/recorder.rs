@@ -71,6 +71,9 @@ pub struct Plan {
     pub records_job_series: bool,
     /// `None`: the step's environment names no GPU (no GPU section, NVML never loaded).
     pub gpu: Option<GpuPlan>,
+    /// Zero but in test builds (`SLURMWATCH_TEST_LOCATE_DELAY_MS`): a wait before the step's
+    /// cgroup is located.
+    pub locate_delay: Duration,
 }
 
 enum Msg {
@@ -428,10 +431,16 @@ impl Sampler {
     /// Opens (or joins) the job's file and begins this step in it.
     fn open(plan: Plan, first_task_pid: u32) -> Result<Sampler, String> {
         let started = now_unix_ms();
-        let collector = JobCollector::new(
+        if !plan.locate_delay.is_zero() {
+            std::thread::sleep(plan.locate_delay);
+        }
+        // This thread is in the step's slurmstepd: its group is the fallback for a task
+        // already reaped, whose /proc/<pid>/cgroup is gone.
+        let collector = JobCollector::for_step(
             std::path::Path::new(CGROUP_ROOT),
             std::path::Path::new(PROC_ROOT),
             first_task_pid,
+            std::process::id(),
             plan.job_id,
         );
         let incarnation = collector.incarnation(std::path::Path::new(PROC_ROOT));

@@ -317,6 +317,66 @@ fn a_step_joins_a_file_keyed_the_older_way_while_the_job_runs() {
     assert_eq!(aside, 0, "the running job's file was moved aside");
 }
 
+/// Steps whose task is reaped before the sampler locates it (`srun true` on a busy node;
+/// forced here by the test build's SLURMWATCH_TEST_LOCATE_DELAY_MS) are read from the step's
+/// cgroup through slurmstepd's own group, and join the job's file. Before, such a step fell
+/// back to /proc, keyed itself by a /proc scan unlike the file's cgroup key, and moved the
+/// running job's file aside (seen with 30 `srun true` beside two busy loops: job 1805).
+#[cluster_test]
+fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
+    let _p = shared_plugstack();
+    let script = "for i in 1 2 3; do srun -n1 true; done";
+    let job = Submit::new("gone-task", script)
+        .arg("--slurmwatch=1")
+        .arg("--mem=300M")
+        .env("SLURMWATCH_TEST_LOCATE_DELAY_MS", "300")
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let file = spool_file(job.id);
+    let aside: Vec<_> = std::fs::read_dir(SPOOL)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{}.stale-", job.id)))
+        .collect();
+    assert!(
+        aside.is_empty(),
+        "the running job's file was moved aside: {aside:?}"
+    );
+    let reader = slurmwatch_core::store::Reader::open(&file).unwrap();
+    let steps: Vec<String> = reader
+        .steps()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.step)
+        .collect();
+    for step in ["batch", "0", "1", "2"] {
+        assert!(
+            steps.contains(&step.to_string()),
+            "{step} missing: {steps:?}"
+        );
+    }
+    // In a cgroup each step was read from its own group: the job's limit is there (/proc
+    // knows no limit).
+    let conn = rusqlite::Connection::open(&file).unwrap();
+    let limits: Vec<(String, Option<i64>)> = conn
+        .prepare("SELECT series, memory_limit_bytes FROM samples WHERE series IN ('0','1','2')")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        limits.len(),
+        6,
+        "a start and an end row per step: {limits:?}"
+    );
+    let want = (cluster_mode() == "cgroup").then_some(300 * 1024 * 1024);
+    for (series, limit) in limits {
+        assert_eq!(limit, want, "step {series}");
+    }
+}
+
 /// An `salloc` job has no batch step: its first step writes the job series, a step started
 /// after it ended writes it next, and the job's CPU total over both is sacct's.
 #[cluster_test]

@@ -35,6 +35,35 @@ pub fn locate(proc_root: &Path, pid: u32) -> Result<CgroupLocation> {
     })
 }
 
+/// The step's cgroup as slurmstepd's own `/proc/<pid>/cgroup` shows it: for a step whose
+/// first task was reaped before its cgroup could be read (`srun true`). slurmstepd moves
+/// itself into its step's group before any task starts — v2 `…/step_<s>/slurm`; v1 only in
+/// the memory hierarchy (`…/step_<s>`, its cpuacct stays `/`: seen with Slurm 22.05), and
+/// Slurm makes the same path in every v1 controller, so cpuacct is taken from memory's.
+/// `None` when slurmstepd is not in a step group (`proctrack/linuxproc`).
+pub fn locate_step_of_stepd(proc_root: &Path, stepd_pid: u32) -> Option<CgroupLocation> {
+    let under_step = |p: &PathBuf| step_and_job_dirs(p).map(|(step, _)| step);
+    match locate(proc_root, stepd_pid).ok()? {
+        CgroupLocation::V1 {
+            memory,
+            cpuacct,
+            blkio,
+            pids,
+        } => {
+            let memory = under_step(&memory)?;
+            Some(CgroupLocation::V1 {
+                cpuacct: under_step(&cpuacct).unwrap_or_else(|| memory.clone()),
+                memory,
+                blkio: blkio.as_ref().and_then(under_step),
+                pids: pids.as_ref().and_then(under_step),
+            })
+        }
+        CgroupLocation::V2 { path } => Some(CgroupLocation::V2 {
+            path: under_step(&path)?,
+        }),
+    }
+}
+
 /// Parses the text of `/proc/<pid>/cgroup`: lines `hierarchy-id:controller-list:path`.
 ///
 /// Hybrid hosts list v1 controllers *and* an (unused) `0::/` line, so v1 wins whenever a

@@ -62,34 +62,65 @@ impl JobCollector {
     /// /proc (`Source::Proc`) when the cgroup cannot be read or is not under a Slurm step
     /// directory (`proctrack/linuxproc`, or a process outside the job).
     pub fn new(cgroup_root: &Path, proc_root: &Path, task_pid: u32, job_id: u32) -> JobCollector {
-        let kind = locate(proc_root, task_pid)
-            .ok()
-            .and_then(|loc| cgroup_kind(cgroup_root, &loc))
-            .unwrap_or_else(|| {
-                // The job level: everything below the job's slurmstepds (not their own CPU,
-                // which sacct leaves out too); if they cannot be found, the task's tree.
-                let stepds = find_step_pids(proc_root, job_id);
-                let job = if stepds.is_empty() {
-                    ProcTreeTracker::new(proc_root, &[task_pid])
-                } else {
-                    ProcTreeTracker::descendants_of(proc_root, &stepds)
-                };
-                // The step: everything below its slurmstepd (the task's parent), which also
-                // catches the tasks' final moments through what slurmstepd reaps.
-                let step = match procfs::parent_of(proc_root, task_pid) {
-                    Some(stepd) if stepds.contains(&stepd) => {
-                        ProcTreeTracker::descendants_of(proc_root, &[stepd])
-                    }
-                    _ => ProcTreeTracker::new(proc_root, &[task_pid]),
-                };
-                Kind::Proc {
-                    proc_root: proc_root.to_path_buf(),
-                    job_id,
-                    stepds,
-                    job: Box::new(job),
-                    step: Box::new(step),
+        Self::locate(cgroup_root, proc_root, task_pid, None, job_id)
+    }
+
+    /// As [`new`](Self::new), from inside the step's slurmstepd (`stepd_pid`, the sampler's
+    /// own process): when the task has already been reaped (`srun true` often is before the
+    /// sampler runs), the step's cgroup is found from slurmstepd's own group instead of
+    /// falling back to /proc, whose incarnation key would differ from the job's file's.
+    pub fn for_step(
+        cgroup_root: &Path,
+        proc_root: &Path,
+        task_pid: u32,
+        stepd_pid: u32,
+        job_id: u32,
+    ) -> JobCollector {
+        Self::locate(cgroup_root, proc_root, task_pid, Some(stepd_pid), job_id)
+    }
+
+    fn locate(
+        cgroup_root: &Path,
+        proc_root: &Path,
+        task_pid: u32,
+        stepd_pid: Option<u32>,
+        job_id: u32,
+    ) -> JobCollector {
+        let from_task = || {
+            locate(proc_root, task_pid)
+                .ok()
+                .and_then(|loc| cgroup_kind(cgroup_root, &loc))
+        };
+        let from_stepd = || {
+            stepd_pid
+                .and_then(|pid| location::locate_step_of_stepd(proc_root, pid))
+                .and_then(|loc| cgroup_kind(cgroup_root, &loc))
+        };
+        let kind = from_task().or_else(from_stepd).unwrap_or_else(|| {
+            // The job level: everything below the job's slurmstepds (not their own CPU,
+            // which sacct leaves out too); if they cannot be found, the task's tree.
+            let stepds = find_step_pids(proc_root, job_id);
+            let job = if stepds.is_empty() {
+                ProcTreeTracker::new(proc_root, &[task_pid])
+            } else {
+                ProcTreeTracker::descendants_of(proc_root, &stepds)
+            };
+            // The step: everything below its slurmstepd (the task's parent), which also
+            // catches the tasks' final moments through what slurmstepd reaps.
+            let step = match procfs::parent_of(proc_root, task_pid) {
+                Some(stepd) if stepds.contains(&stepd) => {
+                    ProcTreeTracker::descendants_of(proc_root, &[stepd])
                 }
-            });
+                _ => ProcTreeTracker::new(proc_root, &[task_pid]),
+            };
+            Kind::Proc {
+                proc_root: proc_root.to_path_buf(),
+                job_id,
+                stepds,
+                job: Box::new(job),
+                step: Box::new(step),
+            }
+        });
         JobCollector { kind }
     }
 

@@ -248,6 +248,46 @@ fn job_collector_v2() {
     assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
 }
 
+/// A step whose task was reaped before the sampler read its `/proc/<pid>/cgroup` (`srun
+/// true` on a busy node) is located from its slurmstepd's own group: v1's slurmstepd is in
+/// the step's memory group only (its cpuacct is `/`: captured from Slurm 22.05), v2's in
+/// `step_<s>/slurm`. Without it the step fell back to /proc, and its /proc incarnation key,
+/// unlike the job file's cgroup key, had the running job's file moved aside.
+#[test]
+fn a_step_whose_task_is_gone_is_found_from_its_slurmstepd() {
+    let stepd = fs::read_to_string(fixtures().join("proc_cgroup/v1_slurmstepd.txt")).unwrap();
+    let proc = proc_with_cgroup(7000, &stepd);
+    with_boot_id(proc.path());
+    let v1 = fixtures().join("v1");
+    // No /proc/5116: the task is gone.
+    let mut c = JobCollector::for_step(&v1, proc.path(), 5116, 7000, 42);
+    assert_eq!(c.source(), Source::CgroupV1);
+    let step = c.read_step();
+    assert_eq!(step.memory_working_set_bytes, Some(400 * MIB));
+    // cpuacct from the memory group's path, not from slurmstepd's `/`.
+    assert_eq!(step.cpu_usage_usec, Some(12_345_678));
+    assert_eq!(c.read_job().cpu_usage_usec, Some(67_795_993));
+    // The same key as a step located from its task.
+    let task = fs::read_to_string(fixtures().join("proc_cgroup/v1_hybrid_task.txt")).unwrap();
+    let proc_t = proc_with_cgroup(5116, &task);
+    with_boot_id(proc_t.path());
+    assert_eq!(
+        c.incarnation(proc.path()),
+        JobCollector::new(&v1, proc_t.path(), 5116, 42).incarnation(proc_t.path())
+    );
+    assert!(c.incarnation(proc.path()).unwrap().contains(":cgroup:"));
+
+    let proc = proc_with_cgroup(2001, &format!("0::{V2_JOB}/step_0/slurm\n"));
+    let mut c = JobCollector::for_step(&fixtures().join("v2"), proc.path(), 2010, 2001, 42);
+    assert_eq!(c.source(), Source::CgroupV2);
+    assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
+
+    // A slurmstepd outside any step group (proctrack/linuxproc): /proc, as before.
+    let proc = proc_with_cgroup(7000, "0::/system.slice/slurmd.service\n");
+    let c = JobCollector::for_step(&v1, proc.path(), 5116, 7000, 42);
+    assert_eq!(c.source(), Source::Proc);
+}
+
 const BOOT: &str = "2102edf5-ed9f-42fa-b4cb-899e2d9f4f46";
 
 fn with_boot_id(proc: &Path) {
