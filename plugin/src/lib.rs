@@ -135,21 +135,25 @@ fn test_cap(_sp: Spank) -> Option<u64> {
     None
 }
 
-/// Test builds only: the sampler waits this long (SLURMWATCH_TEST_LOCATE_DELAY_MS, at most
-/// 2 s) before it locates the step's cgroup, so a test can have the task reaped first, as a
-/// loaded node does with `srun true`.
+/// Test builds only: the sampler waits SLURMWATCH_TEST_LOCATE_DELAY_MS (at most 2 s) before
+/// it locates the step's cgroup, so a test can have the task reaped first, as a loaded node
+/// does with `srun true`; SLURMWATCH_TEST_LOCATE_TASK_ONLY=1 leaves slurmstepd's own group
+/// out, so such a step is read from /proc.
 #[cfg(feature = "fault-injection")]
-fn test_locate_delay(sp: Spank) -> std::time::Duration {
+fn test_locate(sp: Spank) -> recorder::LocateTest {
     let ms = sp
         .getenv("SLURMWATCH_TEST_LOCATE_DELAY_MS")
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
-    std::time::Duration::from_millis(ms.min(2000))
+    recorder::LocateTest {
+        delay: std::time::Duration::from_millis(ms.min(2000)),
+        task_only: sp.getenv("SLURMWATCH_TEST_LOCATE_TASK_ONLY").as_deref() == Some("1"),
+    }
 }
 
 #[cfg(not(feature = "fault-injection"))]
-fn test_locate_delay(_sp: Spank) -> std::time::Duration {
-    std::time::Duration::ZERO
+fn test_locate(_sp: Spank) -> recorder::LocateTest {
+    recorder::LocateTest::default()
 }
 
 /// # Safety
@@ -510,6 +514,6 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
         cores_allocated: sp.ncpus().map(u32::from),
         memory_allocated_bytes: step::memory_allocated_bytes(sp.job_alloc_mem_mib()),
         local_tasks: sp.local_task_count(),
-        locate_delay: test_locate_delay(sp),
+        locate_test: test_locate(sp),
     })
 }

@@ -12,7 +12,7 @@
 
 use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
 use slurmwatch_core::collect::gpu::Wanted;
-use slurmwatch_core::collect::{is_this_jobs_scan_key, JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_core::collect::{is_this_jobs_key, JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::between::BetweenRows;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::recording::cadence::Cadence;
@@ -21,7 +21,7 @@ use slurmwatch_core::recording::rows::{stored_row, Peers, RowSchedule, SamplerCo
 use slurmwatch_core::recording::step::{existing_file, ExistingFile};
 use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{paths, JobMeta, Writer};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -71,9 +71,15 @@ pub struct Plan {
     pub records_job_series: bool,
     /// `None`: the step's environment names no GPU (no GPU section, NVML never loaded).
     pub gpu: Option<GpuPlan>,
-    /// Zero but in test builds (`SLURMWATCH_TEST_LOCATE_DELAY_MS`): a wait before the step's
-    /// cgroup is located.
-    pub locate_delay: Duration,
+    /// The default but in test builds (see `test_locate`).
+    pub locate_test: LocateTest,
+}
+
+/// How a test build locates the step's cgroup: after a wait, and perhaps from the task only.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LocateTest {
+    pub delay: Duration,
+    pub task_only: bool,
 }
 
 enum Msg {
@@ -280,7 +286,8 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
                 let incarnation = w.meta_value("incarnation").ok().flatten();
                 let continues = || {
                     incarnation.as_deref().is_some_and(|k| {
-                        is_this_jobs_scan_key(k, std::path::Path::new(PROC_ROOT), plan.job_id)
+                        let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
+                        is_this_jobs_key(k, cgroups, procs, plan.job_id)
                     }) || w.steps().is_ok_and(|s| {
                         slurmwatch_core::store::continues_the_job(&plan.step, &s, now_unix_ms())
                     })
@@ -431,19 +438,22 @@ impl Sampler {
     /// Opens (or joins) the job's file and begins this step in it.
     fn open(plan: Plan, first_task_pid: u32) -> Result<Sampler, String> {
         let started = now_unix_ms();
-        if !plan.locate_delay.is_zero() {
-            std::thread::sleep(plan.locate_delay);
-        }
+        std::thread::sleep(plan.locate_test.delay);
+        let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
         // This thread is in the step's slurmstepd: its group is the fallback for a task
         // already reaped, whose /proc/<pid>/cgroup is gone.
-        let collector = JobCollector::for_step(
-            std::path::Path::new(CGROUP_ROOT),
-            std::path::Path::new(PROC_ROOT),
-            first_task_pid,
-            std::process::id(),
-            plan.job_id,
-        );
-        let incarnation = collector.incarnation(std::path::Path::new(PROC_ROOT));
+        let collector = if plan.locate_test.task_only {
+            JobCollector::new(cgroups, procs, first_task_pid, plan.job_id)
+        } else {
+            JobCollector::for_step(
+                cgroups,
+                procs,
+                first_task_pid,
+                std::process::id(),
+                plan.job_id,
+            )
+        };
+        let incarnation = collector.incarnation(procs);
         let meta = job_meta(&plan, collector.source(), started, incarnation);
         let mut writer = open_job_file(&plan, &meta)?;
         let _ = writer.set_cap(plan.max_file_bytes);

@@ -324,12 +324,30 @@ fn a_step_joins_a_file_keyed_the_older_way_while_the_job_runs() {
 /// running job's file aside (seen with 30 `srun true` beside two busy loops: job 1805).
 #[cluster_test]
 fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
+    let want = (cluster_mode() == "cgroup").then_some(300 * 1024 * 1024);
+    short_steps_join_the_file(false, want);
+}
+
+/// The same steps when slurmstepd's own group is not used either (the test build's
+/// SLURMWATCH_TEST_LOCATE_TASK_ONLY): they are read from /proc (no limit known), and their
+/// /proc key, unlike the file's cgroup key, is still recognised as the job's through its
+/// live slurmstepds' groups: the file is joined, never moved aside.
+#[cluster_test]
+fn steps_read_from_proc_join_a_file_keyed_by_the_jobs_cgroup() {
+    short_steps_join_the_file(true, None);
+}
+
+fn short_steps_join_the_file(task_only: bool, want_limit: Option<i64>) {
     let _p = shared_plugstack();
     let script = "for i in 1 2 3; do srun -n1 true; done";
     let job = Submit::new("gone-task", script)
         .arg("--slurmwatch=1")
         .arg("--mem=300M")
         .env("SLURMWATCH_TEST_LOCATE_DELAY_MS", "300")
+        .env(
+            "SLURMWATCH_TEST_LOCATE_TASK_ONLY",
+            if task_only { "1" } else { "0" },
+        )
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let file = spool_file(job.id);
@@ -356,8 +374,7 @@ fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
             "{step} missing: {steps:?}"
         );
     }
-    // In a cgroup each step was read from its own group: the job's limit is there (/proc
-    // knows no limit).
+    // Read from the step's group, the job's limit is there; /proc knows no limit.
     let conn = rusqlite::Connection::open(&file).unwrap();
     let limits: Vec<(String, Option<i64>)> = conn
         .prepare("SELECT series, memory_limit_bytes FROM samples WHERE series IN ('0','1','2')")
@@ -371,9 +388,8 @@ fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
         6,
         "a start and an end row per step: {limits:?}"
     );
-    let want = (cluster_mode() == "cgroup").then_some(300 * 1024 * 1024);
     for (series, limit) in limits {
-        assert_eq!(limit, want, "step {series}");
+        assert_eq!(limit, want_limit, "step {series}");
     }
 }
 

@@ -221,6 +221,25 @@ impl JobCollector {
 }
 
 /// Readers for a located cgroup, or `None` when it is not inside a Slurm step.
+/// Whether `file_key`, kept in a job's file and differing from this step's own key, is
+/// this job's key all the same: a file keyed by a /proc scan (a plugin built before the
+/// cgroup key, or a step without a cgroup: [`is_this_jobs_scan_key`]), or a file keyed by
+/// the job's cgroup met by a step that found none — then any live slurmstepd of the job
+/// whose own group is under that job directory says so. Costs a /proc scan: ask only on a
+/// mismatch.
+pub fn is_this_jobs_key(file_key: &str, cgroup_root: &Path, proc_root: &Path, job_id: u32) -> bool {
+    if !file_key.contains(CGROUP_KEY_MARK) {
+        return is_this_jobs_scan_key(file_key, proc_root, job_id);
+    }
+    find_step_pids(proc_root, job_id).into_iter().any(|pid| {
+        location::locate_step_of_stepd(proc_root, pid)
+            .and_then(|loc| cgroup_kind(cgroup_root, &loc))
+            .and_then(|kind| JobCollector { kind }.incarnation(proc_root))
+            .as_deref()
+            == Some(file_key)
+    })
+}
+
 fn cgroup_kind(cgroup_root: &Path, loc: &CgroupLocation) -> Option<Kind> {
     match loc {
         CgroupLocation::V1 {

@@ -288,6 +288,41 @@ fn a_step_whose_task_is_gone_is_found_from_its_slurmstepd() {
     assert_eq!(c.source(), Source::Proc);
 }
 
+/// A file keyed by the job's cgroup is recognised by a step that found no cgroup, through
+/// the job's live slurmstepds' own groups; never for another job, and never once the job's
+/// slurmstepds are gone.
+#[test]
+fn a_cgroup_key_is_recognised_through_the_jobs_slurmstepds() {
+    let v1 = fixtures().join("v1");
+    let fp = FakeProc::new();
+    with_boot_id(fp.dir.path());
+    fp.set(300, p(1, 130, 0));
+    fs::write(
+        fp.dir.path().join("300/cmdline"),
+        "slurmstepd: [42.batch]\0\0",
+    )
+    .unwrap();
+    let stepd = fs::read_to_string(fixtures().join("proc_cgroup/v1_slurmstepd.txt")).unwrap();
+    fs::write(fp.dir.path().join("300/cgroup"), &stepd).unwrap();
+    let key = JobCollector::for_step(&v1, fp.dir.path(), 999, 300, 42)
+        .incarnation(fp.dir.path())
+        .unwrap();
+    assert!(key.contains(":cgroup:"), "{key}");
+    assert!(is_this_jobs_key(&key, &v1, fp.dir.path(), 42));
+    assert!(!is_this_jobs_key(&key, &v1, fp.dir.path(), 43));
+    assert!(!is_this_jobs_key(
+        &format!("{BOOT}:cgroup:1"),
+        &v1,
+        fp.dir.path(),
+        42
+    ));
+    // The scan key of the same job is still recognised.
+    let scan = job_incarnation(fp.dir.path(), 42).unwrap();
+    assert!(is_this_jobs_key(&scan, &v1, fp.dir.path(), 42));
+    fs::remove_dir_all(fp.dir.path().join("300")).unwrap();
+    assert!(!is_this_jobs_key(&key, &v1, fp.dir.path(), 42));
+}
+
 const BOOT: &str = "2102edf5-ed9f-42fa-b4cb-899e2d9f4f46";
 
 fn with_boot_id(proc: &Path) {
