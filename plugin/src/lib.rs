@@ -225,8 +225,8 @@ pub unsafe extern "C" fn slurm_spank_task_post_fork(
             return Ok(());
         }
         inject_fault(sp, "task_post_fork");
-        let running = state::lock(&RECORDER);
-        let Some(r) = running.as_ref() else {
+        let mut running = state::lock(&RECORDER);
+        let Some(r) = running.as_mut() else {
             return Ok(()); // this step is not recorded
         };
         let Some(pid) = sp.task_pid() else {

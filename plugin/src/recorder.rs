@@ -17,12 +17,13 @@ use slurmwatch_core::model::between::BetweenRows;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::recording::cadence::Cadence;
 use slurmwatch_core::recording::gpus as gpu_notes;
-use slurmwatch_core::recording::rows::{stored_row, Peers, RowSchedule, SamplerCost};
+use slurmwatch_core::recording::rows::{stored_row, Peers, Reads, RowSchedule, SamplerCost};
 use slurmwatch_core::recording::step::{existing_file, ExistingFile};
 use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{paths, JobMeta, Writer};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -84,9 +85,85 @@ pub struct LocateTest {
 
 enum Msg {
     AddTask(u32),
-    /// Take the last reading now (with the last task's wait status) and acknowledge.
-    Final(Sender<()>, Option<i32>),
+    /// The last task's end: its wait status and the last reading, taken by `task_exit`
+    /// itself (`None` when it could not be: the sampler then reads).
+    Final {
+        exit_status: Option<i32>,
+        end: Option<Box<Taken>>,
+    },
     Stop,
+}
+
+/// One reading of the job and the step at one moment.
+struct Taken {
+    t_unix_ms: i64,
+    job: Option<UsageReading>,
+    step: Option<UsageReading>,
+}
+
+impl Taken {
+    fn read(c: &mut JobCollector, reads: Reads) -> Taken {
+        Taken {
+            t_unix_ms: now_unix_ms(),
+            job: reads.job.then(|| c.read_job()),
+            step: reads.step.then(|| c.read_step()),
+        }
+    }
+}
+
+/// Both series: what a boundary reading taken before the file is open takes.
+const BOTH: Reads = Reads {
+    job: true,
+    step: true,
+};
+
+/// The step's collector, shared by the sampler and the last `task_exit`: whichever comes
+/// first locates the step's cgroup and takes the start reading, so `task_exit` never waits
+/// for the sampler to open the job's file. `task_exit` then takes the last reading itself
+/// (the step's cgroup is removed soon after) and goes on: a `srun true` waited 3–6 ms there
+/// for the sampler to open the file and store its first rows.
+#[derive(Default)]
+struct Located {
+    collector: Option<JobCollector>,
+    /// The start reading, until the sampler stores it.
+    start: Option<Taken>,
+    /// CPU µs the callback threads spent reading for the sampler (counted as its own).
+    callback_cpu_usec: u64,
+}
+
+impl Located {
+    fn ensure(&mut self, job_id: u32, first_task_pid: u32, test: LocateTest) -> &mut JobCollector {
+        if self.collector.is_none() {
+            let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
+            // This thread is in the step's slurmstepd: its group is the fallback for a task
+            // already reaped, whose /proc/<pid>/cgroup is gone.
+            let mut c = if test.task_only {
+                JobCollector::new(cgroups, procs, first_task_pid, job_id)
+            } else {
+                JobCollector::for_step(cgroups, procs, first_task_pid, std::process::id(), job_id)
+            };
+            self.start = Some(Taken::read(&mut c, BOTH));
+            self.collector = Some(c);
+        }
+        self.collector.as_mut().expect("located above")
+    }
+}
+
+type Shared = Arc<Mutex<Located>>;
+
+/// The shared collector, or `None` if another thread held it past `wait`.
+fn lock_within(shared: &Shared, wait: Duration) -> Option<MutexGuard<'_, Located>> {
+    let end = Instant::now() + wait;
+    loop {
+        match shared.try_lock() {
+            Ok(g) => return Some(g),
+            Err(TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) if Instant::now() < end => {
+                std::thread::sleep(Duration::from_micros(200))
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
 }
 
 /// The handle the callbacks keep.
@@ -95,6 +172,10 @@ pub struct Recorder {
     done: Receiver<Result<String, String>>,
     thread: Option<JoinHandle<()>>,
     pub tasks_exited: u32,
+    shared: Shared,
+    job_id: u32,
+    locate_test: LocateTest,
+    first_task_pid: Option<u32>,
 }
 
 pub fn now_unix_ms() -> i64 {
@@ -112,18 +193,22 @@ impl Recorder {
     pub fn start(plan: Plan) -> Result<Recorder, String> {
         let (tx, rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
+        let shared = Shared::default();
+        let (job_id, locate_test) = (plan.job_id, plan.locate_test);
+        let located = shared.clone();
         let thread = std::thread::Builder::new()
             .name("slurmwatch".into())
             .stack_size(256 * 1024)
             .spawn(move || {
                 crate::state::mark_sampler_thread();
                 batch_scheduling();
-                let result =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(plan, rx)))
-                        .unwrap_or_else(|p| {
-                            let msg = crate::guard::panic_text(p.as_ref()).unwrap_or_default();
-                            Err(format!("internal error (panic in the sampler): {msg}"))
-                        });
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run(plan, located, rx)
+                }))
+                .unwrap_or_else(|p| {
+                    let msg = crate::guard::panic_text(p.as_ref()).unwrap_or_default();
+                    Err(format!("internal error (panic in the sampler): {msg}"))
+                });
                 let _ = done_tx.send(result);
             })
             .map_err(|e| format!("cannot start the sampler thread: {e}"))?;
@@ -132,19 +217,33 @@ impl Recorder {
             done,
             thread: Some(thread),
             tasks_exited: 0,
+            shared,
+            job_id,
+            locate_test,
+            first_task_pid: None,
         })
     }
 
-    pub fn add_task(&self, pid: u32) {
+    pub fn add_task(&mut self, pid: u32) {
+        self.first_task_pid.get_or_insert(pid);
         let _ = self.tx.send(Msg::AddTask(pid));
     }
 
-    /// The last reading, while the step's cgroup still exists. Bounded wait.
+    /// The last reading, taken here while the step's cgroup still exists (locating it
+    /// first if the sampler has not yet), and handed to the sampler to store. Waits only
+    /// for a reading the sampler may be taking (bounded), never for the file.
     pub fn final_reading(&self, exit_status: Option<i32>) {
-        let (ack_tx, ack) = mpsc::channel();
-        if self.tx.send(Msg::Final(ack_tx, exit_status)).is_ok() {
-            let _ = ack.recv_timeout(FINAL_WAIT);
-        }
+        let cpu_before = thread_cpu_usec();
+        let end = self.first_task_pid.and_then(|pid| {
+            let mut slot = lock_within(&self.shared, FINAL_WAIT)?;
+            let taken = Taken::read(slot.ensure(self.job_id, pid, self.locate_test), BOTH);
+            let spent = thread_cpu_usec()
+                .zip(cpu_before)
+                .map(|(a, b)| a.saturating_sub(b));
+            slot.callback_cpu_usec += spent.unwrap_or(0);
+            Some(Box::new(taken))
+        });
+        let _ = self.tx.send(Msg::Final { exit_status, end });
     }
 
     /// Stops the sampler and returns its outcome (a summary line, or the problem). A sampler
@@ -206,15 +305,16 @@ impl ThreadIo {
 }
 
 /// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
+/// `callback_cpu_usec`: what the callbacks spent reading for the sampler, added to its own.
 fn take_row(
     between: &mut BetweenRows,
     (t_ms, series, kind): (i64, Series, SampleKind),
     r: UsageReading,
     cores_allocated: Option<u32>,
-    io: &ThreadIo,
+    (callback_cpu_usec, io): (u64, &ThreadIo),
 ) -> SampleRow {
     let cost = SamplerCost {
-        cpu_usec: thread_cpu_usec(),
+        cpu_usec: thread_cpu_usec().map(|own| own + callback_cpu_usec),
         bytes_written: io.bytes_written(),
     };
     stored_row(t_ms, series, kind, r, between.take(), cores_allocated, cost)
@@ -418,7 +518,7 @@ fn job_meta(
 struct Sampler {
     plan: Plan,
     writer: Writer,
-    collector: JobCollector,
+    located: Shared,
     schedule: RowSchedule,
     job_between: BetweenRows,
     step_between: BetweenRows,
@@ -436,25 +536,16 @@ struct Sampler {
 
 impl Sampler {
     /// Opens (or joins) the job's file and begins this step in it.
-    fn open(plan: Plan, first_task_pid: u32) -> Result<Sampler, String> {
+    fn open(plan: Plan, located: Shared, first_task_pid: u32) -> Result<Sampler, String> {
         let started = now_unix_ms();
         std::thread::sleep(plan.locate_test.delay);
-        let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
-        // This thread is in the step's slurmstepd: its group is the fallback for a task
-        // already reaped, whose /proc/<pid>/cgroup is gone.
-        let collector = if plan.locate_test.task_only {
-            JobCollector::new(cgroups, procs, first_task_pid, plan.job_id)
-        } else {
-            JobCollector::for_step(
-                cgroups,
-                procs,
-                first_task_pid,
-                std::process::id(),
-                plan.job_id,
-            )
+        let (incarnation, source) = {
+            let mut slot = lock_within(&located, FINAL_WAIT)
+                .ok_or("not recording: the step's last task_exit held the collector")?;
+            let c = slot.ensure(plan.job_id, first_task_pid, plan.locate_test);
+            (c.incarnation(Path::new(PROC_ROOT)), c.source())
         };
-        let incarnation = collector.incarnation(procs);
-        let meta = job_meta(&plan, collector.source(), started, incarnation);
+        let meta = job_meta(&plan, source, started, incarnation);
         let mut writer = open_job_file(&plan, &meta)?;
         let _ = writer.set_cap(plan.max_file_bytes);
         if let Some(Err(why)) = writer.reader_grant() {
@@ -477,7 +568,7 @@ impl Sampler {
         Ok(Sampler {
             plan,
             writer,
-            collector,
+            located,
             schedule: RowSchedule::new(records_job_series),
             job_between: BetweenRows::default(),
             step_between: BetweenRows::default(),
@@ -501,23 +592,39 @@ impl Sampler {
         }
     }
 
-    /// Reads and buffers the rows of `kind` that the schedule keeps, and the GPUs.
-    fn store(&mut self, kind: SampleKind) {
-        let t = now_unix_ms();
+    /// The shared collector (held by the last `task_exit` for one reading at most).
+    fn collector(&self) -> Option<MutexGuard<'_, Located>> {
+        lock_within(&self.located, FINAL_WAIT)
+    }
+
+    /// Buffers the rows of `kind` that the schedule keeps, from `taken` (a boundary reading
+    /// taken earlier) or from a reading now, and the GPUs.
+    fn store(&mut self, kind: SampleKind, taken: Option<Taken>) {
+        let t = taken.as_ref().map_or_else(now_unix_ms, |r| r.t_unix_ms);
         let reads = self.schedule.stored(kind, self.peers(t));
+        let Some(mut slot) = self.collector() else {
+            return self.note("a reading waited too long for the collector".into());
+        };
+        let callback_cpu_usec = slot.callback_cpu_usec;
+        let taken = match (taken, slot.collector.as_mut()) {
+            (Some(r), _) => r,
+            (None, Some(c)) => Taken::read(c, reads),
+            (None, None) => return,
+        };
+        drop(slot);
+        let Taken { job, step, .. } = taken;
+        let cost = (callback_cpu_usec, &self.io);
         let cores = self.plan.cores_allocated;
-        if reads.job {
-            let r = self.collector.read_job();
+        if let Some(r) = job.filter(|_| reads.job) {
             self.job_between.observe(t, &r);
             let at = (t, Series::Job, kind);
-            let row = take_row(&mut self.job_between, at, r, cores, &self.io);
+            let row = take_row(&mut self.job_between, at, r, cores, cost);
             self.writer.push(row);
         }
-        if reads.step {
-            let r = self.collector.read_step();
+        if let Some(r) = step.filter(|_| reads.step) {
             self.step_between.observe(t, &r);
             let at = (t, Series::step(self.plan.step.clone()), kind);
-            let row = take_row(&mut self.step_between, at, r, cores, &self.io);
+            let row = take_row(&mut self.step_between, at, r, cores, cost);
             self.writer.push(row);
         }
         Gpus::store(&mut self.gpus, &mut self.writer, &self.plan.step, t);
@@ -529,12 +636,17 @@ impl Sampler {
         Gpus::poll_open(&mut self.gpus, &mut self.writer, &self.plan.step);
         let t = now_unix_ms();
         let reads = self.schedule.fast(self.peers(t));
+        let Some(mut slot) = lock_within(&self.located, FINAL_WAIT) else {
+            return;
+        };
+        let Some(c) = slot.collector.as_mut() else {
+            return;
+        };
         if reads.job {
-            self.job_between.observe(t, &self.collector.read_job_fast());
+            self.job_between.observe(t, &c.read_job_fast());
         }
         if reads.step {
-            self.step_between
-                .observe(t, &self.collector.read_step_fast());
+            self.step_between.observe(t, &c.read_step_fast());
         }
     }
 
@@ -550,23 +662,19 @@ impl Sampler {
         }
     }
 
-    /// The last task's end: the last reading (while the step's cgroup exists), the step's
-    /// end, then the archive copy. Later calls only acknowledge.
-    fn finish(&mut self, ack: Sender<()>, exit_status: Option<i32>) {
+    /// The last task's end: the last reading (`task_exit`'s, else one now), the step's end,
+    /// then the archive copy (bounded by ARCHIVE_WAIT).
+    fn finish(&mut self, exit_status: Option<i32>, end: Option<Taken>) {
         if self.finished {
-            let _ = ack.send(());
             return;
         }
         if !self.capped {
-            self.store(SampleKind::End);
+            self.store(SampleKind::End, end);
         }
         let _ = self
             .writer
             .end_step(&self.plan.step, now_unix_ms(), exit_status);
         self.flush();
-        // The reading is stored: `task_exit` may go on while the archive gets the complete
-        // recording of this step (bounded by ARCHIVE_WAIT).
-        let _ = ack.send(());
         self.archive();
         self.finished = true;
     }
@@ -578,7 +686,7 @@ impl Sampler {
             return;
         }
         if cadence.take_store(Instant::now()) {
-            self.store(SampleKind::Periodic);
+            self.store(SampleKind::Periodic, None);
         } else {
             self.fast_read();
         }
@@ -622,28 +730,31 @@ impl Sampler {
     }
 }
 
-fn run(plan: Plan, rx: Receiver<Msg>) -> Result<String, String> {
+fn run(plan: Plan, located: Shared, rx: Receiver<Msg>) -> Result<String, String> {
     let first_task_pid = loop {
         match rx.recv() {
             Ok(Msg::AddTask(pid)) => break pid,
-            // Not sent before a task: acknowledged all the same.
-            Ok(Msg::Final(ack, _)) => {
-                let _ = ack.send(());
-            }
+            // Never sent before a task.
+            Ok(Msg::Final { .. }) => {}
             Ok(Msg::Stop) | Err(_) => {
                 return Ok("no task started on this node: nothing recorded".into())
             }
         }
     };
-    let mut s = Sampler::open(plan, first_task_pid)?;
-    s.store(SampleKind::Start);
+    let mut s = Sampler::open(plan, located, first_task_pid)?;
+    let start = s.collector().and_then(|mut slot| slot.start.take());
+    s.store(SampleKind::Start, start);
     s.problem = s.writer.flush().err().map(|e| e.to_string());
     let mut cadence = Cadence::new(s.plan.interval, Instant::now());
     loop {
         match rx.recv_timeout(cadence.wait(Instant::now())) {
-            Ok(Msg::AddTask(pid)) => s.collector.add_task_pid(pid),
-            Ok(Msg::Final(ack, exit_status)) => {
-                s.finish(ack, exit_status);
+            Ok(Msg::AddTask(pid)) => {
+                if let Some(c) = s.collector().as_mut().and_then(|g| g.collector.as_mut()) {
+                    c.add_task_pid(pid);
+                }
+            }
+            Ok(Msg::Final { exit_status, end }) => {
+                s.finish(exit_status, end.map(|b| *b));
                 // Nothing more is stored: close now, while slurmstepd reports the tasks'
                 // exit, not in `slurm_spank_exit`, which holds back the step's completion
                 // message to slurmctld and with it the next step of the allocation (the

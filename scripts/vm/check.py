@@ -32,6 +32,8 @@ REQUIRED = [
     "members: job COMPLETED",
     "members: three background processes counted while they run, and not after",
     "members: a new step's processes counted, and not after it ended",
+    "short steps: slurmstepd's own group is its step's step_<s>/slurm",
+    "short steps: each joined the job's file, read from its cgroup, none moved aside",
 ]
 
 path, release = sys.argv[1], sys.argv[2]

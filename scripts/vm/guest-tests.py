@@ -618,9 +618,40 @@ def t_member_counts():
           whole and all(n >= base + 3 for n in phases[3]) and all(n == base for n in phases[4]), phases)
 
 
+SHORT_STEPS = 12
+SHORT_SCRIPT = f"""
+srun -n1 bash -c 'echo "stepd $(grep ^0:: /proc/$PPID/cgroup)"'
+for i in $(seq 2 {SHORT_STEPS}); do srun -n1 true; done
+"""
+
+
+def t_short_steps():
+    """Steps of `srun true`, whose task is often reaped before the sampler reads its
+    /proc/<pid>/cgroup, are located through slurmstepd's own group (`step_<s>/slurm`, which
+    the first step prints) and join the job's file: read from the step's cgroup (its memory
+    includes slurmstepd's; /proc gives 0 for a step with no process left), never moving the
+    running job's file aside (tests/cluster/recorder.rs steps_whose_task_is_already_gone_…)."""
+    job = Job("short", SHORT_SCRIPT, ["--slurmwatch=1", "--mem=300M"])
+    state = job.wait()
+    out = job.output()
+    m = re.search(r"^stepd 0::(\S+)$", out, re.M)
+    measure("short_steps_stepd_cgroup", m.group(1) if m else out[-300:])
+    check("short steps: slurmstepd's own group is its step's step_<s>/slurm",
+          state == "COMPLETED" and m is not None and m.group(1).endswith("/step_0/slurm"), state + " " + out[-300:])
+    aside = [n for n in os.listdir(SPOOL) if n.startswith(f"{job.id}.stale-")]
+    _, steps = meta(job)
+    names = {s["step"] for s in steps}
+    memory = {str(i): [r["memory_usage_bytes"] for r in rows(job, str(i))] for i in range(SHORT_STEPS)}
+    measure("short_steps_memory_usage_bytes", memory)
+    check("short steps: each joined the job's file, read from its cgroup, none moved aside",
+          not aside and all(str(i) in names for i in range(SHORT_STEPS))
+          and all(len(v) >= 2 and all(b and b > 0 for b in v) for v in memory.values()),
+          f"aside {aside}, steps {sorted(names)}, memory {memory}")
+
+
 def main():
     t0 = time.time()
-    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_member_counts):
+    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_member_counts, t_short_steps):
         test(fn)
     measure("seconds_total", round(time.time() - t0, 1))
     results["done"] = True
