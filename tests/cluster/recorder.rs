@@ -324,6 +324,7 @@ fn a_step_joins_a_file_keyed_the_older_way_while_the_job_runs() {
 /// running job's file aside (seen with 30 `srun true` beside two busy loops: job 1805).
 #[cluster_test]
 fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
+    let _p = shared_plugstack();
     let want = (cluster_mode() == "cgroup").then_some(300 * 1024 * 1024);
     short_steps_join_the_file(false, want);
 }
@@ -334,11 +335,13 @@ fn steps_whose_task_is_already_gone_join_the_running_jobs_file() {
 /// live slurmstepds' groups: the file is joined, never moved aside.
 #[cluster_test]
 fn steps_read_from_proc_join_a_file_keyed_by_the_jobs_cgroup() {
+    let _p = shared_plugstack();
     short_steps_join_the_file(true, None);
 }
 
+/// Three `srun true` steps, each located after its task was reaped; the caller holds the
+/// plugstack guard.
 fn short_steps_join_the_file(task_only: bool, want_limit: Option<i64>) {
-    let _p = shared_plugstack();
     let script = "for i in 1 2 3; do srun -n1 true; done";
     let job = Submit::new("gone-task", script)
         .arg("--slurmwatch=1")
