@@ -1,7 +1,8 @@
-//! The step's sampler: one thread per recorded step, started at the first `task_post_fork`
-//! (the tasks exist, so their cgroup can be found from `/proc/<pid>/cgroup`), given a final
-//! reading in the last `task_exit` (Slurm removes the step cgroup before `slurm_spank_exit`),
-//! and joined in `slurm_spank_exit`.
+//! The step's sampler: one thread per recorded step, started in `init_post_opt`, told the
+//! tasks' pids at each `task_post_fork` (the step's cgroup is found from the first one's
+//! `/proc/<pid>/cgroup`, else from slurmstepd's own), handed the last reading that the last
+//! `task_exit` takes itself (Slurm removes the step cgroup before `slurm_spank_exit`), and
+//! joined in `slurm_spank_exit`.
 //!
 //! The thread runs inside slurmstepd, which has moved itself into the job's cgroup: its CPU,
 //! heap and SQLite page cache are charged to the job. So it reads a handful of small files per
@@ -188,8 +189,10 @@ pub fn now_unix_ms() -> i64 {
 impl Recorder {
     /// Starts the sampler thread in `init_post_opt`, before any task exists, so that
     /// `task_post_fork` only passes pids (it holds the task until it returns). The file is
-    /// opened once the first task's pid tells where its cgroup is. Measured on the 2-core test VM, `srun true` in a loop: the
-    /// callbacks' waits went from post_fork 2–6 ms + task_exit 4–8 ms to 0–2 + 3–6 ms.
+    /// opened once the first task's pid tells where its cgroup is. Measured on the 2-core
+    /// test VM, `srun true` in a loop: the callbacks' waits went from post_fork 2–6 ms +
+    /// task_exit 4–8 ms to 0–2 + 3–6 ms; `task_exit` now waits only for a reading (see
+    /// `Located`).
     pub fn start(plan: Plan) -> Result<Recorder, String> {
         let (tx, rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
