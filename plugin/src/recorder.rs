@@ -133,20 +133,43 @@ struct Located {
 }
 
 impl Located {
+    /// The sampler's: locates the step (falling back to /proc) if `task_exit` has not.
     fn ensure(&mut self, job_id: u32, first_task_pid: u32, test: LocateTest) -> &mut JobCollector {
         if self.collector.is_none() {
             let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
             // This thread is in the step's slurmstepd: its group is the fallback for a task
             // already reaped, whose /proc/<pid>/cgroup is gone.
-            let mut c = if test.task_only {
+            let c = if test.task_only {
                 JobCollector::new(cgroups, procs, first_task_pid, job_id)
             } else {
                 JobCollector::for_step(cgroups, procs, first_task_pid, std::process::id(), job_id)
             };
-            self.start = Some(Taken::read(&mut c, BOTH));
-            self.collector = Some(c);
+            self.install(c);
         }
         self.collector.as_mut().expect("located above")
+    }
+
+    /// `task_exit`'s: the collector only where its readings are cgroup files. A /proc
+    /// collector is left to the sampler: its scan and readings read other processes' /proc
+    /// files, which a user's process can hold up, and slurmstepd's callback must not wait.
+    fn in_cgroup(&mut self, first_task_pid: u32, test: LocateTest) -> Option<&mut JobCollector> {
+        if self.collector.is_none() && !test.task_only {
+            let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
+            let pid = std::process::id();
+            self.install(JobCollector::in_cgroup(
+                cgroups,
+                procs,
+                first_task_pid,
+                pid,
+            )?);
+        }
+        self.collector.as_mut().filter(|c| !c.reads_proc())
+    }
+
+    /// Takes the start reading with the collector's first use.
+    fn install(&mut self, mut c: JobCollector) {
+        self.start = Some(Taken::read(&mut c, BOTH));
+        self.collector = Some(c);
     }
 }
 
@@ -174,7 +197,6 @@ pub struct Recorder {
     thread: Option<JoinHandle<()>>,
     pub tasks_exited: u32,
     shared: Shared,
-    job_id: u32,
     locate_test: LocateTest,
     first_task_pid: Option<u32>,
 }
@@ -197,7 +219,7 @@ impl Recorder {
         let (tx, rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
         let shared = Shared::default();
-        let (job_id, locate_test) = (plan.job_id, plan.locate_test);
+        let locate_test = plan.locate_test;
         let located = shared.clone();
         let thread = std::thread::Builder::new()
             .name("slurmwatch".into())
@@ -221,7 +243,6 @@ impl Recorder {
             thread: Some(thread),
             tasks_exited: 0,
             shared,
-            job_id,
             locate_test,
             first_task_pid: None,
         })
@@ -234,12 +255,13 @@ impl Recorder {
 
     /// The last reading, taken here while the step's cgroup still exists (locating it
     /// first if the sampler has not yet), and handed to the sampler to store. Waits only
-    /// for a reading the sampler may be taking (bounded), never for the file.
+    /// for a reading the sampler may be taking (bounded), never for the file. Without a
+    /// cgroup the sampler takes it (see `Located::in_cgroup`).
     pub fn final_reading(&self, exit_status: Option<i32>) {
         let cpu_before = thread_cpu_usec();
         let end = self.first_task_pid.and_then(|pid| {
             let mut slot = lock_within(&self.shared, FINAL_WAIT)?;
-            let taken = Taken::read(slot.ensure(self.job_id, pid, self.locate_test), BOTH);
+            let taken = Taken::read(slot.in_cgroup(pid, self.locate_test)?, BOTH);
             let spent = thread_cpu_usec()
                 .zip(cpu_before)
                 .map(|(a, b)| a.saturating_sub(b));

@@ -79,13 +79,34 @@ impl JobCollector {
         Self::locate(cgroup_root, proc_root, task_pid, Some(stepd_pid), job_id)
     }
 
-    fn locate(
+    /// The step's cgroup only, as [`for_step`](Self::for_step) finds it, or `None` where it
+    /// would fall back to /proc. Reads only the two processes' `/proc/<pid>/cgroup` and then
+    /// cgroup files, none of which a user's process can hold up; the /proc fallback reads
+    /// other processes' command lines, which block while their memory map is locked (a
+    /// page fault stuck on a filesystem the user serves), so a callback that must not wait
+    /// unbounded uses this.
+    pub fn in_cgroup(
+        cgroup_root: &Path,
+        proc_root: &Path,
+        task_pid: u32,
+        stepd_pid: u32,
+    ) -> Option<JobCollector> {
+        Self::cgroup_kind_of(cgroup_root, proc_root, task_pid, Some(stepd_pid))
+            .map(|kind| JobCollector { kind })
+    }
+
+    /// Whether readings come from /proc (which may block on a user's process; see
+    /// [`in_cgroup`](Self::in_cgroup)).
+    pub fn reads_proc(&self) -> bool {
+        matches!(self.kind, Kind::Proc { .. })
+    }
+
+    fn cgroup_kind_of(
         cgroup_root: &Path,
         proc_root: &Path,
         task_pid: u32,
         stepd_pid: Option<u32>,
-        job_id: u32,
-    ) -> JobCollector {
+    ) -> Option<Kind> {
         let from_task = || {
             locate(proc_root, task_pid)
                 .ok()
@@ -96,7 +117,18 @@ impl JobCollector {
                 .and_then(|pid| location::locate_step_of_stepd(proc_root, pid))
                 .and_then(|loc| cgroup_kind(cgroup_root, &loc))
         };
-        let kind = from_task().or_else(from_stepd).unwrap_or_else(|| {
+        from_task().or_else(from_stepd)
+    }
+
+    fn locate(
+        cgroup_root: &Path,
+        proc_root: &Path,
+        task_pid: u32,
+        stepd_pid: Option<u32>,
+        job_id: u32,
+    ) -> JobCollector {
+        let in_cgroup = Self::cgroup_kind_of(cgroup_root, proc_root, task_pid, stepd_pid);
+        let kind = in_cgroup.unwrap_or_else(|| {
             // The job level: everything below the job's slurmstepds (not their own CPU,
             // which sacct leaves out too); if they cannot be found, the task's tree.
             let stepds = find_step_pids(proc_root, job_id);

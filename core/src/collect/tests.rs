@@ -282,10 +282,18 @@ fn a_step_whose_task_is_gone_is_found_from_its_slurmstepd() {
     assert_eq!(c.source(), Source::CgroupV2);
     assert_eq!(c.read_step().memory_usage_bytes, Some(500 * MIB));
 
-    // A slurmstepd outside any step group (proctrack/linuxproc): /proc, as before.
+    // What task_exit may use: the cgroup collector, never a /proc one.
+    let stepd_proc = proc_with_cgroup(7000, &stepd);
+    let c = JobCollector::in_cgroup(&v1, stepd_proc.path(), 5116, 7000).unwrap();
+    assert!(!c.reads_proc());
+
+    // A slurmstepd outside any step group (proctrack/linuxproc): /proc, as before, and
+    // nothing for task_exit.
     let proc = proc_with_cgroup(7000, "0::/system.slice/slurmd.service\n");
     let c = JobCollector::for_step(&v1, proc.path(), 5116, 7000, 42);
     assert_eq!(c.source(), Source::Proc);
+    assert!(c.reads_proc());
+    assert!(JobCollector::in_cgroup(&v1, proc.path(), 5116, 7000).is_none());
 }
 
 /// A file keyed by the job's cgroup is recognised by a step that found no cgroup, through
