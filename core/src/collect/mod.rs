@@ -18,9 +18,8 @@ use std::path::{Path, PathBuf};
 pub use cgroup_v1::{read_v1, V1Reader};
 pub use cgroup_v2::{read_v2, V2Reader};
 pub use location::{locate, parse_proc_cgroup, step_and_job_dirs, under_mount, CgroupLocation};
-pub use procfs::{
-    find_step_pids, is_this_jobs_scan_key, job_incarnation, parse_stat, ProcStat, ProcTreeTracker,
-};
+pub(crate) use procfs::is_this_jobs_scan_key;
+pub use procfs::{find_step_pids, job_incarnation, parse_stat, ProcStat, ProcTreeTracker};
 
 use crate::sample::{Source, UsageReading};
 
@@ -62,7 +61,7 @@ impl JobCollector {
     /// /proc (`Source::Proc`) when the cgroup cannot be read or is not under a Slurm step
     /// directory (`proctrack/linuxproc`, or a process outside the job).
     pub fn new(cgroup_root: &Path, proc_root: &Path, task_pid: u32, job_id: u32) -> JobCollector {
-        Self::locate(cgroup_root, proc_root, task_pid, None, job_id)
+        Self::locate_or_proc(cgroup_root, proc_root, task_pid, None, job_id)
     }
 
     /// As [`new`](Self::new), from inside the step's slurmstepd (`stepd_pid`, the sampler's
@@ -76,7 +75,7 @@ impl JobCollector {
         stepd_pid: u32,
         job_id: u32,
     ) -> JobCollector {
-        Self::locate(cgroup_root, proc_root, task_pid, Some(stepd_pid), job_id)
+        Self::locate_or_proc(cgroup_root, proc_root, task_pid, Some(stepd_pid), job_id)
     }
 
     /// The step's cgroup only, as [`for_step`](Self::for_step) finds it, or `None` where it
@@ -120,7 +119,8 @@ impl JobCollector {
         from_task().or_else(from_stepd)
     }
 
-    fn locate(
+    /// The step's cgroup, else the /proc fallback.
+    fn locate_or_proc(
         cgroup_root: &Path,
         proc_root: &Path,
         task_pid: u32,
