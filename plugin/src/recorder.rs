@@ -123,13 +123,23 @@ const BOTH: Reads = Reads {
 /// for the sampler to open the job's file. `task_exit` then takes the last reading itself
 /// (the step's cgroup is removed soon after) and goes on: a `srun true` waited 3–6 ms there
 /// for the sampler to open the file and store its first rows.
-#[derive(Default)]
 struct Located {
     collector: Option<JobCollector>,
     /// The start reading, until the sampler stores it.
     start: Option<Taken>,
-    /// CPU µs the callback threads spent reading for the sampler (counted as its own).
-    callback_cpu_usec: u64,
+    /// CPU µs the callback threads spent reading for the sampler (counted as its own);
+    /// `None` once a callback's own CPU time could not be read, so the sum is unknown.
+    callback_cpu_usec: Option<u64>,
+}
+
+impl Default for Located {
+    fn default() -> Located {
+        Located {
+            collector: None,
+            start: None,
+            callback_cpu_usec: Some(0),
+        }
+    }
 }
 
 impl Located {
@@ -265,7 +275,7 @@ impl Recorder {
             let spent = thread_cpu_usec()
                 .zip(cpu_before)
                 .map(|(a, b)| a.saturating_sub(b));
-            slot.callback_cpu_usec += spent.unwrap_or(0);
+            slot.callback_cpu_usec = sampler_cpu_usec(slot.callback_cpu_usec, spent);
             Some(Box::new(taken))
         });
         let _ = self.tx.send(Msg::Final { exit_status, end });
@@ -330,16 +340,22 @@ impl ThreadIo {
 }
 
 /// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
+/// The sampler's CPU µs from its parts: known only when every part was read (a part that
+/// could not be is never counted as 0).
+fn sampler_cpu_usec(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    a.zip(b).map(|(a, b)| a + b)
+}
+
 /// `callback_cpu_usec`: what the callbacks spent reading for the sampler, added to its own.
 fn take_row(
     between: &mut BetweenRows,
     (t_ms, series, kind): (i64, Series, SampleKind),
     r: UsageReading,
     cores_allocated: Option<u32>,
-    (callback_cpu_usec, io): (u64, &ThreadIo),
+    (callback_cpu_usec, io): (Option<u64>, &ThreadIo),
 ) -> SampleRow {
     let cost = SamplerCost {
-        cpu_usec: thread_cpu_usec().map(|own| own + callback_cpu_usec),
+        cpu_usec: sampler_cpu_usec(thread_cpu_usec(), callback_cpu_usec),
         bytes_written: io.bytes_written(),
     };
     stored_row(t_ms, series, kind, r, between.take(), cores_allocated, cost)
@@ -791,4 +807,16 @@ fn run(plan: Plan, located: Shared, rx: Receiver<Msg>) -> Result<String, String>
         }
     }
     s.close()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampler_cpu_usec;
+
+    #[test]
+    fn a_cpu_part_that_could_not_be_read_leaves_the_sum_unknown() {
+        assert_eq!(sampler_cpu_usec(Some(3_000), Some(250)), Some(3_250));
+        assert_eq!(sampler_cpu_usec(Some(3_000), None), None);
+        assert_eq!(sampler_cpu_usec(None, Some(0)), None);
+    }
 }
