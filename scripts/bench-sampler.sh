@@ -4,7 +4,7 @@
 # median per stored row at --slurmwatch=5 (the default: a row and four 1-s fast reads) and at
 # --slurmwatch=1 (a row a second), beside this machine's floor — the CPU a thread that does
 # nothing but sleep 1 s is charged per wake-up inside a job (scheduler and timer work; on this
-# VM ~50 µs). The fast read's own cost is estimated as (row at 5 s − row at 1 s) / 4.
+# VM 45–87 µs, moving with the host). The fast read's own cost is estimated as (row at 5 s − row at 1 s) / 4.
 # Needs the test cluster (scripts/cluster.sh up). D=seconds per job (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,25 +30,18 @@ dd if=/dev/zero of=$work/cache.\$SLURM_JOB_ID bs=1M count=100 2>/dev/null
 wait
 rm -f $work/cache.\$SLURM_JOB_ID
 EOF
-cat > "$work/floor.py" <<EOF
-import resource, time
-n = $D
-r0 = resource.getrusage(resource.RUSAGE_THREAD)
-for i in range(n):
-    time.sleep(1)
-r1 = resource.getrusage(resource.RUSAGE_THREAD)
-print("%.0f" % ((r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1e6 / n))
-EOF
 chmod 755 "$work/job.sh"
-chmod 644 "$work/floor.py"
 
-cargo build -q --release -p slurmwatch-core --example sampler_rows
+cargo build -q --release -p slurmwatch-core --example sampler_rows --example wake_floor
 rows=target/release/examples/sampler_rows
+# The floor waits as the sampler does (SCHED_BATCH, recv_timeout) and is read as the sampler
+# reads itself (RUSAGE_THREAD): core/examples/wake_floor.rs. Copied: the job's user runs it.
+install -m 755 target/release/examples/wake_floor "$work/wake_floor"
 
 submit() { su "$user" -c "cd $work && sbatch --parsable -c1 --mem=1G -t 10 $*"; }
 j5=$(submit --slurmwatch=5 -o "$work/o5.txt" "$work/job.sh")
 j1=$(submit --slurmwatch=1 -o "$work/o1.txt" "$work/job.sh")
-jf=$(submit -o "$work/floor.txt" --wrap "'python3 $work/floor.py'")
+jf=$(submit -o "$work/floor.txt" --wrap "'$work/wake_floor $D'")
 echo "jobs: $j5 (every 5 s), $j1 (every 1 s), $jf (the wake-up floor); $D s each"
 # shellcheck source=scripts/wait-until.sh
 . scripts/wait-until.sh
