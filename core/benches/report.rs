@@ -31,9 +31,14 @@ fn meta() -> JobMeta {
     }
 }
 
-fn generate(path: &std::path::Path) {
+/// The 7-day batch job's file; with `steps` > 0 the batch script also runs that many `srun`
+/// steps one after another, evenly over the week (each recording its own series while the
+/// batch step runs beside it), as a pipeline job does.
+pub fn generate(path: &std::path::Path, steps: i64) {
     let mut w = Writer::create(path, &meta()).unwrap();
     w.begin_step("batch", T0, Some(1)).unwrap();
+    let rows_per_step = if steps > 0 { ROWS / steps } else { 0 };
+    let mut step_cpu = 0u64;
     let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
     let mut cpu = 0u64;
     let mut peak = 0u64;
@@ -74,7 +79,32 @@ fn generate(path: &std::path::Path) {
         r.effective_cores_max = Some(6.0 + (x % 1500) as f64 / 1000.0);
         r.sampler_cpu_usec = Some(i as u64 * 90);
         r.sampler_bytes_written = Some(i as u64 * 100);
-        w.push(r);
+        w.push(r.clone());
+        if steps > 0 && i < steps * rows_per_step {
+            // Step k runs over rows [k·n, (k+1)·n − 1): a start, periodic rows, an end.
+            let (k, j) = (i / rows_per_step, i % rows_per_step);
+            let name = k.to_string();
+            let t = T0 + i * 5000 + 1;
+            if j == 0 {
+                w.begin_step(&name, t, Some(1)).unwrap();
+            }
+            let kind = match j {
+                0 => SampleKind::Start,
+                j if j == rows_per_step - 1 => SampleKind::End,
+                _ => SampleKind::Periodic,
+            };
+            step_cpu += 4_000_000;
+            let mut sr = SampleRow::empty(t, Series::Step(name.clone()), kind);
+            sr.usage = UsageReading {
+                cpu_usage_usec: Some(step_cpu),
+                memory_working_set_bytes: Some((2u64 << 30) + (x % 100) * (1 << 20)),
+                ..r.usage.clone()
+            };
+            w.push(sr);
+            if j == rows_per_step - 1 {
+                w.end_step(&name, t, Some(0)).unwrap();
+            }
+        }
         if i % 720 == 0 {
             w.flush().unwrap();
         }
@@ -94,7 +124,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("4242.sqlite");
     let t = Instant::now();
-    generate(&path);
+    generate(&path, 0);
     let size = std::fs::metadata(&path).unwrap().len();
     println!(
         "7-day file: {ROWS} job rows, {:.1} MB, generated in {:.1} s",
@@ -147,4 +177,23 @@ fn main() {
         "report without a summary (computed on the fly): median {:.0} ms",
         median(report_ms)
     );
+    // A pipeline: the same week with STEPS `srun` steps one after another beside the batch
+    // step. Each step's rows are its own series plus, where it ran alone, the job series'.
+    let many = dir.path().join("4243.sqlite");
+    generate(&many, STEPS);
+    let mut many_ms = Vec::new();
+    for _ in 0..3 {
+        let t = Instant::now();
+        let rec = Recording::load(&many).unwrap();
+        assert_eq!(rec.step_figures.len() as i64, STEPS + 1);
+        let rep = report::build("4243", std::slice::from_ref(&rec), None, None, None);
+        assert!(!text::render(&rep, false).is_empty() && !chart::svg(&rep).is_empty());
+        many_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    println!(
+        "report of the same week with {STEPS} srun steps beside the batch step: median {:.0} ms",
+        median(many_ms)
+    );
 }
+
+const STEPS: i64 = 200;

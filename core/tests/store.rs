@@ -232,6 +232,27 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     assert_eq!(steps[2].exit_status, Some(0));
     assert_eq!(steps[2].tasks, Some(4));
     assert!(r.samples(&Series::step("nope")).unwrap().is_empty());
+    // Every step at once, from the job series decoded once: the same rows, step by step.
+    let job = r.samples(&Series::Job).unwrap();
+    let all = r.step_samples(&job).unwrap();
+    assert_eq!(
+        all.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
+        ["extern", "batch", "0"]
+    );
+    for (step, rows) in &all {
+        assert_eq!(
+            rows,
+            &r.samples(&Series::step(step)).unwrap(),
+            "step {step}"
+        );
+    }
+    assert_eq!(all[1].1, got);
+    // Job rows out of time order (a clock stepped back) are all looked at, not a span.
+    let mut shuffled = job.clone();
+    shuffled.reverse();
+    let mut batch_from_shuffled = r.step_samples(&shuffled).unwrap().swap_remove(1).1;
+    batch_from_shuffled.sort_by_key(|r| r.t_unix_ms);
+    assert_eq!(batch_from_shuffled, got);
     let c = rusqlite::Connection::open(&path).unwrap();
     let stored: i64 = c
         .query_row(
@@ -596,6 +617,11 @@ fn schema_1_file_reads_exactly() {
     assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
     assert_eq!(r.last_two(&Series::Job).unwrap(), job[28..].to_vec());
     assert_eq!(r.last_two(&Series::step("0")).unwrap(), step[8..].to_vec());
+    let all = r.step_samples(&job).unwrap();
+    assert_eq!(
+        all.iter().find(|(s, _)| s == "0").map(|(_, r)| r),
+        Some(&step)
+    );
     let steps = r.steps().unwrap();
     assert_eq!(steps.len(), 3);
     assert_eq!(steps[2].ended_unix_ms, Some(T0 + 120_000));
@@ -667,6 +693,17 @@ fn writer_appends_schema_1_to_a_schema_1_file() {
         ..r.clone()
     }));
     assert_eq!(r.samples(&Series::step("1")).unwrap(), step1);
+    // In one pass (schema 1's query): every step as `samples` gives it, step 1 filled.
+    let all = r.step_samples(&job).unwrap();
+    assert_eq!(all.len(), 4);
+    for (name, rows) in &all {
+        assert_eq!(
+            rows,
+            &r.samples(&Series::step(name)).unwrap(),
+            "step {name}"
+        );
+    }
+    assert_eq!(all[3].1, step1);
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i64 = c
         .query_row("PRAGMA user_version", [], |r| r.get(0))

@@ -432,16 +432,13 @@ pub fn from_parts(
 ) -> crate::error::Result<Summary> {
     let writer = job_series_writer(steps);
     let mut ends = Vec::new();
-    for s in steps {
-        // The job series' writer is counted from the job series: no need to decode its rows.
-        if s.step == EXTERN_STEP || Some(&s.step) == writer.as_ref() {
+    for (step, mut last) in reader.step_samples(job)? {
+        // The job series' writer is counted from the job series.
+        if step == EXTERN_STEP || Some(&step) == writer.as_ref() {
             continue;
         }
-        if let Some(r) = reader
-            .last_two(&crate::model::Series::Step(s.step.clone()))?
-            .pop()
-        {
-            ends.push((s.step.clone(), r));
+        if let Some(r) = last.pop() {
+            ends.push((step, r));
         }
     }
     Ok(Summary::compute(

@@ -106,11 +106,11 @@ impl Recording {
                 false,
             ),
         };
-        let mut step_figures = std::collections::BTreeMap::new();
-        for st in &steps {
-            let rows = reader.samples(&Series::Step(st.step.clone()))?;
-            step_figures.insert(st.step.clone(), StepFigures::from_rows(&rows));
-        }
+        let step_figures = reader
+            .step_samples(&job_rows)?
+            .into_iter()
+            .map(|(step, rows)| (step, StepFigures::from_rows(&rows)))
+            .collect();
         Ok(Recording {
             path: path.to_path_buf(),
             origin: Origin::File,

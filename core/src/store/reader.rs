@@ -281,31 +281,34 @@ impl Reader {
             let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
                 return Ok(Vec::new());
             };
-            let mut rows = self.decode_series(*id, series)?;
             let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
-            let Some(start) = me.started_unix_ms else {
-                return Ok(rows);
+            let rows = self.decode_series(*id, series)?;
+            let job = match me.started_unix_ms {
+                Some(_) => self.decode_series(0, &Series::Job)?,
+                None => Vec::new(),
             };
-            let end = me.ended_unix_ms.unwrap_or(i64::MAX);
-            let stored: std::collections::HashSet<i64> = rows.iter().map(|r| r.t_unix_ms).collect();
-            let before = rows.len();
-            for job_row in self.decode_series(0, &Series::Job)? {
-                let t = job_row.t_unix_ms;
-                if job_row.kind == SampleKind::Periodic
-                    && (start..=end).contains(&t)
-                    && !stored.contains(&t)
-                    && step_row_is_redundant(name, t, &infos)
-                {
-                    rows.push(SampleRow {
-                        series: series.clone(),
-                        ..job_row
-                    });
-                }
-            }
-            if rows.len() != before {
-                rows.sort_by_key(|r| r.t_unix_ms); // stable: equal times keep stored order
-            }
-            Ok(rows)
+            Ok(step_rows(rows, me, &infos, JobRows::new(&job)))
+        })
+    }
+
+    /// Every step's rows, each as [`samples`](Self::samples) gives them, in one pass over the
+    /// file and with the job series decoded once: `job_rows` is this file's
+    /// `samples(&Series::Job)`. Asking `samples` step by step reads the whole table for each
+    /// step (the file keeps no index by series: it would cost a quarter of its size) and
+    /// decodes the job series again: a week-long job with 200 steps took minutes.
+    pub fn step_samples(&self, job_rows: &[SampleRow]) -> Result<Vec<(String, Vec<SampleRow>)>> {
+        self.guarded(|| {
+            let steps = load_steps(&self.conn, &self.path)?;
+            let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
+            let job = JobRows::new(job_rows);
+            let mut decoded = self.decode_steps(&steps)?;
+            Ok(steps
+                .iter()
+                .map(|(id, me)| {
+                    let rows = decoded.remove(id).unwrap_or_default();
+                    (me.step.clone(), step_rows(rows, me, &infos, job))
+                })
+                .collect())
         })
     }
 
@@ -447,33 +450,71 @@ impl Reader {
         let mut q = stmt.query([id, first]).map_err(e)?;
         let mut out = Vec::new();
         while let Some(r) = q.next().map_err(e)? {
-            let t: i64 = r.get(0).map_err(e)?;
-            let kind: i64 = r.get(1).map_err(e)?;
-            let (t_ms, abs) = match &mut dec {
-                Dec::V1(chain) => {
-                    let mut v: Values = [None; NVALUES];
-                    for (i, slot) in v.iter_mut().enumerate() {
-                        *slot = r.get(i + 2).map_err(e)?;
-                    }
-                    (t, chain.undelta(&v))
-                }
-                Dec::V2(state) => {
-                    let (_, _, rare, v, _) = row2(r).map_err(e)?;
-                    state.decode(t, &v, rare)
-                }
-            };
-            // An unknown kind cannot come from a known schema version; skip the row, keep
-            // the chain.
-            if let Some(kind) = super::kind_from_code(kind) {
-                out.push(decode(
-                    self.started_unix_ms + t_ms,
-                    series.clone(),
-                    kind,
-                    &abs,
-                ));
-            }
+            out.extend(self.decode_row(r, &mut dec, series).map_err(e)?);
         }
         Ok(out)
+    }
+
+    /// Every step's series (not the job's) in one pass over the table, by `steps.id`.
+    fn decode_steps(
+        &self,
+        steps: &[(i64, StepInfo)],
+    ) -> Result<std::collections::HashMap<i64, Vec<SampleRow>>> {
+        let e = |e| db_err(&self.path, e);
+        let mut decoding: std::collections::HashMap<i64, (Series, Dec, Vec<SampleRow>)> = steps
+            .iter()
+            .map(|(id, s)| {
+                let dec = if self.version == 1 {
+                    Dec::V1(Chain::default())
+                } else {
+                    Dec::V2(Box::new(State2::new()))
+                };
+                (*id, (Series::Step(s.step.clone()), dec, Vec::new()))
+            })
+            .collect();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&schema::select_steps_sql(self.version))
+            .map_err(e)?;
+        let mut q = stmt.query([]).map_err(e)?;
+        while let Some(r) = q.next().map_err(e)? {
+            let id: i64 = r.get(r.as_ref().column_count() - 1).map_err(e)?;
+            // Rows of a series the steps table does not name are not any step's.
+            if let Some((series, dec, out)) = decoding.get_mut(&id) {
+                out.extend(self.decode_row(r, dec, series).map_err(e)?);
+            }
+        }
+        Ok(decoding
+            .into_iter()
+            .map(|(id, (_, _, rows))| (id, rows))
+            .collect())
+    }
+
+    /// One stored row of `series`, undone by its series' decoder: `None` for a row of an
+    /// unknown kind (it cannot come from a known schema version; the chain is kept).
+    fn decode_row(
+        &self,
+        r: &rusqlite::Row<'_>,
+        dec: &mut Dec,
+        series: &Series,
+    ) -> rusqlite::Result<Option<SampleRow>> {
+        let t: i64 = r.get(0)?;
+        let kind: i64 = r.get(1)?;
+        let (t_ms, abs) = match dec {
+            Dec::V1(chain) => {
+                let mut v: Values = [None; NVALUES];
+                for (i, slot) in v.iter_mut().enumerate() {
+                    *slot = r.get(i + 2)?;
+                }
+                (t, chain.undelta(&v))
+            }
+            Dec::V2(state) => {
+                let (_, _, rare, v, _) = row2(r)?;
+                state.decode(t, &v, rare)
+            }
+        };
+        Ok(super::kind_from_code(kind)
+            .map(|kind| decode(self.started_unix_ms + t_ms, series.clone(), kind, &abs)))
     }
 
     fn decode_series(&self, id: i64, series: &Series) -> Result<Vec<SampleRow>> {
@@ -483,6 +524,68 @@ impl Reader {
             Dec::V2(Box::new(State2::new()))
         };
         self.decode_from(id, series, i64::MIN, dec)
+    }
+}
+
+/// One step's stored rows, with the job series' periodic rows that stand for it (it ran
+/// alone then: [`step_row_is_redundant`]), in time order.
+fn step_rows(
+    mut rows: Vec<SampleRow>,
+    me: &StepInfo,
+    infos: &[StepInfo],
+    job: JobRows<'_>,
+) -> Vec<SampleRow> {
+    let series = Series::Step(me.step.clone());
+    let Some(start) = me.started_unix_ms else {
+        return rows;
+    };
+    let end = me.ended_unix_ms.unwrap_or(i64::MAX);
+    let stored: std::collections::HashSet<i64> = rows.iter().map(|r| r.t_unix_ms).collect();
+    let before = rows.len();
+    for job_row in job.within(start, end) {
+        let t = job_row.t_unix_ms;
+        if job_row.kind == SampleKind::Periodic
+            && (start..=end).contains(&t)
+            && !stored.contains(&t)
+            && step_row_is_redundant(&me.step, t, infos)
+        {
+            rows.push(SampleRow {
+                series: series.clone(),
+                ..job_row.clone()
+            });
+        }
+    }
+    if rows.len() != before {
+        rows.sort_by_key(|r| r.t_unix_ms); // stable: equal times keep stored order
+    }
+    rows
+}
+
+/// The job series' rows, with whether they are in time order (as written; a file edited
+/// by hand or a clock stepped back may not be): a step looks only at its own span then.
+#[derive(Clone, Copy)]
+struct JobRows<'a> {
+    rows: &'a [SampleRow],
+    in_time_order: bool,
+}
+
+impl<'a> JobRows<'a> {
+    fn new(rows: &'a [SampleRow]) -> JobRows<'a> {
+        let in_time_order = rows.windows(2).all(|w| w[0].t_unix_ms <= w[1].t_unix_ms);
+        JobRows {
+            rows,
+            in_time_order,
+        }
+    }
+
+    /// The rows that may fall in `start..=end`: exactly those when in time order, else all.
+    fn within(self, start: i64, end: i64) -> &'a [SampleRow] {
+        if !self.in_time_order {
+            return self.rows;
+        }
+        let from = self.rows.partition_point(|r| r.t_unix_ms < start);
+        let to = self.rows.partition_point(|r| r.t_unix_ms <= end);
+        &self.rows[from..to.max(from)]
     }
 }
 
@@ -706,4 +809,32 @@ pub(crate) fn load_steps(conn: &Connection, path: &Path) -> Result<Vec<(i64, Ste
         .and_then(|rows| rows.collect())
         .map_err(|e| db_err(path, e));
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::JobRows;
+    use crate::model::{SampleKind, SampleRow, Series};
+
+    fn at(times: &[i64]) -> Vec<SampleRow> {
+        let row = |t| SampleRow::empty(t, Series::Job, SampleKind::Periodic);
+        times.iter().map(|&t| row(t)).collect()
+    }
+
+    fn times(rows: &[SampleRow]) -> Vec<i64> {
+        rows.iter().map(|r| r.t_unix_ms).collect()
+    }
+
+    #[test]
+    fn a_steps_span_takes_the_job_rows_at_both_of_its_ends() {
+        let rows = at(&[0, 5, 5, 10, 15]);
+        let job = JobRows::new(&rows);
+        assert_eq!(times(job.within(5, 10)), [5, 5, 10]);
+        assert_eq!(times(job.within(6, 9)), [] as [i64; 0]);
+        assert_eq!(times(job.within(11, 4)), [] as [i64; 0]);
+        assert_eq!(times(job.within(-3, i64::MAX)), [0, 5, 5, 10, 15]);
+        // Out of time order: every row, for the caller to check each.
+        let rows = at(&[10, 0, 15]);
+        assert_eq!(times(JobRows::new(&rows).within(5, 10)), [10, 0, 15]);
+    }
 }

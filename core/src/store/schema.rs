@@ -274,6 +274,19 @@ pub(crate) fn select_series_sql(version: i64) -> String {
     )
 }
 
+/// [`select_series_sql`] over every step's series at once (not the job's, series 0), the
+/// series id last: one pass over the table instead of one per step.
+pub(crate) fn select_steps_sql(version: i64) -> String {
+    let one = select_series_sql(version);
+    if version == 1 {
+        return one
+            .replace(" FROM samples_packed", ", series FROM samples_packed")
+            .replace("series = ?1 AND rowid >= ?2", "series != 0");
+    }
+    one.replace(", p.rowid\n", ", p.rowid, p.series\n")
+        .replace("p.series = ?1 AND p.rowid >= ?2", "p.series != 0")
+}
+
 /// Schema 2: [`select_series_sql`] over the whole series (`?1`), newest first.
 pub(crate) fn select_series_sql_desc() -> String {
     select_series_sql(2)
