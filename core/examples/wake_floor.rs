@@ -10,15 +10,12 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+/// The waiting thread's CPU so far, µs, as the sampler reads its own.
 fn thread_cpu_usec() -> u64 {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is a valid out-pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+    slurmwatch_core::sys::thread_cpu_usec().unwrap_or_else(|| {
         eprintln!("getrusage(RUSAGE_THREAD) failed");
-        std::process::exit(1);
-    }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    us(ru.ru_utime) + us(ru.ru_stime)
+        std::process::exit(1)
+    })
 }
 
 fn main() {

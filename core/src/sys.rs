@@ -1,7 +1,8 @@
 //! The few facts slurmwatch takes from the C library, each asked in one place: local time
 //! (`localtime_r`, which honours `TZ` and the zone files exactly as Slurm's own commands do,
-//! so our times match sacct's), a user's name (`getpwuid_r`: NSS, so LDAP/SSSD users resolve
-//! as they do for Slurm), and the terminal's `NO_COLOR` convention. Kept as thin `libc`
+//! so our times match sacct's), the calling thread's CPU time (`RUSAGE_THREAD`: the
+//! sampler's own cost, and the benchmark floor beside it), a user's name (`getpwuid_r`: NSS,
+//! so LDAP/SSSD users resolve as they do for Slurm), and the terminal's `NO_COLOR` convention. Kept as thin `libc`
 //! wrappers rather than a crate: `libc` is already linked, and a time-zone crate would read
 //! the zone database its own way.
 
@@ -102,6 +103,18 @@ pub fn short_host_name() -> Option<String> {
 /// (<https://no-color.org>).
 pub fn colour_allowed() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The calling thread's cumulative CPU time (user + system), µs: `RUSAGE_THREAD`. `None`
+/// when it cannot be read.
+pub fn thread_cpu_usec() -> Option<u64> {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a valid out-pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return None;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Some(us(ru.ru_utime) + us(ru.ru_stime))
 }
 
 #[cfg(test)]

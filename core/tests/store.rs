@@ -166,6 +166,19 @@ fn round_trip_is_exact_and_none_is_not_zero() {
     assert_eq!(got[5].2, Some(0));
 }
 
+/// Every step in one pass (`step_samples`), each checked against `samples` step by step.
+fn every_step_as_samples_gives_it(r: &Reader, job: &[SampleRow]) -> Vec<(String, Vec<SampleRow>)> {
+    let all = r.step_samples(job, |_| true).unwrap();
+    for (step, rows) in &all {
+        assert_eq!(
+            rows,
+            &r.samples(&Series::step(step)).unwrap(),
+            "step {step}"
+        );
+    }
+    all
+}
+
 #[test]
 fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     let dir = tempfile::tempdir().unwrap();
@@ -234,23 +247,20 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     assert!(r.samples(&Series::step("nope")).unwrap().is_empty());
     // Every step at once, from the job series decoded once: the same rows, step by step.
     let job = r.samples(&Series::Job).unwrap();
-    let all = r.step_samples(&job).unwrap();
+    let all = every_step_as_samples_gives_it(&r, &job);
     assert_eq!(
         all.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
         ["extern", "batch", "0"]
     );
-    for (step, rows) in &all {
-        assert_eq!(
-            rows,
-            &r.samples(&Series::step(step)).unwrap(),
-            "step {step}"
-        );
-    }
     assert_eq!(all[1].1, got);
     // Job rows out of time order (a clock stepped back) are all looked at, not a span.
     let mut shuffled = job.clone();
     shuffled.reverse();
-    let mut batch_from_shuffled = r.step_samples(&shuffled).unwrap().swap_remove(1).1;
+    let mut batch_from_shuffled = r
+        .step_samples(&shuffled, |_| true)
+        .unwrap()
+        .swap_remove(1)
+        .1;
     batch_from_shuffled.sort_by_key(|r| r.t_unix_ms);
     assert_eq!(batch_from_shuffled, got);
     let c = rusqlite::Connection::open(&path).unwrap();
@@ -617,7 +627,7 @@ fn schema_1_file_reads_exactly() {
     assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
     assert_eq!(r.last_two(&Series::Job).unwrap(), job[28..].to_vec());
     assert_eq!(r.last_two(&Series::step("0")).unwrap(), step[8..].to_vec());
-    let all = r.step_samples(&job).unwrap();
+    let all = r.step_samples(&job, |_| true).unwrap();
     assert_eq!(
         all.iter().find(|(s, _)| s == "0").map(|(_, r)| r),
         Some(&step)
@@ -694,15 +704,8 @@ fn writer_appends_schema_1_to_a_schema_1_file() {
     }));
     assert_eq!(r.samples(&Series::step("1")).unwrap(), step1);
     // In one pass (schema 1's query): every step as `samples` gives it, step 1 filled.
-    let all = r.step_samples(&job).unwrap();
+    let all = every_step_as_samples_gives_it(&r, &job);
     assert_eq!(all.len(), 4);
-    for (name, rows) in &all {
-        assert_eq!(
-            rows,
-            &r.samples(&Series::step(name)).unwrap(),
-            "step {name}"
-        );
-    }
     assert_eq!(all[3].1, step1);
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i64 = c

@@ -22,6 +22,7 @@ use slurmwatch_core::recording::rows::{stored_row, Peers, Reads, RowSchedule, Sa
 use slurmwatch_core::recording::step::{existing_file, ExistingFile};
 use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{paths, JobMeta, Writer};
+use slurmwatch_core::sys::thread_cpu_usec;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -306,17 +307,6 @@ fn batch_scheduling() {
     let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
 }
 
-/// The sampler thread's own cumulative CPU time, µs (`RUSAGE_THREAD`).
-fn thread_cpu_usec() -> Option<u64> {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: ru is a valid out-pointer.
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
-        return None;
-    }
-    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Some(us(ru.ru_utime) + us(ru.ru_stime))
-}
-
 /// Bytes the sampler thread has passed to write(2): `wchar` of its /proc/thread-self/io,
 /// opened once by the thread itself (the name resolves to the opening thread) and re-read
 /// with one pread per row — a procfs open and close every row cost more than the read.
@@ -339,13 +329,13 @@ impl ThreadIo {
     }
 }
 
-/// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
 /// The sampler's CPU µs from its parts: known only when every part was read (a part that
 /// could not be is never counted as 0).
 fn sampler_cpu_usec(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     a.zip(b).map(|(a, b)| a + b)
 }
 
+/// A stored row of `series` with this interval's between-row maxima and the sampler's cost.
 /// `callback_cpu_usec`: what the callbacks spent reading for the sampler, added to its own.
 fn take_row(
     between: &mut BetweenRows,

@@ -432,11 +432,9 @@ pub fn from_parts(
 ) -> crate::error::Result<Summary> {
     let writer = job_series_writer(steps);
     let mut ends = Vec::new();
-    for (step, mut last) in reader.step_samples(job)? {
-        // The job series' writer is counted from the job series.
-        if step == EXTERN_STEP || Some(&step) == writer.as_ref() {
-            continue;
-        }
+    // The job series' writer is counted from the job series: its rows are not decoded.
+    let counted = |step: &str| step != EXTERN_STEP && Some(step) != writer.as_deref();
+    for (step, mut last) in reader.step_samples(job, counted)? {
         if let Some(r) = last.pop() {
             ends.push((step, r));
         }

@@ -107,7 +107,7 @@ impl Recording {
             ),
         };
         let step_figures = reader
-            .step_samples(&job_rows)?
+            .step_samples(&job_rows, |_| true)?
             .into_iter()
             .map(|(step, rows)| (step, StepFigures::from_rows(&rows)))
             .collect();

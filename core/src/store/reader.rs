@@ -295,14 +295,21 @@ impl Reader {
     /// file and with the job series decoded once: `job_rows` is this file's
     /// `samples(&Series::Job)`. Asking `samples` step by step reads the whole table for each
     /// step (the file keeps no index by series: it would cost a quarter of its size) and
-    /// decodes the job series again: a week-long job with 200 steps took minutes.
-    pub fn step_samples(&self, job_rows: &[SampleRow]) -> Result<Vec<(String, Vec<SampleRow>)>> {
+    /// decodes the job series again: a week-long job with 200 steps took minutes. Only the
+    /// steps `wanted` names are decoded and returned, in the steps table's order.
+    pub fn step_samples(
+        &self,
+        job_rows: &[SampleRow],
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Vec<(String, Vec<SampleRow>)>> {
         self.guarded(|| {
             let steps = load_steps(&self.conn, &self.path)?;
             let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
             let job = JobRows::new(job_rows);
-            let mut decoded = self.decode_steps(&steps)?;
-            Ok(steps
+            let chosen: Vec<&(i64, StepInfo)> =
+                steps.iter().filter(|(_, s)| wanted(&s.step)).collect();
+            let mut decoded = self.decode_steps(&chosen)?;
+            Ok(chosen
                 .iter()
                 .map(|(id, me)| {
                     let rows = decoded.remove(id).unwrap_or_default();
@@ -455,10 +462,10 @@ impl Reader {
         Ok(out)
     }
 
-    /// Every step's series (not the job's) in one pass over the table, by `steps.id`.
+    /// These steps' series (never the job's) in one pass over the table, by `steps.id`.
     fn decode_steps(
         &self,
-        steps: &[(i64, StepInfo)],
+        steps: &[&(i64, StepInfo)],
     ) -> Result<std::collections::HashMap<i64, Vec<SampleRow>>> {
         let e = |e| db_err(&self.path, e);
         let mut decoding: std::collections::HashMap<i64, (Series, Dec, Vec<SampleRow>)> = steps
@@ -479,7 +486,7 @@ impl Reader {
         let mut q = stmt.query([]).map_err(e)?;
         while let Some(r) = q.next().map_err(e)? {
             let id: i64 = r.get(r.as_ref().column_count() - 1).map_err(e)?;
-            // Rows of a series the steps table does not name are not any step's.
+            // Rows of a step not asked for, or of a series no step names, are skipped.
             if let Some((series, dec, out)) = decoding.get_mut(&id) {
                 out.extend(self.decode_row(r, dec, series).map_err(e)?);
             }
