@@ -278,6 +278,75 @@ fn single_step_rows_are_filled_from_the_job_and_concurrent_steps_are_stored() {
     );
 }
 
+/// The live view follows a file as it grows (`Reader::follow` decodes only the rows stored
+/// since its last call): at every flush, and after the writer closed the file, each followed
+/// series holds exactly what `samples` gives then, a step's rows filled from the job's.
+#[test]
+fn a_followed_series_gives_what_samples_gives_as_the_file_grows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    w.begin_step("extern", T0, None).unwrap();
+    w.begin_step("batch", T0, Some(1)).unwrap();
+    let r = Reader::open(&path).unwrap();
+    let series = [
+        Series::Job,
+        Series::step("batch"),
+        Series::step("0"),
+        Series::step("nope"),
+    ];
+    let mut following: Vec<_> = series.iter().map(|s| r.following(s)).collect();
+    let check = |r: &Reader, following: &mut [slurmwatch_core::store::Following], at: &str| {
+        for f in following.iter_mut() {
+            let s = f.series().clone();
+            let got = r.follow(f).unwrap().to_vec();
+            assert_eq!(got, r.samples(&s).unwrap(), "{s:?} {at}");
+        }
+    };
+    check(&r, &mut following, "before any row");
+    let mut flushes = 0;
+    for i in 0..40 {
+        let kind = if i == 0 {
+            SampleKind::Start
+        } else {
+            SampleKind::Periodic
+        };
+        w.push(row(i, Series::Job, kind));
+        let mut b = row(i, Series::step("batch"), kind);
+        b.usage.processes = Some(2);
+        w.push(b);
+        if (11..20).contains(&i) {
+            w.push(row(i, Series::step("0"), SampleKind::Periodic));
+        }
+        if i % 7 == 6 || i == 10 || i == 19 {
+            w.flush().unwrap();
+            flushes += 1;
+            check(&r, &mut following, &format!("after row {i}"));
+        }
+        if i == 10 {
+            w.begin_step("0", T0 + 10 * 5_000 + 3, Some(4)).unwrap();
+        }
+        if i == 19 {
+            w.end_step("0", T0 + 19 * 5_000 + 500, Some(0)).unwrap();
+        }
+    }
+    w.push(row(40, Series::step("batch"), SampleKind::End));
+    w.end_step("batch", T0 + 40 * 5_000 + 10, Some(0)).unwrap();
+    w.close().unwrap();
+    check(&r, &mut following, "after close");
+    assert!(flushes >= 7);
+    let job = r.follow(&mut following[0]).unwrap();
+    assert_eq!(job.len(), 40, "every job row, each once");
+    assert_eq!(r.follow(&mut following[2]).unwrap().len(), 9);
+    assert!(r.follow(&mut following[3]).unwrap().is_empty());
+    // A reader opened afresh agrees with the one that followed the whole way.
+    let fresh = Reader::open(&path).unwrap();
+    for f in following.iter_mut() {
+        let s = f.series().clone();
+        assert_eq!(r.follow(f).unwrap(), fresh.samples(&s).unwrap(), "{s:?}");
+    }
+}
+
 /// Every node's file gets a job series: the batch step writes it on its node; on the other
 /// nodes of the job (and in an `salloc` job) the earliest step still running does, and a
 /// step starting beside it does not take over.

@@ -10,7 +10,7 @@ use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
-use slurmwatch_core::store::{JobMeta, Reader};
+use slurmwatch_core::store::{Following, JobMeta, Reader};
 
 /// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
 const DIRECT_ROWS_MAX: usize = 86_400;
@@ -38,8 +38,8 @@ pub enum Feed {
         reader: Box<Reader>,
         path: PathBuf,
         meta: Box<JobMeta>,
-        series: Series,
-        rows: Vec<SampleRow>,
+        /// The series shown, decoded as the file grows: a refresh decodes only new rows.
+        following: Box<Following>,
         sig: Option<FileSig>,
     },
     Direct {
@@ -68,12 +68,12 @@ impl Feed {
     pub fn open_file(path: &Path, series: Series) -> Result<Feed, String> {
         let reader = Reader::open(path).map_err(|e| e.to_string())?;
         let meta = reader.meta().map_err(|e| e.to_string())?;
+        let following = Box::new(reader.following(&series));
         Ok(Feed::File {
             reader: Box::new(reader),
             path: path.to_path_buf(),
             meta: Box::new(meta),
-            series,
-            rows: Vec::new(),
+            following,
             sig: None,
         })
     }
@@ -124,8 +124,7 @@ impl Feed {
             Feed::File {
                 reader,
                 path,
-                series,
-                rows,
+                following,
                 sig,
                 ..
             } => {
@@ -133,7 +132,7 @@ impl Feed {
                 if sig.as_ref() == Some(&now) {
                     return Ok(false);
                 }
-                *rows = reader.samples(series).map_err(|e| e.to_string())?;
+                reader.follow(following).map_err(|e| e.to_string())?;
                 *sig = Some(now);
                 Ok(true)
             }
@@ -190,7 +189,10 @@ impl Feed {
     /// gone.) Slurm's answer is authoritative; this catches the end between queue polls.
     pub fn looks_ended(&self) -> bool {
         match self {
-            Feed::File { rows, .. } => rows.last().is_some_and(|r| r.kind == SampleKind::End),
+            Feed::File { following, .. } => following
+                .rows()
+                .last()
+                .is_some_and(|r| r.kind == SampleKind::End),
             Feed::Direct { rows, .. } => rows
                 .last()
                 .is_some_and(|r| r.usage.cpu_usage_usec.is_none() && rows.len() > 1),
@@ -211,8 +213,12 @@ impl Feed {
     pub fn snapshot(&self, facts: &JobFacts) -> Snapshot {
         match self {
             Feed::File {
-                reader, meta, rows, ..
+                reader,
+                meta,
+                following,
+                ..
             } => {
+                let rows = following.rows();
                 let mut s =
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));

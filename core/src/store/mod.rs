@@ -22,7 +22,7 @@ use crate::sample::Source;
 
 pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
 pub use harden::Deadline;
-pub use reader::Reader;
+pub use reader::{Following, Reader};
 pub use schema::{MAX_FILE_BYTES, SCHEMA_VERSION};
 pub use writer::Writer;
 

@@ -252,13 +252,13 @@ pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
 }
 
 /// `SELECT` of one series' stored rows from `rowid >= ?2` on, in stored order: schema 1:
-/// `t_ms, kind, <value columns>`; schema 2: `t_ms (stored), kind, has_rare_row, <main value
+/// `t_ms, kind, <value columns>, rowid`; schema 2: `t_ms (stored), kind, has_rare_row, <main value
 /// columns>, <rare value columns>, rowid`.
 pub(crate) fn select_series_sql(version: i64) -> String {
     if version == 1 {
         let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
         return format!(
-            "SELECT t_ms, kind, {} FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
+            "SELECT t_ms, kind, {}, rowid FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
             cols.join(", ")
         );
     }
