@@ -98,8 +98,10 @@ pub struct Peaks {
     pub effective_cores_max: Option<f64>,
     /// CPU seconds used: the last readable cumulative counter.
     pub cpu_seconds_total: Option<f64>,
+    /// The previous row's time and CPU counter (all a rate needs; a clone of the whole row
+    /// cost more than the rest of a week's peaks).
     #[serde(skip)]
-    prev: Option<SampleRow>,
+    prev: Option<(i64, Option<u64>)>,
 }
 
 fn max_opt<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
@@ -134,7 +136,9 @@ impl Peaks {
             self.lifetime_peak_bytes,
             row.usage.memory_lifetime_peak_bytes,
         );
-        let rate = self.prev.as_ref().and_then(|p| effective_cores(p, row));
+        let rate = self.prev.and_then(|(t, cpu)| {
+            cores_between((t, cpu?), (row.t_unix_ms, row.usage.cpu_usage_usec?))
+        });
         self.effective_cores_max = max_opt(
             self.effective_cores_max,
             max_opt(row.effective_cores_max.filter(|c| c.is_finite()), rate),
@@ -142,7 +146,7 @@ impl Peaks {
         if let Some(usec) = row.usage.cpu_usage_usec {
             self.cpu_seconds_total = Some(usec as f64 / 1e6);
         }
-        self.prev = Some(row.clone());
+        self.prev = Some((row.t_unix_ms, row.usage.cpu_usage_usec));
     }
 }
 
