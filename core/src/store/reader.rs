@@ -28,65 +28,6 @@ enum Dec {
     V2(Box<State2>),
 }
 
-/// Schema 2's `samples_rare` rows ([`schema::select_rare_sql`]), read beside a scan of
-/// `samples_packed` in rowid order and merged by rowid: a join cost a lookup and 11 mostly
-/// NULL columns for every packed row (a week's job series, 120,960 rows: 213–243 ms decoded
-/// with the join, 162–244 without, medians of 10, builds alternated). Its first row is read
-/// after the scan's, so both statements read in the scan's read transaction (one snapshot).
-struct RareRows<'s> {
-    rows: Option<rusqlite::Rows<'s>>,
-    /// The next rare row not passed yet: (id, kind, its values in [`Values`] positions).
-    head: Option<(i64, i64, Values)>,
-    done: bool,
-}
-
-impl<'s> RareRows<'s> {
-    /// Rare rows from id `first` on; none for schema 1 (`stmt` is `None`).
-    fn new(
-        stmt: Option<&'s mut rusqlite::CachedStatement<'_>>,
-        first: i64,
-    ) -> rusqlite::Result<RareRows<'s>> {
-        Ok(RareRows {
-            rows: stmt.map(|s| s.query([first])).transpose()?,
-            head: None,
-            done: false,
-        })
-    }
-
-    /// The kind of packed row `rowid` if it has a rare row, whose values go into `v`; rowids
-    /// must come in increasing order.
-    fn take(&mut self, rowid: i64, v: &mut Values) -> rusqlite::Result<Option<i64>> {
-        let Some(rows) = self.rows.as_mut() else {
-            return Ok(None);
-        };
-        loop {
-            match &self.head {
-                Some((id, kind, rare)) if *id == rowid => {
-                    for i in schema::rare_columns() {
-                        v[i] = rare[i];
-                    }
-                    return Ok(Some(*kind));
-                }
-                Some((id, _, _)) if *id > rowid => return Ok(None),
-                None if self.done => return Ok(None),
-                _ => match rows.next()? {
-                    None => {
-                        self.head = None;
-                        self.done = true;
-                    }
-                    Some(r) => {
-                        let mut rare: Values = [None; NVALUES];
-                        for (n, i) in schema::rare_columns().enumerate() {
-                            rare[i] = r.get(n + 2)?;
-                        }
-                        self.head = Some((r.get(0)?, r.get(1)?, rare));
-                    }
-                },
-            }
-        }
-    }
-}
-
 /// One series decoded so far: its rows, and where its decoder stopped.
 struct Tail {
     /// `steps.id`; 0 is the job series.
@@ -562,27 +503,14 @@ impl Reader {
             .conn
             .prepare_cached(&schema::select_series_sql(self.version))
             .map_err(e)?;
-        let mut rare_stmt = self.rare_stmt()?;
-        let mut rare = RareRows::new(rare_stmt.as_mut(), tail.next_rowid).map_err(e)?;
         let mut q = stmt.query([tail.id, tail.next_rowid]).map_err(e)?;
         while let Some(r) = q.next().map_err(e)? {
             let rowid: i64 = r.get(r.as_ref().column_count() - 1).map_err(e)?;
-            let row = self
-                .decode_row(r, &mut rare, &mut tail.dec, series)
-                .map_err(e)?;
+            let row = self.decode_row(r, &mut tail.dec, series).map_err(e)?;
             tail.rows.extend(row);
             tail.next_rowid = rowid.saturating_add(1);
         }
         Ok(())
-    }
-
-    /// Schema 2's `samples_rare` query, to read beside a scan of `samples_packed`.
-    fn rare_stmt(&self) -> Result<Option<rusqlite::CachedStatement<'_>>> {
-        if self.version == 1 {
-            return Ok(None);
-        }
-        let stmt = self.conn.prepare_cached(&schema::select_rare_sql());
-        stmt.map(Some).map_err(|e| db_err(&self.path, e))
     }
 
     /// A fresh decoder for this file's schema.
@@ -663,14 +591,12 @@ impl Reader {
             .conn
             .prepare_cached(&schema::select_steps_sql(self.version))
             .map_err(e)?;
-        let mut rare_stmt = self.rare_stmt()?;
-        let mut rare = RareRows::new(rare_stmt.as_mut(), i64::MIN).map_err(e)?;
         let mut q = stmt.query([]).map_err(e)?;
         while let Some(r) = q.next().map_err(e)? {
             let id: i64 = r.get(r.as_ref().column_count() - 1).map_err(e)?;
             // Rows of a step not asked for, or of a series no step names, are skipped.
             if let Some((series, dec, out)) = decoding.get_mut(&id) {
-                out.extend(self.decode_row(r, &mut rare, dec, series).map_err(e)?);
+                out.extend(self.decode_row(r, dec, series).map_err(e)?);
             }
         }
         Ok(decoding
@@ -679,34 +605,27 @@ impl Reader {
             .collect())
     }
 
-    /// One stored row of `series` (a row of [`schema::select_series_sql`]), undone by its
-    /// series' decoder: `None` for a row of an unknown kind (it cannot come from a known
-    /// schema version; the chain is kept). `rare` must be read in the same rowid order.
+    /// One stored row of `series`, undone by its series' decoder: `None` for a row of an
+    /// unknown kind (it cannot come from a known schema version; the chain is kept).
     fn decode_row(
         &self,
         r: &rusqlite::Row<'_>,
-        rare: &mut RareRows<'_>,
         dec: &mut Dec,
         series: &Series,
     ) -> rusqlite::Result<Option<SampleRow>> {
         let t: i64 = r.get(0)?;
-        let mut v: Values = [None; NVALUES];
-        let (kind, t_ms, abs) = match dec {
+        let kind: i64 = r.get(1)?;
+        let (t_ms, abs) = match dec {
             Dec::V1(chain) => {
+                let mut v: Values = [None; NVALUES];
                 for (i, slot) in v.iter_mut().enumerate() {
                     *slot = r.get(i + 2)?;
                 }
-                (r.get(1)?, t, chain.undelta(&v))
+                (t, chain.undelta(&v))
             }
             Dec::V2(state) => {
-                let mut n = 1;
-                for i in schema::main_columns() {
-                    v[i] = r.get(n)?;
-                    n += 1;
-                }
-                let kind = rare.take(r.get(n)?, &mut v)?;
-                let (t_ms, abs) = state.decode(t, &v, kind.is_some());
-                (kind.unwrap_or(0), t_ms, abs)
+                let (_, _, rare, v, _) = row2(r)?;
+                state.decode(t, &v, rare)
             }
         };
         Ok(super::kind_from_code(kind)
@@ -891,7 +810,7 @@ pub(crate) fn load_state2(conn: &Connection, path: &Path, id: i64) -> Result<Sta
     Ok(State2::seeded(&s, last.as_ref()))
 }
 
-/// Schema 2: one row of [`schema::select_series_sql_desc`]: (stored t_ms, kind, has a
+/// Schema 2: one row of [`schema::select_series_sql`]: (stored t_ms, kind, has a
 /// `samples_rare` row, values, rowid).
 fn row2(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, bool, Values, i64)> {
     let mut v: Values = [None; NVALUES];

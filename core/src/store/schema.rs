@@ -252,44 +252,16 @@ pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
 }
 
 /// `SELECT` of one series' stored rows from `rowid >= ?2` on, in stored order: schema 1:
-/// `t_ms, kind, <value columns>, rowid`; schema 2: `t_ms (stored), <main value columns>,
-/// rowid`, each row's `samples_rare` row (if any) read beside it by [`select_rare_sql`].
+/// `t_ms, kind, <value columns>, rowid`; schema 2: `t_ms (stored), kind, has_rare_row, <main value
+/// columns>, <rare value columns>, rowid`.
 pub(crate) fn select_series_sql(version: i64) -> String {
-    let cols: Vec<&str> = if version == 1 {
-        std::iter::once("kind")
-            .chain(VALUE_COLUMNS.iter().map(|(c, _, _)| *c))
-            .collect()
-    } else {
-        main_columns().map(|i| VALUE_COLUMNS[i].0).collect()
-    };
-    format!(
-        "SELECT t_ms, {}, rowid FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
-        cols.join(", ")
-    )
-}
-
-/// [`select_series_sql`] over every step's series at once (not the job's, series 0), the
-/// series id last: one pass over the table instead of one per step.
-pub(crate) fn select_steps_sql(version: i64) -> String {
-    select_series_sql(version)
-        .replace(", rowid FROM", ", rowid, series FROM")
-        .replace("series = ?1 AND rowid >= ?2", "series != 0")
-}
-
-/// Schema 2: `samples_rare` from `id >= ?1` on, in id order: `id, kind, <rare value
-/// columns>`. Merged by rowid into a scan of [`select_series_sql`]: a join looked up
-/// `samples_rare` for every packed row and gave its columns, NULL on most rows.
-pub(crate) fn select_rare_sql() -> String {
-    let cols: Vec<&str> = rare_columns().map(|i| VALUE_COLUMNS[i].0).collect();
-    format!(
-        "SELECT id, kind, {} FROM samples_rare WHERE id >= ?1 ORDER BY id",
-        cols.join(", ")
-    )
-}
-
-/// Schema 2: one series' rows (`?1`), newest first, each joined with its `samples_rare` row:
-/// `t_ms (stored), kind, has_rare_row, <main value columns>, <rare value columns>, rowid`.
-pub(crate) fn select_series_sql_desc() -> String {
+    if version == 1 {
+        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+        return format!(
+            "SELECT t_ms, kind, {}, rowid FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
+            cols.join(", ")
+        );
+    }
     let cols: Vec<String> = main_columns()
         .map(|i| format!("p.{}", VALUE_COLUMNS[i].0))
         .chain(rare_columns().map(|i| format!("r.{}", VALUE_COLUMNS[i].0)))
@@ -297,9 +269,29 @@ pub(crate) fn select_series_sql_desc() -> String {
     format!(
         "SELECT p.t_ms, COALESCE(r.kind, 0), r.id IS NOT NULL, {}, p.rowid
          FROM samples_packed p LEFT JOIN samples_rare r ON r.id = p.rowid
-         WHERE p.series = ?1 ORDER BY p.rowid DESC",
+         WHERE p.series = ?1 AND p.rowid >= ?2 ORDER BY p.rowid",
         cols.join(", ")
     )
+}
+
+/// [`select_series_sql`] over every step's series at once (not the job's, series 0), the
+/// series id last: one pass over the table instead of one per step.
+pub(crate) fn select_steps_sql(version: i64) -> String {
+    let one = select_series_sql(version);
+    if version == 1 {
+        return one
+            .replace(" FROM samples_packed", ", series FROM samples_packed")
+            .replace("series = ?1 AND rowid >= ?2", "series != 0");
+    }
+    one.replace(", p.rowid\n", ", p.rowid, p.series\n")
+        .replace("p.series = ?1 AND p.rowid >= ?2", "p.series != 0")
+}
+
+/// Schema 2: [`select_series_sql`] over the whole series (`?1`), newest first.
+pub(crate) fn select_series_sql_desc() -> String {
+    select_series_sql(2)
+        .replace(" AND p.rowid >= ?2", "")
+        .replace("ORDER BY p.rowid", "ORDER BY p.rowid DESC")
 }
 
 /// Settings for every connection that writes. The writer runs inside the job's cgroup, so its
