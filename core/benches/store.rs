@@ -203,19 +203,17 @@ fn seven_days(busy: bool, srun: bool) {
     let n_job = r.samples(&Series::Job).unwrap().len();
     let n_step = r.samples(&Series::step("batch")).unwrap().len();
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    r.last_two(&Series::Job).unwrap();
-    let last_two_ms = t.elapsed().as_secs_f64() * 1e3;
-    let t = Instant::now();
-    r.last_two(&Series::step("batch")).unwrap();
-    let last_two_step_ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
         "7-day file ({}{}): {size} bytes = {:.2} MB, {:.1} bytes per job row; \
          rows read back: job {n_job}, batch {n_step}; \
          writing: {:.1} µs CPU per job row incl. its step rows ({:.1} s CPU, {:.1} s wall); \
-         WAL at most {} KiB; full read {read_ms:.0} ms, last_two job {last_two_ms:.0} ms, batch {last_two_step_ms:.0} ms",
+         WAL at most {} KiB; full read {read_ms:.0} ms",
         if busy { "busy job" } else { "quiet job" },
-        if srun { ", batch + srun step 0" } else { ", single-step batch" },
+        if srun {
+            ", batch + srun step 0"
+        } else {
+            ", single-step batch"
+        },
         size as f64 / 1e6,
         size as f64 / ROWS_7_DAYS as f64,
         cpu * 1e6 / ROWS_7_DAYS as f64,

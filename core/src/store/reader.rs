@@ -355,53 +355,6 @@ impl Reader {
         })
     }
 
-    /// The last two rows of a series (fewer if it has fewer), oldest first: what a live view
-    /// needs for rates. Same result as the tail of [`samples`](Self::samples), without
-    /// decoding the whole series in Rust.
-    pub fn last_two(&self, series: &Series) -> Result<Vec<SampleRow>> {
-        self.guarded(|| {
-            let name = match series {
-                Series::Job => return self.tail(0, series, i64::MAX, 2),
-                Series::Step(name) => name,
-            };
-            let steps = load_steps(&self.conn, &self.path)?;
-            let Some((id, me)) = steps.iter().find(|(_, s)| &s.step == name) else {
-                return Ok(Vec::new());
-            };
-            let infos: Vec<StepInfo> = steps.iter().map(|(_, s)| s.clone()).collect();
-            let start = me.started_unix_ms.unwrap_or(i64::MAX);
-            let end = me.ended_unix_ms.unwrap_or(i64::MAX);
-            let mut rows = self.tail(*id, series, i64::MAX, 2)?;
-            let job = self.tail(0, &Series::Job, end, 2)?;
-            let covered = |r: &SampleRow| rows.iter().any(|s| s.t_unix_ms == r.t_unix_ms);
-            let eligible = |r: &SampleRow| {
-                r.kind == SampleKind::Periodic
-                    && r.t_unix_ms >= start
-                    && step_row_is_redundant(name, r.t_unix_ms, &infos)
-            };
-            // Exact only if no older job row can be among the last two: fall back otherwise.
-            if job.len() == 2 && !job.iter().all(|r| covered(r) || eligible(r)) {
-                let mut all = self.samples(series)?;
-                let keep = all.len().saturating_sub(2);
-                all.drain(..keep);
-                return Ok(all);
-            }
-            let eligible: Vec<SampleRow> = job
-                .into_iter()
-                .filter(|r| eligible(r) && !covered(r))
-                .map(|r| SampleRow {
-                    series: series.clone(),
-                    ..r
-                })
-                .collect();
-            rows.extend(eligible);
-            rows.sort_by_key(|r| r.t_unix_ms);
-            let keep = rows.len().saturating_sub(2);
-            rows.drain(..keep);
-            Ok(rows)
-        })
-    }
-
     /// The latest row stored for `series` (a step's own rows only, without the job rows that
     /// [`samples`](Self::samples) fills in), from the series' sums: what an exporter needs at
     /// every scrape of a long job without decoding whole series. `None`: no row yet.

@@ -149,7 +149,6 @@ pub fn read_everything(path: &Path) -> Result<(), String> {
     r.events().map_err(e)?;
     for s in r.series().map_err(e)? {
         r.samples(&s).map_err(e)?;
-        r.last_two(&s).map_err(e)?;
     }
     for g in r.gpus().map_err(e)? {
         r.gpu_samples(g.id).map_err(e)?;
