@@ -35,10 +35,7 @@ fn snap(reader: &Reader, meta: &JobMeta, rows: &[SampleRow]) {
 }
 
 fn main() {
-    let runs: usize = std::env::var("LIVE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let runs = runs_from_env("LIVE_RUNS");
     let spool = tempfile::tempdir().unwrap();
     let path = spool.path().join(format!("{JOB_ID}.sqlite"));
     write_week(&path, false);

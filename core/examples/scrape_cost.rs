@@ -16,10 +16,7 @@ mod week;
 use week::*;
 
 fn main() {
-    let runs: usize = std::env::var("SCRAPE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let runs = runs_from_env("SCRAPE_RUNS");
     let spool = tempfile::tempdir().unwrap();
     let path = spool.path().join(format!("{JOB_ID}.sqlite"));
     write_week(&path, false);

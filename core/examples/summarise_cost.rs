@@ -22,10 +22,7 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::var("SUMMARISE_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(9);
+    let runs = runs_from_env("SUMMARISE_RUNS");
     let spool = tempfile::tempdir().unwrap();
     let path = spool.path().join(format!("{JOB_ID}.sqlite"));
     write_week(&path, true);

@@ -119,3 +119,11 @@ pub fn write_week(path: &std::path::Path, ended: bool) {
     } // else still running: no step end, no summary
     w.close().unwrap();
 }
+
+/// How many timed runs an example takes: the variable `var`, else 9.
+pub fn runs_from_env(var: &str) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(9)
+}
