@@ -8,11 +8,11 @@ package_build() {
     . scripts/vm/common.sh
     release=$(release_of "$release")
     scripts/vm/plugin.sh "$release"
-    cargo build --release --locked -p slurmwatch-cli -p slurmwatch-epilog
+    cargo build --release --locked -p slurmwatch-cli -p slurmwatch-quickack -p slurmwatch-epilog
     plugin_so=$CARGO_TARGET_DIR/slurm-$release/libslurmwatch.so
     version_h=$VM_CACHE/headers-$(suite_of "$release")/root/usr/include/slurm/slurm_version.h
   else
-    cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-epilog
+    cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-quickack -p slurmwatch-epilog
     plugin_so=$CARGO_TARGET_DIR/release/libslurmwatch.so
     version_h=${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h
   fi

@@ -27,6 +27,8 @@ chmod 0755 "$stage"
 
 install -D -m 0755 "$plugin_so" "$stage/usr/lib/$multiarch/slurm-wlm/slurmwatch.so"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch" "$stage/usr/bin/slurmwatch"
+# The TCP shim the CLI preloads into sacct/sacctmgr (core/src/slurm/quickack.rs finds it here).
+install -D -m 0644 "$CARGO_TARGET_DIR/release/libslurmwatch_quickack.so" "$stage/usr/lib/slurmwatch/libslurmwatch_quickack.so"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch-epilog" "$stage/usr/sbin/slurmwatch-epilog"
 "$CARGO_TARGET_DIR/release/slurmwatch" generate man "$stage/man"
 for page in "$stage"/man/*.1; do install -D -m 0644 "$page" "$stage/usr/share/man/man1/$(basename "$page")"; done

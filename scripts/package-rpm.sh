@@ -28,6 +28,7 @@ root="$top/root"
 
 install -D -m 0755 "$plugin_so" "$root/usr/lib64/slurm/slurmwatch.so"
 install -D -m 0755 "$rel/slurmwatch" "$root/usr/bin/slurmwatch"
+install -D -m 0644 "$rel/libslurmwatch_quickack.so" "$root/usr/lib64/slurmwatch/libslurmwatch_quickack.so"
 install -D -m 0755 "$rel/slurmwatch-epilog" "$root/usr/sbin/slurmwatch-epilog"
 "$rel/slurmwatch" generate man "$top/man"
 for page in "$top"/man/*.1; do install -D -m 0644 "$page" "$root/usr/share/man/man1/$(basename "$page")"; done
@@ -72,6 +73,7 @@ cp -a $root/. %{buildroot}/
 %files
 /usr/lib64/slurm/slurmwatch.so
 /usr/bin/slurmwatch
+/usr/lib64/slurmwatch
 /usr/sbin/slurmwatch-epilog
 /usr/share/man/man1/*
 /usr/share/man/man8/slurmwatch-plugin.8*

@@ -23,6 +23,8 @@ echo "== build"
 cargo build --release --locked -p slurmwatch-plugin --features fault-injection
 # The fake NVML library (tests/fake-nvml) that GPU jobs on the test cluster load.
 cargo build --release --locked -p fake-nvml
+# The TCP shim the CLI and the epilog preload into sacct/sacctmgr (next to them in target/release).
+cargo build --release --locked -p slurmwatch-quickack
 
 echo "== fast tier"
 # The mutation run over crafted recordings (core/tests/mutation.rs) runs 3000 cases here.

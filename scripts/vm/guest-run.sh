@@ -48,6 +48,7 @@ dpkg-query -W -f='${Version}\n' slurmwatch > $OUT/package.txt
 PLUGIN=/usr/lib/$(uname -m)-linux-gnu/slurm-wlm/slurmwatch.so
 install -d -m 0755 /usr/local/bin
 install -m 0755 $S/slurmwatch /usr/local/bin/slurmwatch
+install -D -m 0644 $S/libslurmwatch_quickack.so /usr/local/lib/slurmwatch/libslurmwatch_quickack.so
 
 cpus=$(nproc)
 mem=$(awk '/MemTotal/ {printf "%d", $2/1024*0.85}' /proc/meminfo)

@@ -163,6 +163,7 @@ fn check_rpm(dir: &str, mm: &str, next: &str) {
     for want in [
         "/usr/lib64/slurm/slurmwatch.so",
         "/usr/bin/slurmwatch",
+        "/usr/lib64/slurmwatch/libslurmwatch_quickack.so",
         "/usr/sbin/slurmwatch-epilog",
         "/usr/share/man/man8/slurmwatch-plugin.8",
         "/etc/slurm/plugstack.conf.d/slurmwatch.conf",
@@ -196,6 +197,7 @@ fn check_rpm(dir: &str, mm: &str, next: &str) {
     for bin in [
         "usr/lib64/slurm/slurmwatch.so",
         "usr/bin/slurmwatch",
+        "usr/lib64/slurmwatch/libslurmwatch_quickack.so",
         "usr/sbin/slurmwatch-epilog",
     ] {
         let p = x.join(bin);

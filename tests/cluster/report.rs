@@ -620,3 +620,53 @@ PY
     }
     assert!(dom.contains("<polyline"), "no series drawn");
 }
+
+/// The report's sacct runs with the TCP shim preloaded (core/src/slurm/quickack.rs; it takes
+/// the delayed-acknowledgement stalls out of slurmdbd requests), found next to the CLI, and
+/// answers exactly what it answers without it: the same report, field for field.
+#[cluster_test]
+fn report_sacct_runs_with_the_tcp_shim_and_answers_the_same() {
+    let job = Submit::new("quickack", "echo shim; sleep 1")
+        .arg("--slurmwatch=1")
+        .submit();
+    let line = job.wait(WAIT);
+    assert_eq!(line.state, "COMPLETED");
+    let dir = job_dir("quickack");
+    let log = dir.join("preload");
+    let sacct = dir.join("sacct");
+    let real = stdout(&run("sh", &["-c", "command -v sacct"]));
+    std::fs::write(
+        &sacct,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$LD_PRELOAD\" >> {}\nexec {} \"$@\"\n",
+            log.display(),
+            real.trim()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&sacct, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let report = |quickack: &str| -> Value {
+        let o = Command::new(slurmwatch_bin())
+            .args(["report", &job.id.to_string(), "--json", "--no-log"])
+            .env("SLURMWATCH_SACCT", &sacct)
+            .env("SLURMWATCH_QUICKACK", quickack)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .expect("run slurmwatch report");
+        assert_eq!(o.status.code(), Some(0), "report failed: {}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let with = report("1");
+    let without = report("0");
+    assert_eq!(with, without, "the shim changed sacct's answer");
+    let shim = slurmwatch_bin()
+        .parent()
+        .unwrap()
+        .join("libslurmwatch_quickack.so");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        format!("{}\n\n", shim.display()),
+        "one sacct call each: the first with the shim, the second (SLURMWATCH_QUICKACK=0) without"
+    );
+}

@@ -355,7 +355,7 @@ fn held_by_controller(squeue: &str, job: &str, timeout: Duration) -> Held {
 
 /// slurmdbd's AdminComment of the job (`sacct`).
 fn held_by_database(sacct: &str, job: &str, timeout: Duration) -> Held {
-    match command::run(
+    match command::run_dbd_client(
         sacct,
         &["-j", job, "-X", "-n", "-P", "-o", "AdminComment"],
         timeout,
@@ -402,7 +402,7 @@ pub fn store(
         }
         let set = format!("AdminComment={comment}");
         let where_ = format!("jobid={job}");
-        match command::run(
+        match command::run_dbd_client(
             programs.sacctmgr,
             &["-i", "modify", "job", "where", &where_, "set", &set],
             step,

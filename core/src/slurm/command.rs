@@ -46,6 +46,26 @@ pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Finished, 
     run_command(cmd, timeout, None)
 }
 
+/// [`run`] for a client of slurmdbd (`sacct`, `sacctmgr`): the same, with the TCP shim
+/// preloaded ([`quickack`](super::quickack)), so a request does not wait on delayed
+/// acknowledgements. Never for `srun` or `sbatch`: their environment reaches the job's tasks.
+pub fn run_dbd_client(
+    program: &str,
+    args: &[&str],
+    timeout: Duration,
+) -> Result<Finished, CommandError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    super::quickack::preload_into(&mut cmd);
+    run_command(cmd, timeout, None)
+}
+
+/// What every Slurm command runs with: `SLURM_TIME_FORMAT=standard` and `LC_ALL=C`, so a
+/// user's `SLURM_TIME_FORMAT=relative` or locale never rewrites what is parsed.
+pub fn pin_environment(cmd: &mut Command) -> &mut Command {
+    cmd.env("SLURM_TIME_FORMAT", "standard").env("LC_ALL", "C")
+}
+
 /// [`run`] for a command the caller has built (its program, arguments and environment),
 /// with the same pinned environment and bounded time. With `grace`, a command that runs
 /// past `timeout` gets SIGTERM first (srun then cancels the step it started) and SIGKILL
@@ -79,9 +99,7 @@ fn run_inner(
 ) -> Result<Finished, CommandError> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let program = program.as_str();
-    let mut child = cmd
-        .env("SLURM_TIME_FORMAT", "standard")
-        .env("LC_ALL", "C")
+    let mut child = pin_environment(&mut cmd)
         .stdin(if input.is_some() {
             Stdio::piped()
         } else {

@@ -6,6 +6,7 @@ pub mod conf;
 pub mod hostlist;
 pub mod munge;
 pub mod plugstack;
+pub mod quickack;
 pub mod sacct;
 pub mod scontrol;
 pub mod squeue;

@@ -394,8 +394,8 @@ struct Output {
     stderr: String,
 }
 
-/// sacct through [`command::run_command`](crate::slurm::command::run_command) (pinned time format and
-/// locale, bounded wait, killed at the deadline; the child's exit is waited for, not polled,
+/// sacct through [`command::run_command`](crate::slurm::command::run_command) with the TCP shim
+/// preloaded ([`quickack`](crate::slurm::quickack)) (pinned time format and locale, bounded wait, killed at the deadline; the child's exit is waited for, not polled,
 /// so the answer is read the moment sacct exits), without a user's `SACCT_FORMAT`.
 fn run_bounded(
     program: &PathBuf,
@@ -405,6 +405,7 @@ fn run_bounded(
     use crate::slurm::command::{run_command, CommandError};
     let mut cmd = Command::new(program);
     cmd.args(args).env_remove("SACCT_FORMAT");
+    crate::slurm::quickack::preload_into(&mut cmd);
     match run_command(cmd, timeout, None) {
         Ok(f) => Ok(Output {
             status_ok: f.success,

@@ -68,11 +68,10 @@ pub(super) fn run_lines(
     if budget.left.is_zero() {
         return Err(budget.timed_out());
     }
-    let mut child = Command::new(program)
-        .args(args)
-        .env("SLURM_TIME_FORMAT", "standard")
-        .env("LC_ALL", "C")
-        .env_remove("SACCT_FORMAT")
+    let mut cmd = Command::new(program);
+    cmd.args(args).env_remove("SACCT_FORMAT");
+    crate::slurm::quickack::preload_into(&mut cmd);
+    let mut child = crate::slurm::command::pin_environment(&mut cmd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
