@@ -4,6 +4,9 @@
 # 2.10.3 (PyPI) when pip can install it. Prints medians of N runs, the difference to sacct,
 # and how many times each report ran sacct (a logging `sacct` wrapper first on PATH).
 # Needs the test cluster (scripts/cluster.sh up) and a release build of the CLI.
+# The report runs sacct with the CLI's TCP shim preloaded (target/release/libslurmwatch_quickack.so,
+# core/src/slurm/quickack.rs): it is measured with and without (SLURMWATCH_QUICKACK=0), and a
+# bare sacct under the same shim is shown beside it.
 # QUICKACK=1 runs it all again with `quickack 1` on the route to slurmdbd (this host's
 # loopback route, restored on exit): the figures without TCP's delayed-ACK stalls, which are
 # most of every slurmdbd round trip here (docs/admin.md#overhead).
@@ -12,6 +15,8 @@ cd "$(dirname "$0")/.."
 N=${N:-21}
 ours=${SLURMWATCH:-$PWD/target/release/slurmwatch}
 [ -x "$ours" ] || cargo build -q --release -p slurmwatch-cli --bin slurmwatch
+shim=$(dirname "$ours")/libslurmwatch_quickack.so
+[ -f "$shim" ] || cargo build -q --release -p slurmwatch-quickack
 venv=/tmp/slurmwatch-bench-venv
 [ -x "$venv/bin/reportseff" ] || { python3 -m venv "$venv" && "$venv/bin/pip" install -q reportseff==2.10.3; } || true
 
@@ -44,12 +49,17 @@ measure() { # TITLE
   # Any TRES field makes sacct fetch slurmdbd's TRES table (one more RPC): the floor of a report
   # that must read memory and GPUs from AllocTRES/TRESUsageInTot.
   tres_ms=$(median_ms sacct -j "$id" -o JobID,AllocTRES)
+  shim_sacct_ms=$(median_ms env LD_PRELOAD="$shim" sacct -j "$id")
+  shim_tres_ms=$(median_ms env LD_PRELOAD="$shim" sacct -j "$id" -o JobID,AllocTRES)
   ours_ms=$(median_ms "$ours" report "$id" --json)
+  bare_ms=$(median_ms env SLURMWATCH_QUICKACK=0 "$ours" report "$id" --json)
   ours_calls=$(calls "$ours" report "$id" --json)
   printf 'report of finished job %s, median of %s runs (2-core host), %s:\n' "$id" "$N" "$1"
   printf '  %-36s %6s ms\n' "sacct -j $id (the floor)" "$sacct_ms"
   printf '  %-36s %6s ms\n' "sacct -j $id -o JobID,AllocTRES" "$tres_ms"
+  printf '  %-36s %6s ms\n' "the same two under the TCP shim" "$shim_sacct_ms, $shim_tres_ms"
   printf '  %-36s %6s ms  (sacct %+d ms; %s sacct call(s))\n' "slurmwatch report --json" "$ours_ms" $((ours_ms - sacct_ms)) "$ours_calls"
+  printf '  %-36s %6s ms  (sacct %+d ms)\n' "  the same, SLURMWATCH_QUICKACK=0" "$bare_ms" $((bare_ms - sacct_ms))
   if [ -x "$venv/bin/reportseff" ]; then
     rs_ms=$(median_ms "$venv/bin/reportseff" "$id")
     rs_calls=$(calls "$venv/bin/reportseff" "$id")
