@@ -102,6 +102,31 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
             "nothing recorded through the installed plugin"
         );
 
+        // The installed CLI runs sacct with the installed TCP shim (core/src/slurm/quickack.rs).
+        let dir = job_dir("packaged-shim");
+        let (log, sacct) = (dir.join("preload"), dir.join("sacct"));
+        std::fs::write(
+            &sacct,
+            format!(
+                "#!/bin/sh\nprintf '%s\\n' \"$LD_PRELOAD\" >> {}\nexec sacct \"$@\"\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&sacct, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let o = std::process::Command::new("/usr/bin/slurmwatch")
+            .args(["report", &job.id.to_string(), "--json", "--no-log"])
+            .env("SLURMWATCH_SACCT", &sacct)
+            .env_remove("LD_PRELOAD")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "/usr/bin/../lib/slurmwatch/libslurmwatch_quickack.so\n"
+        );
+
         let r = run("dpkg", &["-r", "slurmwatch"]);
         assert!(r.status.success(), "dpkg -r failed: {}", stderr(&r));
         assert!(!Path::new(INSTALLED_SO).exists());
