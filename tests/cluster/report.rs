@@ -626,6 +626,7 @@ PY
 /// answers exactly what it answers without it: the same report, field for field.
 #[cluster_test]
 fn report_sacct_runs_with_the_tcp_shim_and_answers_the_same() {
+    let _p = shared_plugstack();
     let job = Submit::new("quickack", "echo shim; sleep 1")
         .arg("--slurmwatch=1")
         .submit();
