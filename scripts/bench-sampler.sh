@@ -2,9 +2,12 @@
 # The sampler's own cost inside real recorded jobs, read from the jobs' own counters (every
 # row carries the sampler thread's CPU, RUSAGE_THREAD, and its bytes written, wchar): the
 # median per stored row at --slurmwatch=5 (the default: a row and four 1-s fast reads) and at
-# --slurmwatch=1 (a row a second), beside this machine's floor — the CPU a thread that does
-# nothing but sleep 1 s is charged per wake-up inside a job (scheduler and timer work; on this
-# VM 45–87 µs, moving with the host). The fast read's own cost is estimated as (row at 5 s − row at 1 s) / 4.
+# --slurmwatch=1 (a row a second). Beside them, where that CPU goes: a third job of the same
+# shape runs the sampler's own code part by part (core/examples/sampler_parts.rs: the
+# wake-up, a fast read, a stored row's reading and its commit, each on the thread's CPU
+# clock after a second's sleep), and its wake-up is this machine's floor — the CPU a thread
+# that only waits as the sampler waits is charged per wake-up inside a job (scheduler and
+# timer work; on this VM 30–87 µs, moving with the host).
 # Needs the test cluster (scripts/cluster.sh up). D=seconds per job (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,39 +30,42 @@ while time.time() < t:
     time.sleep(0.05)
 PY
 dd if=/dev/zero of=$work/cache.\$SLURM_JOB_ID bs=1M count=100 2>/dev/null
+# The parts job also times the sampler's code on its own cgroup.
+[ "\${PARTS:-}" ] && "$work/sampler_parts" $D "$work"
 wait
 rm -f $work/cache.\$SLURM_JOB_ID
 EOF
 chmod 755 "$work/job.sh"
 
-cargo build -q --release -p slurmwatch-core --example sampler_rows --example wake_floor
+cargo build -q --release -p slurmwatch-core --example sampler_rows --example sampler_parts
 rows=target/release/examples/sampler_rows
-# The floor waits as the sampler does (SCHED_BATCH, recv_timeout) and is read as the sampler
-# reads itself (RUSAGE_THREAD): core/examples/wake_floor.rs. Copied: the job's user runs it.
-install -m 755 target/release/examples/wake_floor "$work/wake_floor"
+# Copied: the job's user runs it.
+install -m 755 target/release/examples/sampler_parts "$work/sampler_parts"
 
 submit() { su "$user" -c "cd $work && sbatch --parsable -c1 --mem=1G -t 10 $*"; }
 j5=$(submit --slurmwatch=5 -o "$work/o5.txt" "$work/job.sh")
 j1=$(submit --slurmwatch=1 -o "$work/o1.txt" "$work/job.sh")
-jf=$(submit -o "$work/floor.txt" --wrap "'$work/wake_floor $D'")
-echo "jobs: $j5 (every 5 s), $j1 (every 1 s), $jf (the wake-up floor); $D s each"
+jf=$(submit --export=ALL,PARTS=1 -o "$work/parts.txt" "$work/job.sh")
+echo "jobs: $j5 (every 5 s), $j1 (every 1 s), $jf (the sampler's parts and the wake-up floor); $D s each"
 # shellcheck source=scripts/wait-until.sh
 . scripts/wait-until.sh
 left_queue() { ! squeue -h -j "$j5,$j1,$jf" 2>/dev/null | grep -q .; }
 # The jobs run side by side (time limit 10 min): D s, then the epilog.
 wait_until $((D + 300)) "jobs $j5 $j1 $jf to leave the queue" left_queue
 
-floor=$(tr -d '\n' < "$work/floor.txt")
+parts=$(grep '^wake-up' "$work/parts.txt")
+floor=$(sed -n 's/^wake-up \([0-9]*\) µs.*/\1/p' <<<"$parts")
 r5=$("$rows" "$spool/$j5.sqlite")
 r1=$("$rows" "$spool/$j1.sqlite")
 echo "at --slurmwatch=5: $r5"
 echo "at --slurmwatch=1: $r1"
+echo "the sampler's code part by part, cold after each second's sleep: $parts"
 median() { sed -n 's/.*per stored row median \([0-9]*\) µs.*/\1/p' <<<"$1"; }
 m5=$(median "$r5")
 m1=$(median "$r1")
-echo "floor: a thread sleeping 1 s inside a job is charged $floor µs CPU per wake-up"
+echo "floor: a thread waiting 1 s as the sampler waits, inside a job, is charged $floor µs CPU per wake-up"
 awk -v m5="$m5" -v m1="$m1" -v f="$floor" 'BEGIN {
   printf "row at 5 s: %d µs = %.1f× the floor of 5 wake-ups (%d µs); above it: %d µs\n", m5, m5 / (5 * f), 5 * f, m5 - 5 * f
   printf "row at 1 s: %d µs = %.1f× the floor of 1 wake-up; above it: %d µs\n", m1, m1 / f, m1 - f
-  printf "fast read (estimated): %.0f µs, of which the wake-up %d µs: %.0f µs of work\n", (m5 - m1) / 4, f, (m5 - m1) / 4 - f
+  printf "fast read (estimated from the two jobs): %.0f µs, of which the wake-up %d µs: %.0f µs of work\n", (m5 - m1) / 4, f, (m5 - m1) / 4 - f
 }'

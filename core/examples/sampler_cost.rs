@@ -97,9 +97,9 @@ fn main() {
         let t0 = cpu_usec();
         for _ in 0..N {
             std::hint::black_box(if v1 {
-                v1_job.read_fast()
+                v1_job.read_fast(None)
             } else {
-                v2_job.read_fast()
+                v2_job.read_fast(None)
             });
         }
         let fast = (cpu_usec() - t0) as f64 / N as f64;

@@ -83,7 +83,7 @@ fn v1_kept_open_files_never_read_stale() {
     let r = reader.read();
     assert_eq!(r.memory_usage_bytes, Some(12345));
     assert_eq!(r.cpu_usage_usec, Some(7000));
-    assert_eq!(reader.read_fast().cpu_usage_usec, Some(7000));
+    assert_eq!(reader.read_fast(None).cpu_usage_usec, Some(7000));
 
     // The memory group removed: its fields are unreadable, the CPU ones still read.
     std::fs::remove_dir_all(&mem).unwrap();
@@ -93,7 +93,7 @@ fn v1_kept_open_files_never_read_stale() {
         (None, None, None)
     );
     assert_eq!(r.cpu_usage_usec, Some(7000));
-    assert_eq!(reader.read_fast().memory_usage_bytes, None);
+    assert_eq!(reader.read_fast(None).memory_usage_bytes, None);
 
     // Recreated: read afresh.
     copy_tree(&fixtures().join("v1/memory").join(rel), &mem);

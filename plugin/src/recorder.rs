@@ -674,10 +674,12 @@ impl Sampler {
             return;
         };
         if reads.job {
-            self.job_between.observe(t, &c.read_job_fast());
+            let seen = self.job_between.working_set_max_bytes();
+            self.job_between.observe(t, &c.read_job_fast(seen));
         }
         if reads.step {
-            self.step_between.observe(t, &c.read_step_fast());
+            let seen = self.step_between.working_set_max_bytes();
+            self.step_between.observe(t, &c.read_step_fast(seen));
         }
     }
 

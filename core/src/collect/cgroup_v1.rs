@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
+use super::needs_cache_figure;
 use super::parse::{clock_ticks_per_sec, keyed, lines_value, ticks_to_usec, KeptFile};
 use super::tree::{KeptTree, TreeFile};
 use crate::sample::UsageReading;
@@ -115,11 +116,16 @@ impl V1Reader {
     }
 
     /// Only what the sampler needs between stored rows (the running maxima of working set
-    /// and cores): three files instead of a dozen plus directory walks.
-    pub fn read_fast(&mut self) -> UsageReading {
+    /// and cores): three files instead of a dozen plus directory walks, and two when the
+    /// usage is at most `working_set_seen` (see [`needs_cache_figure`]).
+    pub fn read_fast(&mut self, working_set_seen: Option<u64>) -> UsageReading {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
         r.memory_usage_bytes = self.usage.read_u64(buf);
+        if !needs_cache_figure(r.memory_usage_bytes, working_set_seen) {
+            r.cpu_usage_usec = self.cpuacct_usage.read_u64(buf).map(|ns| ns / 1000);
+            return r;
+        }
         if let Some(stat) = self.stat.read(buf) {
             r.memory_cache_bytes = keyed(stat, "total_active_file")
                 .zip(keyed(stat, "total_inactive_file"))

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::location::under_mount;
+use super::needs_cache_figure;
 use super::parse::{keyed, lines_value, KeptFile};
 use super::tree::{KeptTree, TreeFile};
 use crate::sample::{Pressure, UsageReading};
@@ -138,12 +139,14 @@ impl V2Reader {
     }
 
     /// Only what the sampler needs between stored rows (the running maxima of working set
-    /// and cores): three files instead of eleven plus a directory walk.
-    pub fn read_fast(&mut self) -> UsageReading {
+    /// and cores): three files instead of eleven plus a directory walk, and two when the
+    /// usage is at most `working_set_seen` (see [`needs_cache_figure`]).
+    pub fn read_fast(&mut self, working_set_seen: Option<u64>) -> UsageReading {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
         r.memory_usage_bytes = self.current.read_u64(buf);
-        if let Some(stat) = self.stat.read(buf) {
+        let cache_figure = needs_cache_figure(r.memory_usage_bytes, working_set_seen);
+        if let Some(stat) = self.stat.read(buf).filter(|_| cache_figure) {
             r.memory_cache_bytes = keyed(stat, "active_file")
                 .zip(keyed(stat, "inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));

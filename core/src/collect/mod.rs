@@ -222,22 +222,24 @@ impl JobCollector {
         }
     }
 
-    /// The job's working set and CPU only (for the running maxima between stored rows).
-    /// The /proc fallback has no cheaper read than its full walk.
-    pub fn read_job_fast(&mut self) -> UsageReading {
+    /// The job's working set and CPU only (for the running maxima between stored rows);
+    /// the working set is left out when it cannot exceed `working_set_seen`, the largest
+    /// seen since the last stored row ([`needs_cache_figure`]). The /proc fallback has no
+    /// cheaper read than its full walk.
+    pub fn read_job_fast(&mut self, working_set_seen: Option<u64>) -> UsageReading {
         match &mut self.kind {
-            Kind::V1 { job, .. } => job.read_fast(),
-            Kind::V2 { job, .. } => job.read_fast(),
+            Kind::V1 { job, .. } => job.read_fast(working_set_seen),
+            Kind::V2 { job, .. } => job.read_fast(working_set_seen),
             // No new-step search here (a full /proc scan): stored rows do that.
             Kind::Proc { job, .. } => job.read(),
         }
     }
 
-    /// The step's working set and CPU only.
-    pub fn read_step_fast(&mut self) -> UsageReading {
+    /// The step's working set and CPU only, as [`read_job_fast`](Self::read_job_fast).
+    pub fn read_step_fast(&mut self, working_set_seen: Option<u64>) -> UsageReading {
         match &mut self.kind {
-            Kind::V1 { step, .. } => step.read_fast(),
-            Kind::V2 { step, .. } => step.read_fast(),
+            Kind::V1 { step, .. } => step.read_fast(working_set_seen),
+            Kind::V2 { step, .. } => step.read_fast(working_set_seen),
             Kind::Proc { step, .. } => step.read(),
         }
     }
@@ -249,6 +251,17 @@ impl JobCollector {
             Kind::V2 { step, .. } => step.read(),
             Kind::Proc { step, .. } => step.read(),
         }
+    }
+}
+
+/// Whether a fast read must read the file cache (memory.stat, the costliest of its files)
+/// to know the working set: not when the usage is at most `working_set_seen`, the largest
+/// working set already seen since the last stored row — the working set is the usage less
+/// the file cache, so it cannot be a new maximum, and leaving it unknown loses nothing.
+pub(crate) fn needs_cache_figure(usage_bytes: Option<u64>, working_set_seen: Option<u64>) -> bool {
+    match (usage_bytes, working_set_seen) {
+        (Some(usage), Some(seen)) => usage > seen,
+        _ => true,
     }
 }
 

@@ -1053,7 +1053,7 @@ fn v2_cpu_leaves_out_slurmstepd_and_keeps_it_out_after_the_step_ends() {
         (got.cpu_usage_usec, got.cpu_user_usec, got.cpu_system_usec),
         (Some(8_000_000), Some(6_600_000), Some(1_400_000))
     );
-    assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
+    assert_eq!(r.read_fast(None).cpu_usage_usec, Some(8_000_000));
     let step = read_v2(root.path(), &rel.join("step_0"));
     assert_eq!(step.cpu_usage_usec, Some(7_500_000));
     // The job idles while slurmstepd (the sampler) works: its figure stays, never dips.
@@ -1063,8 +1063,48 @@ fn v2_cpu_leaves_out_slurmstepd_and_keeps_it_out_after_the_step_ends() {
     )
     .unwrap();
     assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
-    assert_eq!(r.read_fast().cpu_usage_usec, Some(8_000_000));
+    assert_eq!(r.read_fast(None).cpu_usage_usec, Some(8_000_000));
     // step_0 ends: its directory goes, its usage stays in the job's cpu.stat.
     fs::remove_dir_all(job.join("step_0")).unwrap();
     assert_eq!(r.read().cpu_usage_usec, Some(8_000_000));
+}
+
+/// A fast read leaves the working set out (no memory.stat) only when the usage shows it
+/// cannot exceed the largest already seen since the last stored row; CPU is always read.
+#[test]
+fn a_fast_read_skips_the_cache_figure_only_when_the_usage_bounds_the_working_set() {
+    let v1 = fixtures().join("v1");
+    let job = Path::new(V1_JOB);
+    let mut r = V1Reader::new(&v1, job, job, Some(job), Some(job));
+    // usage 640 MiB, file cache 210 MiB: working set 430 MiB.
+    let full = r.read_fast(None);
+    assert_eq!(full.memory_working_set_bytes, Some(430 * MIB));
+    let bounded = r.read_fast(Some(640 * MIB));
+    assert_eq!(bounded.memory_usage_bytes, Some(640 * MIB));
+    assert_eq!(bounded.memory_working_set_bytes, None);
+    assert_eq!(bounded.cpu_usage_usec, full.cpu_usage_usec);
+    assert!(full.cpu_usage_usec.is_some());
+    // One byte of usage above what was seen: the working set might be new, so it is read.
+    let above = r.read_fast(Some(640 * MIB - 1));
+    assert_eq!(above.memory_working_set_bytes, Some(430 * MIB));
+
+    let mut r = V2Reader::new(&fixtures().join("v2"), Path::new(V2_JOB));
+    // usage 600 MiB, file cache 200 MiB: working set 400 MiB.
+    assert_eq!(r.read_fast(None).memory_working_set_bytes, Some(400 * MIB));
+    let bounded = r.read_fast(Some(600 * MIB));
+    assert_eq!(
+        (bounded.memory_working_set_bytes, bounded.cpu_usage_usec),
+        (None, Some(123_456_789))
+    );
+    let above = r.read_fast(Some(600 * MIB - 1));
+    assert_eq!(above.memory_working_set_bytes, Some(400 * MIB));
+}
+
+#[test]
+fn the_cache_figure_is_needed_unless_a_known_usage_is_at_most_the_working_set_seen() {
+    assert!(needs_cache_figure(Some(10), None));
+    assert!(needs_cache_figure(None, Some(10)));
+    assert!(needs_cache_figure(Some(11), Some(10)));
+    assert!(!needs_cache_figure(Some(10), Some(10)));
+    assert!(!needs_cache_figure(Some(9), Some(10)));
 }

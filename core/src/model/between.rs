@@ -39,6 +39,12 @@ impl BetweenRows {
         self.last = Some((t_unix_ms, r.cpu_usage_usec));
     }
 
+    /// The largest working set seen since the last stored row (a fast read need not learn a
+    /// working set that cannot exceed it).
+    pub fn working_set_max_bytes(&self) -> Option<u64> {
+        self.working_set_max_bytes
+    }
+
     /// The maxima since the last call; starts the next interval (the rate's last reading is
     /// kept, so the next interval's first rate spans the boundary).
     pub fn take(&mut self) -> Maxima {
