@@ -34,6 +34,7 @@ REQUIRED = [
     "members: a new step's processes counted, and not after it ended",
     "short steps: slurmstepd's own group is its step's step_<s>/slurm",
     "short steps: each joined the job's file, read from its cgroup, none moved aside",
+    "sacct under the TCP shim answers as without it",
 ]
 
 path, release = sys.argv[1], sys.argv[2]
@@ -62,6 +63,8 @@ if not pkg_check["ok"]:
 print(f"vm {release}: Slurm {r.get('slurm')}, {len(checks) - len(bad)}/{len(checks)} checks passed")
 for c in checks:
     print(f"  {'ok  ' if c['ok'] else 'FAIL'} {c['name']}: {c['detail'][:300]}")
+if "sacct_median_ms" in r.get("measured", {}):
+    print(f"  measured: sacct median (ms) {r['measured']['sacct_median_ms']}")
 for n in missing:
     print(f"  MISSING {n}")
 if not r.get("done"):
