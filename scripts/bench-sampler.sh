@@ -53,8 +53,12 @@ left_queue() { ! squeue -h -j "$j5,$j1,$jf" 2>/dev/null | grep -q .; }
 # The jobs run side by side (time limit 10 min): D s, then the epilog.
 wait_until $((D + 300)) "jobs $j5 $j1 $jf to leave the queue" left_queue
 
-parts=$(grep '^wake-up' "$work/parts.txt")
+parts=$(grep '^wake-up' "$work/parts.txt" || true)
 floor=$(sed -n 's/^wake-up \([0-9]*\) µs.*/\1/p' <<<"$parts")
+if [ -z "$floor" ]; then
+  echo "the parts job $jf printed no figures: $(tail -c 400 "$work/parts.txt")" >&2
+  exit 1
+fi
 r5=$("$rows" "$spool/$j5.sqlite")
 r1=$("$rows" "$spool/$j1.sqlite")
 echo "at --slurmwatch=5: $r5"

@@ -115,11 +115,15 @@ fn main() {
             end = thread_cpu_ns();
         }
         let _ = std::fs::remove_file(&file);
-        [wake, fast, read, store].map(|v| median(&v).unwrap_or(f64::NAN))
+        [wake, fast, read, store].map(|v| median(&v))
     })
     .join()
     .expect("the sampling thread");
-    let [wake, fast, read, store] = parts;
+    // Every part had readings (SECONDS >= 10); a part without one is an error, not a figure.
+    let [Some(wake), Some(fast), Some(read), Some(store)] = parts else {
+        eprintln!("sampler_parts: a part has no reading (n/a): {parts:?}");
+        std::process::exit(1);
+    };
     println!(
         "wake-up {wake:.0} µs, fast read {fast:.1} µs, row: reading {read:.0} µs + insert and commit {store:.0} µs; \
          a 5-s row = 5 wake-ups + 4 fast reads + reading + commit = {:.0} µs",

@@ -13,6 +13,7 @@ import os
 import pwd
 import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -670,7 +671,7 @@ def t_sacct_round_trip():
             p = subprocess.run(args, capture_output=True, text=True, timeout=60, env=env)
             ms.append((time.perf_counter() - t0) * 1000)
             out.add((p.returncode, p.stdout))
-        return round(sorted(ms)[3], 1), out
+        return round(statistics.median(ms), 1), out
 
     plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     without, out_without = timed(plain)

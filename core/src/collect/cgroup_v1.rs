@@ -122,11 +122,12 @@ impl V1Reader {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
         r.memory_usage_bytes = self.usage.read_u64(buf);
-        if !needs_cache_figure(r.memory_usage_bytes, working_set_seen) {
-            r.cpu_usage_usec = self.cpuacct_usage.read_u64(buf).map(|ns| ns / 1000);
-            return r;
-        }
-        if let Some(stat) = self.stat.read(buf) {
+        let stat = if needs_cache_figure(r.memory_usage_bytes, working_set_seen) {
+            self.stat.read(buf)
+        } else {
+            None
+        };
+        if let Some(stat) = stat {
             r.memory_cache_bytes = keyed(stat, "total_active_file")
                 .zip(keyed(stat, "total_inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));

@@ -145,8 +145,12 @@ impl V2Reader {
         let mut r = UsageReading::default();
         let buf = &mut self.buf;
         r.memory_usage_bytes = self.current.read_u64(buf);
-        let cache_figure = needs_cache_figure(r.memory_usage_bytes, working_set_seen);
-        if let Some(stat) = self.stat.read(buf).filter(|_| cache_figure) {
+        let stat = if needs_cache_figure(r.memory_usage_bytes, working_set_seen) {
+            self.stat.read(buf)
+        } else {
+            None
+        };
+        if let Some(stat) = stat {
             r.memory_cache_bytes = keyed(stat, "active_file")
                 .zip(keyed(stat, "inactive_file"))
                 .map(|(a, i)| a.saturating_add(i));

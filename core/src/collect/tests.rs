@@ -1108,3 +1108,47 @@ fn the_cache_figure_is_needed_unless_a_known_usage_is_at_most_the_working_set_se
     assert!(!needs_cache_figure(Some(10), Some(10)));
     assert!(!needs_cache_figure(Some(9), Some(10)));
 }
+
+/// Whether this process holds a descriptor on `path` (a `KeptFile` keeps the files it read).
+fn holds_open(path: &Path) -> bool {
+    fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| fs::read_link(e.ok()?.path()).ok())
+        .any(|target| target == path)
+}
+
+/// The bound saves the read itself, not only its use: a bounded fast read never opens
+/// memory.stat (seen from the kernel's own list of this process's descriptors), an unbounded
+/// one does.
+#[test]
+fn a_bounded_fast_read_does_not_open_memory_stat() {
+    let root = tempfile::tempdir().unwrap();
+    let v1_mem = root.path().join("memory/job_7");
+    let v1_cpu = root.path().join("cpuacct/job_7");
+    let v2 = root.path().join("scope/job_7");
+    for d in [&v1_mem, &v1_cpu, &v2] {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(v1_mem.join("memory.usage_in_bytes"), "1048576\n").unwrap();
+    fs::write(
+        v1_mem.join("memory.stat"),
+        "total_active_file 0\ntotal_inactive_file 0\n",
+    )
+    .unwrap();
+    fs::write(v1_cpu.join("cpuacct.usage"), "5000\n").unwrap();
+    fs::write(v2.join("memory.current"), "1048576\n").unwrap();
+    fs::write(v2.join("memory.stat"), "active_file 0\ninactive_file 0\n").unwrap();
+    fs::write(v2.join("cpu.stat"), "usage_usec 5\n").unwrap();
+    let rel = Path::new("/job_7");
+    let mut v1 = V1Reader::new(root.path(), rel, rel, None, None);
+    assert_eq!(v1.read_fast(Some(MIB)).cpu_usage_usec, Some(5));
+    assert!(!holds_open(&v1_mem.join("memory.stat")));
+    assert_eq!(v1.read_fast(None).memory_working_set_bytes, Some(MIB));
+    assert!(holds_open(&v1_mem.join("memory.stat")));
+
+    let mut r = V2Reader::new(root.path(), Path::new("/scope/job_7"));
+    assert_eq!(r.read_fast(Some(MIB)).cpu_usage_usec, Some(5));
+    assert!(!holds_open(&v2.join("memory.stat")));
+    assert_eq!(r.read_fast(None).memory_working_set_bytes, Some(MIB));
+    assert!(holds_open(&v2.join("memory.stat")));
+}
