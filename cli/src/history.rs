@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::bail;
 use serde_json::{json, Value};
 use slurmwatch_core::history::{self, Analysis, Workload, GPU_HOUR_IN_CORE_HOURS, SCHEMA};
+use slurmwatch_core::render::terminal;
 use slurmwatch_core::slurm::sacct::{self, Kept, Window};
 
 use crate::progress::Progress;
@@ -215,10 +216,12 @@ fn fold_json(a: &Analysis, top: usize) -> Value {
     })
 }
 
+/// The workload and its user, as printed: both are user text ([`terminal::field`]).
 fn who(w: &Workload) -> String {
+    let name = terminal::field(&w.name);
     match &w.user {
-        Some(u) => format!("{} ({u})", w.name),
-        None => w.name.clone(),
+        Some(u) => format!("{name} ({})", terminal::field(u)),
+        None => name.into_owned(),
     }
 }
 
@@ -255,6 +258,12 @@ fn print_document(a: &Analysis, window: Value, top: usize, advice: bool) -> anyh
 fn print(out: &str) -> anyhow::Result<i32> {
     crate::output::print(out).map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// A rendered table or advice for a terminal: job names reach it inside sentences too (the
+/// patterns), so the whole text goes through [`terminal::text`].
+fn print_text(out: &str) -> anyhow::Result<i32> {
+    print(&terminal::text(out))
 }
 
 fn nothing(meta: &Value, json_out: bool) -> anyhow::Result<i32> {
@@ -317,7 +326,7 @@ pub fn run_history(args: HistoryArgs) -> anyhow::Result<i32> {
     if let Some(e) = &a.exclude {
         s += &format!("\n#SBATCH --exclude={e}\n");
     }
-    print(&s)
+    print_text(&s)
 }
 
 pub fn run_sizing(args: SizingArgs) -> anyhow::Result<i32> {
@@ -372,7 +381,7 @@ pub fn run_sizing(args: SizingArgs) -> anyhow::Result<i32> {
     if let Some(e) = &a.exclude {
         s += &format!("#SBATCH --exclude={e}\n");
     }
-    print(&s)
+    print_text(&s)
 }
 
 #[cfg(test)]

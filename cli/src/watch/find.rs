@@ -120,7 +120,7 @@ pub fn pick(jobs: Vec<QueueEntry>, heading: &str) -> Result<QueueEntry, Outcome>
                 j.nodes
             )
         };
-        let name: String = j.name.chars().filter(|c| !c.is_control()).collect();
+        let name = slurmwatch_core::render::terminal::field(&j.name);
         let _ = writeln!(
             err,
             "  [{}] {:<12} {:<20} {what}",

@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Padding, Paragraph};
 use ratatui::Frame;
 
 use slurmwatch_core::model::MemoryGuard;
-use slurmwatch_core::render::spark;
+use slurmwatch_core::render::{spark, terminal};
 use slurmwatch_core::snapshot::{
     guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
 };
@@ -162,9 +162,8 @@ fn title_line<'a>(s: &'a Snapshot, v: &View) -> Line<'a> {
         ),
     ];
     if let Some(n) = &s.job_name {
-        // A job name is user text: shown with control characters removed.
-        let clean: String = n.chars().filter(|c| !c.is_control()).collect();
-        spans.push(Span::raw(format!(" ({clean})")));
+        // A job name is user text.
+        spans.push(Span::raw(format!(" ({})", terminal::field(n))));
     }
     let who = match (&s.user, &s.node) {
         (Some(u), Some(n)) => format!("{}{u} on {n}", v.sep()),

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::stats::{median, wilson};
 use super::{Brief, Outcome, Workload};
+use crate::render::terminal::field;
 use crate::units::{bytes, clock, mem_flag};
 
 /// `repeated_failure`: at least this many runs…
@@ -104,7 +105,7 @@ fn repeated_failure(w: &Workload, rs: &[&Brief]) -> Option<Pattern> {
     };
     let sentence = format!(
         "{}: submitted {} times, died {} times: {state}{} on a median of {} CPU-seconds{why}.",
-        w.name,
+        field(&w.name),
         rs.len(),
         failed.len(),
         if count < failed.len() {
@@ -177,7 +178,7 @@ fn hand_searched(w: &Workload, rs: &[&Brief]) -> Option<Pattern> {
         .collect();
     let mut sentence = format!(
         "{}: --mem hand-searched across {ooms} OOM kills: {}",
-        w.name,
+        field(&w.name),
         walk.join(" → ")
     );
     if let Some((failed, tf, ok, tok)) = proof {
@@ -286,7 +287,7 @@ fn node_rates(workloads: &[Workload], runs: &[Brief]) -> (Vec<Pattern>, Vec<Stri
             })),
             sentence: format!(
                 "{}: {} of {} runs on {} failed or hung ({:.0} %, 95 % Wilson {:.0}–{:.0} %) against {} of {} on the other nodes ({:.0} %, {:.0}–{:.0} %); the gap holds at the Bonferroni-corrected level over {m} node comparisons. Avoid it with --exclude={}.",
-                t.w.name, t.k, t.n, t.node, pct(t.k, t.n), lo95 * 100.0, hi95 * 100.0,
+                field(&t.w.name), t.k, t.n, t.node, pct(t.k, t.n), lo95 * 100.0, hi95 * 100.0,
                 t.rk, t.rn, pct(t.rk, t.rn), rlo95 * 100.0, rhi95 * 100.0, t.node
             ),
         });

@@ -10,6 +10,7 @@ use super::array::ArrayRow;
 use super::row::Row;
 use crate::analysis::efficiency::Efficiency;
 use crate::render::csv::escape_text;
+use crate::render::terminal;
 use crate::units::slurm_duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,18 +176,14 @@ fn cells(l: &Line, cols: &[Column], style: Style) -> Vec<String> {
         .collect()
 }
 
-/// An aligned table, a header line first. Text cells are cut of control characters (a job
+/// An aligned table, a header line first. Text cells go through [`terminal::field`] (a job
 /// name is user input and must not move the terminal's cursor).
 pub fn text(lines: &[Line], cols: &[Column]) -> String {
     let mut rows: Vec<Vec<String>> = vec![cols.iter().map(|c| c.header().to_string()).collect()];
     rows.extend(lines.iter().map(|l| {
         cells(l, cols, Style::Text)
             .into_iter()
-            .map(|c| {
-                c.chars()
-                    .map(|ch| if ch.is_control() { '?' } else { ch })
-                    .collect()
-            })
+            .map(|c| terminal::field(&c).into_owned())
             .collect()
     }));
     let widths: Vec<usize> = (0..cols.len())

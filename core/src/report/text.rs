@@ -1,8 +1,12 @@
-//! The terminal report: sections in a fixed order, `n/a` for unknown, sparklines.
+//! The terminal report: sections in a fixed order, `n/a` for unknown, sparklines. Every
+//! value a user chose (the job's name, paths, node and user names) goes through
+//! [`terminal::field`], and the whole text through [`terminal::text`]: the report is read on
+//! terminals and mailed (contrib/slurmwatch-mail.sh).
 
 use std::fmt::Write;
 
 use super::Report;
+use crate::render::terminal::{self, field};
 use crate::units::{bytes, clock, duration};
 
 const SPARK_WIDTH: usize = 60;
@@ -32,8 +36,8 @@ fn na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".into())
 }
 
-/// The whole report as text, section by section. `colour`: nothing is graded by colour
-/// here (facts only).
+/// The whole report as text, section by section, safe to print. `colour`: nothing is graded
+/// by colour here (facts only).
 pub fn render(r: &Report, _colour: bool) -> String {
     let mut o = String::new();
     header(&mut o, r);
@@ -51,7 +55,7 @@ pub fn render(r: &Report, _colour: bool) -> String {
     log_section(&mut o, r);
     next_time_section(&mut o, r);
     footer(&mut o, r);
-    o
+    terminal::text(&o).into_owned()
 }
 
 /// The job, its user and nodes, and where the figures come from.
@@ -64,10 +68,10 @@ fn header(o: &mut String, r: &Report) {
         if name.is_empty() {
             String::new()
         } else {
-            format!(" ({name})")
+            format!(" ({})", field(name))
         },
-        r.job.user.as_deref().unwrap_or("n/a"),
-        r.job.node_list.as_deref().unwrap_or("n/a")
+        field(r.job.user.as_deref().unwrap_or("n/a")),
+        field(r.job.node_list.as_deref().unwrap_or("n/a"))
     );
     let _ = writeln!(
         o,
@@ -79,7 +83,8 @@ fn header(o: &mut String, r: &Report) {
                 r.nodes.len()
             ),
             (Some(f), _) => format!(
-                "recording {f}{}",
+                "recording {}{}",
+                field(f),
                 if r.summary_stored == Some(true) {
                     " (epilog summary)"
                 } else {
@@ -201,7 +206,7 @@ fn memory_section(o: &mut String, r: &Report) {
             .map(|t| format!(" at {}", clock(t)))
             .unwrap_or_default(),
         match (&r.memory.peak_working_set_node, r.nodes.len() > 1) {
-            (Some(n), true) => format!(" on {n}"),
+            (Some(n), true) => format!(" on {}", field(n)),
             _ => String::new(),
         },
         na(r.memory.lifetime_peak_bytes, bytes),
@@ -269,8 +274,10 @@ fn gpus_section(o: &mut String, r: &Report) {
         let _ = writeln!(
             o,
             "  {}{}  util {} %, memory peak {}, power peak {}, throttled {} min, idle {} min",
-            g.node.as_deref().map_or(String::new(), |n| format!("{n} ")),
-            g.label,
+            g.node
+                .as_deref()
+                .map_or(String::new(), |n| format!("{} ", field(n))),
+            field(&g.label),
             na(g.mean_utilization_percent, |v| format!("{v:.0}")),
             na(g.peak_memory_used_bytes, bytes),
             na(g.peak_power_watts, |v| format!("{v:.0} W")),
@@ -346,7 +353,7 @@ fn log_section(o: &mut String, r: &Report) {
                 "slurm_default" => "Slurm's default name",
                 _ => "given with --log",
             };
-            let _ = writeln!(o, "  {} {} ({via}; {what})", f.stream, f.path);
+            let _ = writeln!(o, "  {} {} ({via}; {what})", f.stream, field(&f.path));
         }
         if log.files.iter().any(|f| f.error.is_none()) && log.codes.is_empty() {
             let _ = writeln!(
@@ -407,19 +414,19 @@ fn nodes_section(o: &mut String, r: &Report) {
     );
     for n in &r.nodes {
         if !n.recorded {
-            let _ = writeln!(o, "  {:<12} recorded nothing", n.node);
+            let _ = writeln!(o, "  {:<12} recorded nothing", field(&n.node));
             continue;
         }
         let _ = writeln!(
             o,
             "  {:<12} {:>10} {:>9} {:>9} {:>12} {:>10}  {}",
-            n.node,
+            field(&n.node),
             na(n.cpu_seconds, |v| format!("{v:.1}")),
             na(n.average_effective_cores, |v| format!("{v:.2}")),
             na(n.peak_effective_cores, |v| format!("{v:.2}")),
             na(n.peak_working_set_bytes, bytes),
             na(n.oom_kills, |v| v.to_string()),
-            n.file.as_deref().unwrap_or("")
+            field(n.file.as_deref().unwrap_or(""))
         );
     }
     let cores_max = r
@@ -439,7 +446,12 @@ fn nodes_section(o: &mut String, r: &Report) {
             .iter()
             .map(|p| p.working_set_bytes.map(|v| v as f64))
             .collect();
-        let _ = writeln!(o, "  {node:<12} cores {}", sparkline(&cores, cores_max));
+        let _ = writeln!(
+            o,
+            "  {:<12} cores {}",
+            field(node),
+            sparkline(&cores, cores_max)
+        );
         let _ = writeln!(o, "  {:<12} ws    {}", "", sparkline(&ws, ws_max));
     }
 }
@@ -461,8 +473,10 @@ fn efficiency_section(o: &mut String, r: &Report) {
             let _ = writeln!(
                 o,
                 "    {}{}  utilization {}, memory {}",
-                g.node.as_deref().map_or(String::new(), |n| format!("{n} ")),
-                g.label,
+                g.node
+                    .as_deref()
+                    .map_or(String::new(), |n| format!("{} ", field(n))),
+                field(&g.label),
                 na(g.utilization.percent, |v| format!("{v:.0} %")),
                 na(g.memory.percent, |v| format!("{v:.0} %"))
             );
