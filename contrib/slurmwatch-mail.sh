@@ -7,7 +7,12 @@
 # appends `slurmwatch report JOB` to the body; every other mail (Began, an array's summary,
 # time-limit warnings) passes through untouched. The arguments always reach the real mailer
 # unchanged, and the mail is always sent: a report that fails, crashes or outlasts its time
-# (SLURMWATCH_MAIL_TIMEOUT seconds, then killed) is left out, never waited for.
+# (SLURMWATCH_MAIL_TIMEOUT seconds, plus the wait for slurmdbd; then killed) is left out, never
+# waited for.
+# Which job, and whose, come from the environment slurmctld gives MailProg (SLURM_JOB_ID,
+# SLURM_ARRAY_JOB_ID/SLURM_ARRAY_TASK_ID, SLURM_JOB_USER, SLURM_JOB_MAIL_TYPE; docs/admin.md),
+# never from the subject's text: after `Name=` it is the job's name, which its user chose and
+# which may hold newlines. The report is of a job sacct says is that user's (`--owner`).
 # Settings, all optional, in /etc/slurm/slurmwatch-mail.conf (shell syntax; the path may be
 # overridden with SLURMWATCH_MAIL_CONF):
 #   SLURMWATCH_MAILER=/usr/bin/mail     # the real MailProg
@@ -29,15 +34,36 @@ for a in "$@"; do
   prev=$a
 done
 
-# `Slurm Job_id=123 Name=…` or `Slurm Array Task Job_id=123_4 (130) Name=…`; an array's
-# summary (`Job_id=123_*`) names no one job and gets no report.
+# The job: an array task by its array id and index (`sacct -j 123` would answer every task of
+# the array), else its id. An array's summary mail has the same variables as one of its tasks'
+# mails (seen on 22.05: SLURM_JOB_ID and SLURM_ARRAY_TASK_ID of the task the array's record
+# ended as), so the subject must begin as Slurm writes it for one job with exactly these ids:
+# the text before `Name=` is Slurm's alone. A summary's (`Slurm Array Summary Job_id=123_*`)
+# does not, and gets no report.
+digits() { case $1 in "" | *[!0-9]*) return 1 ;; esac; }
 job=
-case $subject in
-  *" Ended, "* | *" Failed, "*)
-    job=$(printf '%s\n' "$subject" |
-      sed -n 's/^Slurm [A-Za-z ]*Job_id=\([0-9][0-9]*\(_[0-9][0-9]*\)\{0,1\}\)[ ,].*/\1/p' | head -n 1)
+one=
+user=${SLURM_JOB_USER-}
+id=${SLURM_JOB_ID-}
+array=${SLURM_ARRAY_JOB_ID-}
+task=${SLURM_ARRAY_TASK_ID-}
+case ${SLURM_JOB_MAIL_TYPE-} in
+  Ended | Failed)
+    if [ -z "$array" ] && digits "$id"; then
+      job=$id
+      one="Slurm Job_id=$id Name="
+    elif digits "$id" && digits "$array" && digits "$task"; then
+      job=${array}_$task
+      one="Slurm Array Task Job_id=$job ($id) Name="
+    fi
     ;;
 esac
+case $subject in
+  "$one"*) ;;
+  *) job= ;;
+esac
+[ -n "$one" ] && [ -n "$user" ] || job=
+digits "$limit" || limit=20
 
 if [ -z "$job" ] || [ ! -x "$bin" ] || ! command -v timeout >/dev/null 2>&1; then
   exec "$mailer" "$@"
@@ -47,26 +73,15 @@ if ! cat > "$tmp/body"; then
   rm -rf "$tmp"
   exec "$mailer" "$@" </dev/null
 fi
-# Slurm sends the end mail as the job ends, often before slurmdbd has the end record, or the
-# job at all (seen on the test cluster: the report then said PENDING, or had no name, limit or
-# request). Wait for it, bounded: an empty answer, a record not yet ended, or slurmdbd's partial
-# record (the end arrived before the start: no ReqTRES, name `allocation`, for up to ~5 s) is
-# waited for; a sacct that fails (no accounting, slurmdbd down) is not.
-sacct_wait=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
-if command -v sacct >/dev/null 2>&1; then
-  until_s=$(($(date +%s) + sacct_wait))
-  while [ "$(date +%s)" -lt "$until_s" ]; do
-    out=$(timeout -k 1 3 sacct -n -X -P -j "$job" -o End,ReqTRES,State 2>/dev/null) || break
-    line=$(printf '%s\n' "$out" | head -n 1)
-    # End|ReqTRES|State: no end yet, no request (partial), or a state not yet final.
-    case $line in
-      "" | Unknown"|"* | None"|"* | *"||"* | *"|PENDING"* | *"|RUNNING"* | *"|REQUEUED"* | *"|RESIZING"* | *"|SUSPENDED"*) sleep 0.5 ;;
-      *) break ;;
-    esac
-  done
-fi
-# Bounded: SIGTERM at the limit, SIGKILL 2 s later. Only a report that exited 0 is appended.
-if timeout -k 2 "$limit" "$bin" report --no-log --sacct-timeout "$limit" "$job" \
+# Slurm mails as the job ends, often before slurmdbd has the job's whole record: the report
+# asks sacct after 1 s, then at growing pauses, until it has (at most SLURMWATCH_MAIL_SACCT_WAIT
+# seconds; its last answer is the report's, so the wait costs slurmdbd no query of its own). `--owner`: no report unless
+# sacct's record says the job is the user's Slurm named. Bounded: SIGTERM at the limit, SIGKILL
+# 2 s later. Only a report that exited 0 is appended.
+wait_s=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
+digits "$wait_s" || wait_s=10
+if timeout -k 2 $((limit + wait_s)) "$bin" report --no-log --sacct-timeout "$limit" \
+  --wait-ended "$wait_s" --owner "$user" "$job" \
   >"$tmp/report" 2>/dev/null </dev/null && [ -s "$tmp/report" ]; then
   if { cat "$tmp/body" && { [ ! -s "$tmp/body" ] || echo; } && head -c 262144 "$tmp/report"; } >"$tmp/mail"; then
     mv "$tmp/mail" "$tmp/body" 2>/dev/null

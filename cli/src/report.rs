@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use slurmwatch_core::report::{self, chart, locate, slurmdbd, text, Recording};
+use slurmwatch_core::render::terminal;
+use slurmwatch_core::report::{self, chart, ended, locate, slurmdbd, text, Recording};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
@@ -49,6 +50,16 @@ pub struct ReportArgs {
     /// Do not look at the job's stdout/stderr.
     #[arg(long)]
     pub no_log: bool,
+    /// Report only a job of USER: sacct's record must name USER (else exit 2), and a file
+    /// recording another user is not used. The MailProg wrapper passes the user Slurm named
+    /// for the mail.
+    #[arg(long, value_name = "USER", conflicts_with = "no_sacct")]
+    pub owner: Option<String>,
+    /// The job has just ended: ask sacct after 1 s, then at growing pauses for up to SECONDS,
+    /// until slurmdbd has its whole record (not none yet, still running, or its stand-in row
+    /// without the request). For the MailProg wrapper: Slurm mails as the job ends.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0)]
+    pub wait_ended: u64,
 }
 
 /// How long `scontrol show job` may take for the log's location.
@@ -167,12 +178,17 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             timeout: Duration::from_secs(args.sacct_timeout.max(1)),
             ..sacct::Query::default()
         };
-        match q.job(&args.job) {
+        match ended::wait(Duration::from_secs(args.wait_ended), &ended::PACING, || {
+            q.job(&args.job)
+        }) {
             Ok(r) => Some(r),
             Err(SacctError::UnknownJob(_)) => None,
             Err(e) => bail!("{e}"),
         }
     };
+    if let Some(owner) = &args.owner {
+        check_owner(&args.job, owner, acct.as_ref())?;
+    }
     let raw_id = acct
         .as_ref()
         .and_then(|a| a.job.fields.get("JobIDRaw").cloned())
@@ -184,6 +200,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let mut summary_note = None;
     if recordings.is_empty() && args.file.is_empty() {
         (recordings, summary_note) = summary_recordings(acct.as_ref());
+    }
+    if let Some(owner) = &args.owner {
+        keep_owners(&mut recordings, owner);
     }
     if recordings.is_empty() && acct.is_none() {
         if args.no_sacct {
@@ -242,6 +261,40 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     };
     crate::output::print(&out).map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// `--owner`: the job is `owner`'s by sacct's record, or the report stops (exit 2). A job
+/// sacct does not know cannot be checked, so it is refused too.
+fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::Result<()> {
+    let Some(a) = acct else {
+        bail!(
+            "sacct knows no job {job}, so it cannot be checked to be {}'s.\nhint: drop --owner to report from the job's files alone",
+            terminal::field(owner)
+        );
+    };
+    let user = a.job.user.as_deref().unwrap_or("");
+    if user != owner {
+        bail!(
+            "job {job} belongs to {:?} by sacct's record, not to {}: no report.\nhint: --owner names the job's user (the mail wrapper passes SLURM_JOB_USER)",
+            terminal::field(user),
+            terminal::field(owner)
+        );
+    }
+    Ok(())
+}
+
+/// `--owner`: a file (or stored summary) that records another user is left out, and said.
+fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
+    recordings.retain(|r| {
+        let mine = r.meta.user == owner;
+        if !mine {
+            eprintln!(
+                "slurmwatch: note: {} records a job of another user; not used",
+                terminal::field(&r.path.display().to_string())
+            );
+        }
+        mine
+    });
 }
 
 /// The job's files, one per node: `--file` as given (bad input is fatal: a damaged file is

@@ -21,22 +21,28 @@ struct Sent {
     took: Duration,
 }
 
-/// Runs the wrapper as Slurm does (`-s SUBJECT user`, `body` on stdin) with `report` as the
-/// fake slurmwatch's script.
-/// The host's own sacct is never asked: a stand-in with no accounting answers.
-fn mail(subject: &str, body: &str, report: &str, timeout_s: u32) -> Sent {
-    mail_with_sacct(subject, body, report, timeout_s, "exit 1")
-}
+/// What slurmctld sets in MailProg's environment for the Ended mail of job 123 of `alice`
+/// (22.05; docs/admin.md): the wrapper's only source for the job and its user.
+const ENDED_ENV: &[(&str, &str)] = &[
+    ("SLURM_JOB_ID", "123"),
+    ("SLURM_JOB_USER", "alice"),
+    ("SLURM_JOB_MAIL_TYPE", "Ended"),
+];
 
-/// As [`mail`], with `sacct` (a script) first on PATH.
-fn mail_with_sacct(subject: &str, body: &str, report: &str, timeout_s: u32, sacct: &str) -> Sent {
+/// Runs the wrapper as Slurm does (`-s SUBJECT user`, `body` on stdin, only `env` and PATH in
+/// its environment) with `report` as the fake slurmwatch's script. A `sacct` first on PATH
+/// fails if called: the wrapper leaves sacct to the report.
+fn mail(subject: &str, env: &[(&str, &str)], body: &str, report: &str, timeout_s: u32) -> Sent {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
-    exe(&p.join("sacct"), sacct);
+    exe(
+        &p.join("sacct"),
+        "echo called > \"$(dirname \"$0\")/sacct_called\"; exit 1",
+    );
     exe(
         &p.join("mailer"),
         &format!(
-            "for a in \"$@\"; do printf '%s\\n' \"$a\"; done > {0}/args\ncat > {0}/body",
+            "for a in \"$@\"; do printf '%s\\0' \"$a\"; done > {0}/args\ncat > {0}/body",
             p.display()
         ),
     );
@@ -47,7 +53,7 @@ fn mail_with_sacct(subject: &str, body: &str, report: &str, timeout_s: u32, sacc
     std::fs::write(
         p.join("conf"),
         format!(
-            "SLURMWATCH_MAILER={0}/mailer\nSLURMWATCH_BIN={0}/slurmwatch\nSLURMWATCH_MAIL_TIMEOUT={timeout_s}\n",
+            "SLURMWATCH_MAILER={0}/mailer\nSLURMWATCH_BIN={0}/slurmwatch\nSLURMWATCH_MAIL_TIMEOUT={timeout_s}\nSLURMWATCH_MAIL_SACCT_WAIT=0\n",
             p.display()
         ),
     )
@@ -61,6 +67,8 @@ fn mail_with_sacct(subject: &str, body: &str, report: &str, timeout_s: u32, sacc
     let mut child = Command::new("sh")
         .arg(SCRIPT)
         .args(["-s", subject, "alice"])
+        .env_clear()
+        .envs(env.iter().copied())
         .env("SLURMWATCH_MAIL_CONF", p.join("conf"))
         .env("PATH", path)
         .stdin(Stdio::piped())
@@ -76,11 +84,16 @@ fn mail_with_sacct(subject: &str, body: &str, report: &str, timeout_s: u32, sacc
     let st = child.wait().unwrap();
     let took = t.elapsed();
     assert!(st.success(), "the wrapper exits as the mailer did");
+    assert!(
+        !p.join("sacct_called").exists(),
+        "the wrapper asked sacct itself"
+    );
     let read = |n: &str| std::fs::read_to_string(p.join(n)).ok();
     Sent {
+        // NUL-separated: a subject may hold a newline (a job's name).
         args: read("args")
             .expect("the mailer was called")
-            .lines()
+            .split_terminator('\0')
             .map(str::to_string)
             .collect(),
         body: read("body").unwrap(),
@@ -93,72 +106,97 @@ const ENDED: &str = "Slurm Job_id=123 Name=a b Ended, Run time 00:00:05, COMPLET
 
 #[test]
 fn an_ended_mail_gets_the_report_and_slurms_arguments() {
-    let s = mail(ENDED, "", "echo 'Job 123 report'", 20);
+    let s = mail(ENDED, ENDED_ENV, "", "echo 'Job 123 report'", 20);
     assert_eq!(s.args, ["-s", ENDED, "alice"]);
     assert_eq!(s.body, "Job 123 report\n");
+    // The report waits for slurmdbd itself and is of alice's job only.
     let ra = s.report_args.unwrap();
     assert!(
-        ra.starts_with("report ") && ra.trim_end().ends_with(" 123"),
+        ra.starts_with("report ") && ra.trim_end().ends_with(" --owner alice 123"),
         "{ra}"
     );
+    assert!(ra.contains(" --wait-ended 0 "), "{ra}");
     // A body Slurm gave is kept, the report after it.
-    let s = mail(ENDED, "hello\n", "echo R", 20);
+    let s = mail(ENDED, ENDED_ENV, "hello\n", "echo R", 20);
     assert_eq!(s.body, "hello\n\nR\n");
 }
 
-/// Slurm mails as the job ends; slurmdbd may not have the job at all yet, or only its partial
-/// record (the end before the start: no request; seen on the test cluster, the report then had
-/// no name, limit or request). An empty answer from a working sacct is waited for, like a
-/// record still RUNNING and a partial one; a failing sacct (no accounting) is not.
+/// Attack (issue 37, 1): swuser2's array job is named `x⏎Slurm Job_id=<victim> Ended, `, so its
+/// summary mail's subject has a second line naming the victim; the FAIL variant names an array
+/// task. The job and user come from Slurm's variables (as captured on 22.05 for such a mail):
+/// the summary gets no report at all, and never the victim's.
 #[test]
-fn the_report_waits_for_slurmdbd_to_know_the_job() {
-    let d = tempfile::tempdir().unwrap();
-    let calls = d.path().join("calls");
-    // Empty twice, then the record still running, then slurmdbd's partial record, then the
-    // whole one. Fields in the order the wrapper asks (End,ReqTRES,State), else it fails.
-    let sacct = format!(
-        "case \"$*\" in *'-o End,ReqTRES,State') ;; *) echo \"unexpected: $*\" >&2; exit 1 ;; esac\n\
-         n=$(cat {0} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {0}\n\
-         case $n in 1|2) ;; 3) echo 'Unknown|billing=1,cpu=1|RUNNING' ;;\n\
-         4) echo '2026-12-01T10:00:00||COMPLETED' ;; *) echo '2026-12-01T10:00:00|billing=1,cpu=1|COMPLETED' ;; esac",
-        calls.display()
-    );
-    let report = format!(
-        "echo \"report after $(cat {}) sacct calls\"",
-        calls.display()
-    );
-    let s = mail_with_sacct(ENDED, "", &report, 20, &sacct);
-    assert_eq!(s.body, "report after 5 sacct calls\n");
-    // Accounting that does not answer: not waited for.
-    let s = mail_with_sacct(
-        ENDED,
-        "",
-        "echo R",
-        20,
-        "echo 'sacct: error: no accounting' >&2; exit 1",
-    );
-    assert_eq!(s.body, "R\n");
-    assert!(s.took < Duration::from_secs(3), "{:?}", s.took);
+fn a_job_named_like_a_subject_never_gets_another_jobs_report() {
+    let summary_env: &[(&str, &str)] = &[
+        ("SLURM_JOB_ID", "300"),
+        ("SLURM_ARRAY_JOB_ID", "300"),
+        ("SLURM_ARRAY_TASK_ID", "3"),
+        ("SLURM_JOB_USER", "swuser2"),
+        ("SLURM_JOB_MAIL_TYPE", "Ended"),
+    ];
+    for (subject, env) in [
+        (
+            "Slurm Array Summary Job_id=300_* (300) Name=x\nSlurm Job_id=250 Ended,  Ended, COMPLETED, ExitCode [0-0]",
+            summary_env,
+        ),
+        (
+            "Slurm Array Summary Job_id=300_* (300) Name=x\nSlurm Array Task Job_id=252_3 (255) Failed,  Failed, FAILED, ExitCode [1-1]",
+            &[
+                ("SLURM_JOB_ID", "300"),
+                ("SLURM_ARRAY_JOB_ID", "300"),
+                ("SLURM_ARRAY_TASK_ID", "3"),
+                ("SLURM_JOB_USER", "swuser2"),
+                ("SLURM_JOB_MAIL_TYPE", "Failed"),
+            ][..],
+        ),
+        // No variables at all (a Slurm that sets none): nothing to trust, no report.
+        ("Slurm Job_id=250 Name=y Ended, Run time 00:00:01, COMPLETED, ExitCode 0", &[][..]),
+    ] {
+        let s = mail(subject, env, "", "echo 'REPORT OF '\"$*\"", 20);
+        assert_eq!(s.args, ["-s", subject, "alice"], "{subject:?}");
+        assert_eq!(s.body, "", "{subject:?}: Slurm's mail unchanged");
+        assert!(s.report_args.is_none(), "{subject:?}: {:?}", s.report_args);
+    }
 }
 
+/// The job named in the variables, whatever the subject's later lines say; the subject must
+/// begin as Slurm writes it for that job (a summary, whose variables match one task's, does
+/// not).
 #[test]
-fn subjects() {
-    for (subject, job) in [
-        ("Slurm Job_id=7 Name=x Failed, Run time 00:01:00, FAILED, ExitCode 1", Some("7")),
-        ("Slurm Array Task Job_id=103_4 (107) Name=arr Ended, Run time 00:01:01, COMPLETED, ExitCode 0", Some("103_4")),
-        ("Slurm Job_id=9 Name=x Ended, Run time 00:01:11, TIMEOUT, ExitCode 0", Some("9")),
-        ("Slurm Job_id=8 Name=x Began, Queued time 00:00:01", None),
-        ("Slurm Array Summary Job_id=103_* (103) Name=arr Ended, Mixed, MaxSignal [0]", None),
-        ("Slurm Job_id=8 Name=x Reached 90% of time limit, Run time 00:09:00", None),
-        ("hello", None),
+fn subjects_and_variables() {
+    let task_env: &[(&str, &str)] = &[
+        ("SLURM_JOB_ID", "107"),
+        ("SLURM_ARRAY_JOB_ID", "103"),
+        ("SLURM_ARRAY_TASK_ID", "4"),
+        ("SLURM_JOB_USER", "alice"),
+        ("SLURM_JOB_MAIL_TYPE", "Ended"),
+    ];
+    let env = |id: &'static str, kind: &'static str| -> Vec<(&'static str, &'static str)> {
+        vec![
+            ("SLURM_JOB_ID", id),
+            ("SLURM_JOB_USER", "alice"),
+            ("SLURM_JOB_MAIL_TYPE", kind),
+        ]
+    };
+    for (subject, env, job) in [
+        ("Slurm Job_id=7 Name=x Failed, Run time 00:01:00, FAILED, ExitCode 1", env("7", "Failed"), Some("7")),
+        ("Slurm Array Task Job_id=103_4 (107) Name=arr Ended, Run time 00:01:01, COMPLETED, ExitCode 0", task_env.to_vec(), Some("103_4")),
+        ("Slurm Job_id=9 Name=x\nSlurm Job_id=1 Ended, Run time 00:01:11, TIMEOUT, ExitCode 0", env("9", "Ended"), Some("9")),
+        ("Slurm Job_id=8 Name=x Began, Queued time 00:00:01", env("8", "Began"), None),
+        ("Slurm Array Summary Job_id=103_* (103) Name=arr Ended, Mixed, MaxSignal [0]", task_env.to_vec(), None),
+        ("Slurm Job_id=8 Name=x Reached 90% of time limit, Run time 00:09:00", env("8", "Time reached 90%"), None),
+        // The variables and the subject disagree: not Slurm's mail for one job.
+        ("Slurm Job_id=250 Name=x Ended, Run time 00:00:01, COMPLETED, ExitCode 0", env("251", "Ended"), None),
+        ("Slurm Job_id=8 Name=x Ended, Run time 00:00:01, COMPLETED, ExitCode 0", env("8;id", "Ended"), None),
+        ("hello", env("8", "Ended"), None),
     ] {
-        let s = mail(subject, "b\n", "echo R", 20);
+        let s = mail(subject, &env, "b\n", "echo R", 20);
         assert_eq!(s.args, ["-s", subject, "alice"], "{subject}");
         match job {
             Some(j) => {
                 assert_eq!(s.body, "b\n\nR\n", "{subject}");
                 let ra = s.report_args.unwrap();
-                assert!(ra.trim_end().ends_with(&format!(" {j}")), "{subject}: {ra}");
+                assert!(ra.trim_end().ends_with(&format!(" --owner alice {j}")), "{subject}: {ra}");
             }
             None => {
                 assert_eq!(s.body, "b\n", "{subject}: passed through");
@@ -176,10 +214,90 @@ fn a_failing_crashing_or_hanging_report_never_costs_the_mail() {
         "echo partial; exec sleep 60",
         "trap '' TERM; echo partial; sleep 60",
     ] {
-        let s = mail(ENDED, "body\n", report, 2);
+        let s = mail(ENDED, ENDED_ENV, "body\n", report, 2);
         assert_eq!(s.args, ["-s", ENDED, "alice"], "{report}");
         assert_eq!(s.body, "body\n", "{report}: Slurm's mail, unchanged");
         // 2 s, then SIGKILL 2 s later: never the report's own 60.
         assert!(s.took < Duration::from_secs(10), "{report}: {:?}", s.took);
     }
+}
+
+/// What the wrapper now leaves to the report, with the real binary and a fake sacct: Slurm
+/// mails as the job ends, when slurmdbd may not have the job at all, or only its stand-in
+/// record (the end before the start: no request, user root). `--wait-ended` asks again until
+/// the record is whole, and that last answer is the report's (no extra query); `--owner`
+/// reports only a job sacct says is that user's.
+#[test]
+fn the_report_waits_for_slurmdbd_and_checks_the_owner() {
+    let d = tempfile::tempdir().unwrap();
+    let calls = d.path().join("calls");
+    let u = '\u{1f}';
+    let header = [
+        "JobID", "JobIDRaw", "JobName", "User", "UID", "State", "ExitCode", "End", "ReqTRES",
+    ]
+    .join(&u.to_string());
+    let line = |user: &str, state: &str, end: &str, req: &str| {
+        ["123", "123", "job", user, "1000", state, "0:0", end, req].join(&u.to_string())
+    };
+    let end = "2026-12-01T10:00:00";
+    let req = "billing=1,cpu=1,mem=256M,node=1";
+    // Empty, then still running, then the stand-in row, then the whole record (of `owner`),
+    // then a line the report must never see. `owner` None: the whole record of swuser1 at
+    // once.
+    let sacct = |owner: Option<&str>| {
+        match owner {
+        Some(owner) => format!(
+            "n=$(cat {c} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {c}\n\
+             echo '{header}'\ncase $n in 1) ;; 2) echo '{}' ;; 3) echo '{}' ;; 4) echo '{}' ;; *) echo '{}' ;; esac",
+            line("alice", "RUNNING", "Unknown", req),
+            line("root", "COMPLETED", end, ""),
+            line(owner, "COMPLETED", end, req),
+            line("mallory", "FAILED", end, req),
+            c = calls.display(),
+        ),
+        None => format!("echo '{header}'; echo '{}'", line("swuser1", "COMPLETED", end, req)),
+    }
+    };
+    let fake = d.path().join("sacct");
+    let report = |owner_in_sacct: Option<&str>| {
+        let _ = std::fs::remove_file(&calls);
+        exe(&fake, &sacct(owner_in_sacct));
+        Command::new(env!("CARGO_BIN_EXE_slurmwatch"))
+            .args([
+                "report",
+                "--no-log",
+                "--wait-ended",
+                "10",
+                "--owner",
+                "alice",
+                "123",
+            ])
+            .args(["--spool", d.path().to_str().unwrap()])
+            .env("SLURMWATCH_SACCT", &fake)
+            .env("SLURMWATCH_SITE_FILE", "")
+            .env("TZ", "UTC")
+            .output()
+            .unwrap()
+    };
+    let o = report(Some("alice"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.starts_with("Job 123 (job)  user alice"), "{out}");
+    assert!(out.contains("\nOUTCOME\n  COMPLETED, exit code 0"), "{out}");
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().trim(), "4");
+    // The whole record names another user: no report, one sentence, exit 2.
+    let o = report(None);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(err.contains("belongs to \"swuser1\""), "{err}");
 }

@@ -16,16 +16,26 @@ const WAIT: Duration = Duration::from_secs(90);
 
 /// One captured mail.
 #[derive(Debug)]
-struct Mail {
-    args: Vec<String>,
-    body: String,
+pub(crate) struct Mail {
+    pub(crate) args: Vec<String>,
+    pub(crate) body: String,
     /// When the stand-in mailer got it (its file name), in ms since the epoch.
-    sent_unix_ms: i64,
+    pub(crate) sent_unix_ms: i64,
 }
 
 /// The `Ended` mail of `job`, waited for.
 fn ended_mail(job: u32, timeout: Duration) -> Mail {
     let want = format!("Slurm Job_id={job} ");
+    mail_where(
+        &format!("an Ended mail for job {job}"),
+        |s| s.starts_with(&want) && s.contains(" Ended, "),
+        timeout,
+    )
+}
+
+/// The first mail (in the order sent) whose subject, Slurm's `-s` argument, `matches`; waited
+/// for.
+pub(crate) fn mail_where(what: &str, matches: impl Fn(&str) -> bool, timeout: Duration) -> Mail {
     let end = std::time::Instant::now() + timeout;
     loop {
         let mut files: Vec<PathBuf> = std::fs::read_dir(MAIL_DIR)
@@ -34,27 +44,38 @@ fn ended_mail(job: u32, timeout: Duration) -> Mail {
         files.retain(|p| p.extension().is_some_and(|x| x == "mail"));
         files.sort();
         for p in files {
-            let text = std::fs::read_to_string(&p).unwrap_or_default();
-            let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
-            let args: Vec<String> = head.lines().map(str::to_string).collect();
-            if args
-                .get(1)
-                .is_some_and(|s| s.starts_with(&want) && s.contains(" Ended, "))
-            {
-                let name = p.file_name().unwrap().to_string_lossy().to_string();
-                let ns: i64 = name.split('.').next().unwrap().parse().unwrap();
-                return Mail {
-                    args,
-                    body: body.to_string(),
-                    sent_unix_ms: ns / 1_000_000,
-                };
+            let m = read_mail(&p);
+            if m.args.len() == 3 && m.args[0] == "-s" && matches(&m.args[1]) {
+                return m;
             }
         }
         assert!(
             std::time::Instant::now() < end,
-            "no Ended mail for job {job} in {MAIL_DIR} within {timeout:?}"
+            "no mail in {MAIL_DIR} within {timeout:?}: {what}"
         );
         std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// A mail as the stand-in mailer keeps it: `-s`, the subject and the user, then a blank line
+/// and the body. An argument holding a newline (a job's name in the subject) spans lines: the
+/// subject is every line between `-s` and the last argument line.
+fn read_mail(p: &std::path::Path) -> Mail {
+    let text = std::fs::read_to_string(p).unwrap_or_default();
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let lines: Vec<&str> = head.lines().collect();
+    let args = match lines.as_slice() {
+        [s, subject @ .., user] if *s == "-s" && !subject.is_empty() => {
+            vec![s.to_string(), subject.join("\n"), user.to_string()]
+        }
+        _ => lines.iter().map(|l| l.to_string()).collect(),
+    };
+    let name = p.file_name().unwrap().to_string_lossy().to_string();
+    let ns: i64 = name.split('.').next().unwrap().parse().unwrap();
+    Mail {
+        args,
+        body: body.to_string(),
+        sent_unix_ms: ns / 1_000_000,
     }
 }
 

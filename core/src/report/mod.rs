@@ -5,6 +5,7 @@
 //! section; units in key names; `null` for unknown, never a made-up 0; no NaN.
 
 pub mod chart;
+pub mod ended;
 pub mod joblog;
 pub mod locate;
 pub mod nodes;
