@@ -233,7 +233,7 @@ SLURMWATCH_MAIL_TIMEOUT=20
 case "\$*" in
   *" Name=swmail-fail "*) export SLURMWATCH_SITE_FILE=/nonexistent/site.toml ;; # report exits 2
   *" Name=swmail-crash "*) SLURMWATCH_BIN=$ETC/test-report-crash.sh ;;
-  *" Name=swmail-hang "*) SLURMWATCH_BIN=$ETC/test-report-hang.sh SLURMWATCH_MAIL_TIMEOUT=3 ;;
+  *" Name=swmail-hang "*) SLURMWATCH_BIN=$ETC/test-report-hang.sh SLURMWATCH_MAIL_TIMEOUT=3 SLURMWATCH_MAIL_SACCT_WAIT=0 ;;
   *" Name=swmail-nobin "*) SLURMWATCH_BIN=/nonexistent/slurmwatch ;;
   *" Name=swmail-site "*) export SLURMWATCH_SITE_FILE=$ETC/test-site.toml ;;
 esac

@@ -7,7 +7,7 @@
 #
 #   scripts/mail-dbd-queries.sh [N]        # default N=40
 #
-# Prints one line per batch and the per-mail figures. Hold the cluster lock around it.
+# Prints the per-mail figures, by message type and in all. Hold the cluster lock around it.
 set -euo pipefail
 
 N=${1:-40}
@@ -17,50 +17,53 @@ DIR=$(mktemp -d /tmp/mail-dbd-queries.XXXXXX)
 chmod 0777 "$DIR"
 trap 'rm -rf "$DIR"' EXIT
 
-# "JOBS TOTAL": DBD_GET_JOBS_COND's count and the count of every message type.
+# Every message type's count so far, one "TYPE COUNT" a line.
 stats() {
   sacctmgr show stats | awk '
     /statistics by message type/ { on = 1; next }
     /statistics by user/ { on = 0 }
-    on && /count:/ {
-      match($0, /count:[0-9]+/); n = substr($0, RSTART + 6, RLENGTH - 6)
-      total += n; if ($1 == "DBD_GET_JOBS_COND") jobs = n
-    }
-    END { print jobs + 0, total + 0 }'
+    on && /count:/ { match($0, /count:[0-9]+/); print $1, substr($0, RSTART + 6, RLENGTH - 6) }'
 }
 
 mails() { find "$MAIL_DIR" -maxdepth 1 -name '*.mail' | wc -l; }
 
 # Submits N jobs (extra sbatch arguments: $@), waits until they have left the queue and,
-# with mail, until N more mails have been sent; prints "JOBS TOTAL" of the batch.
+# with mail, until N more mails have been sent; writes each message type's count before and
+# after to $DIR/$TAG.before and $DIR/$TAG.after.
 batch() {
-  local before_m ids=() a b t0
-  read -r a b < <(stats)
+  local tag=$1 before_m t0
+  shift
+  stats >"$DIR/$tag.before"
   before_m=$(mails)
   for _ in $(seq "$N"); do
-    ids+=("$(runuser -u "$USER" -- sbatch --parsable -o /dev/null -D "$DIR" -t 1 --mem=64M "$@" --wrap true)")
+    runuser -u "$USER" -- sbatch --parsable -o /dev/null -D "$DIR" -t 1 --mem=64M "$@" --wrap true >/dev/null
   done
   t0=$(date +%s)
   while [ -n "$(squeue -h -u "$USER" -o %i)" ]; do
     [ $(($(date +%s) - t0)) -lt 600 ] || { echo "jobs still queued after 600 s" >&2; exit 1; }
     sleep 1
   done
-  if [ "$1" = "--mail-type=END" ]; then
+  if [ "$tag" = mail ]; then
     while [ $(($(mails) - before_m)) -lt "$N" ]; do
       [ $(($(date +%s) - t0)) -lt 600 ] || { echo "mails missing after 600 s" >&2; exit 1; }
       sleep 1
     done
   fi
-  # The last mail's report may still be running after its mail was counted: let it finish,
-  # and let slurmctld's end records reach slurmdbd.
+  # Let slurmctld's end records and the EpilogSlurmctld's reach slurmdbd.
   sleep 15
-  read -r c d < <(stats)
-  echo "$((c - a)) $((d - b))"
+  stats >"$DIR/$tag.after"
 }
 
-read -r mj mt < <(batch --mail-type=END)
-echo "with mail:    $N jobs, $mj job queries, $mt requests in all"
-read -r pj pt < <(batch --mail-type=NONE)
-echo "without mail: $N jobs, $pj job queries, $pt requests in all"
-awk -v n="$N" -v mj="$mj" -v mt="$mt" -v pj="$pj" -v pt="$pt" 'BEGIN {
-  printf "per mail: %.2f job queries, %.2f requests in all\n", (mj - pj) / n, (mt - pt) / n }'
+batch mail --mail-type=END
+batch plain --mail-type=NONE
+# Per message type: (with mail − without) ÷ N, then the job queries and all requests.
+awk -v n="$N" '
+  { key = FILENAME; sub(/.*\//, "", key); c[key, $1] = $2; types[$1] = 1 }
+  END {
+    for (t in types) {
+      d = ((c["mail.after", t] - c["mail.before", t]) - (c["plain.after", t] - c["plain.before", t])) / n
+      all += d; if (t == "DBD_GET_JOBS_COND") jobs = d
+      if (d >= 0.05 || d <= -0.05) printf "  %-24s %6.2f a mail\n", t, d
+    }
+    printf "per mail (%d jobs with --mail-type=END against %d without): %.2f job queries (DBD_GET_JOBS_COND), %.2f requests in all\n", n, n, jobs, all
+  }' "$DIR/mail.before" "$DIR/mail.after" "$DIR/plain.before" "$DIR/plain.after"

@@ -196,8 +196,8 @@ fn mail_of_a_job_without_a_recording_still_comes() {
 }
 
 /// Each fault: Slurm's mail as Slurm gave it (no report text, not even the broken report's
-/// partial output), soon after the job ended — the hang within its 3-s limit and the 2-s
-/// kill grace, plus Slurm's own delay.
+/// partial output), soon after the job ended — the hang within its 3-s limit (its wait for
+/// slurmdbd set to 0 in scripts/cluster.sh) and the 2-s kill grace, plus Slurm's own delay.
 #[cluster_test]
 fn mail_is_delivered_unchanged_and_promptly_when_the_report_fails() {
     let _p = shared_plugstack();
