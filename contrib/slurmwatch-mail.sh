@@ -74,10 +74,10 @@ if ! cat > "$tmp/body"; then
   exec "$mailer" "$@" </dev/null
 fi
 # Slurm mails as the job ends, often before slurmdbd has the job's whole record: the report
-# asks sacct after 1 s, then at growing pauses, until it has (at most SLURMWATCH_MAIL_SACCT_WAIT
-# seconds; its last answer is the report's, so the wait costs slurmdbd no query of its own). `--owner`: no report unless
-# sacct's record says the job is the user's Slurm named. Bounded: SIGTERM at the limit, SIGKILL
-# 2 s later. Only a report that exited 0 is appended.
+# asks sacct every 2 s until it has (at most SLURMWATCH_MAIL_SACCT_WAIT seconds); its last
+# answer is the report's, so the wait costs slurmdbd no query of its own. `--owner`: no report
+# unless sacct's record says the job is the user's Slurm named. Bounded: SIGTERM after the
+# wait and the limit, SIGKILL 2 s later. Only a report that exited 0 is appended.
 wait_s=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
 digits "$wait_s" || wait_s=10
 if timeout -k 2 $((limit + wait_s)) "$bin" report --no-log --sacct-timeout "$limit" \

@@ -6,11 +6,13 @@
 # job starts, ends and EpilogSlurmctld).
 #
 #   scripts/mail-dbd-queries.sh [N]        # default N=40
+#   JOB='sleep 6' scripts/mail-dbd-queries.sh 20   # the jobs' command (default: true)
 #
 # Prints the per-mail figures, by message type and in all. Hold the cluster lock around it.
 set -euo pipefail
 
 N=${1:-40}
+JOB=${JOB:-true}
 MAIL_DIR=/var/spool/slurmwatch-test-mail
 USER=swuser1
 DIR=$(mktemp -d /tmp/mail-dbd-queries.XXXXXX)
@@ -36,7 +38,7 @@ batch() {
   stats >"$DIR/$tag.before"
   before_m=$(mails)
   for _ in $(seq "$N"); do
-    runuser -u "$USER" -- sbatch --parsable -o /dev/null -D "$DIR" -t 1 --mem=64M "$@" --wrap true >/dev/null
+    runuser -u "$USER" -- sbatch --parsable -o /dev/null -D "$DIR" -t 1 --mem=64M "$@" --wrap "$JOB" >/dev/null
   done
   t0=$(date +%s)
   while [ -n "$(squeue -h -u "$USER" -o %i)" ]; do

@@ -83,8 +83,12 @@ fn main() {
     let code = match result {
         Ok(code) => code,
         Err(e) => {
-            // One sentence and a hint; never a backtrace.
-            eprintln!("slurmwatch: {e:#}");
+            // One sentence and a hint; never a backtrace. It may quote a path or a name a
+            // user chose: no control character reaches the terminal.
+            eprintln!(
+                "slurmwatch: {}",
+                slurmwatch_core::render::terminal::text(&format!("{e:#}"))
+            );
             2
         }
     };

@@ -55,9 +55,9 @@ pub struct ReportArgs {
     /// for the mail.
     #[arg(long, value_name = "USER", conflicts_with = "no_sacct")]
     pub owner: Option<String>,
-    /// The job has just ended: ask sacct after 1 s, then at growing pauses for up to SECONDS,
-    /// until slurmdbd has its whole record (not none yet, still running, or its stand-in row
-    /// without the request). For the MailProg wrapper: Slurm mails as the job ends.
+    /// The job has just ended: ask sacct every 2 s for up to SECONDS until slurmdbd has its
+    /// whole record (not none yet, still running, or its stand-in row without the request).
+    /// For the MailProg wrapper: Slurm mails as the job ends.
     #[arg(long, value_name = "SECONDS", default_value_t = 0)]
     pub wait_ended: u64,
 }
@@ -266,6 +266,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
 /// `--owner`: the job is `owner`'s by sacct's record, or the report stops (exit 2). A job
 /// sacct does not know cannot be checked, so it is refused too.
 fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::Result<()> {
+    if owner.is_empty() {
+        bail!("--owner needs a user name.\nhint: --owner alice");
+    }
     let Some(a) = acct else {
         bail!(
             "sacct knows no job {job}, so it cannot be checked to be {}'s.\nhint: drop --owner to report from the job's files alone",
@@ -382,11 +385,14 @@ pub(crate) fn site_recordings(
             }
             Ok(_) => eprintln!(
                 "slurmwatch: note: {} records another job; not used",
-                p.display()
+                terminal::field(&p.display().to_string())
             ),
             // An unreadable file among several is skipped and said; when it is the only
             // one, the report says so rather than pretend nothing was recorded.
-            Err(e) if paths.len() > 1 => eprintln!("slurmwatch: note: {e}; not used"),
+            Err(e) if paths.len() > 1 => eprintln!(
+                "slurmwatch: note: {}; not used",
+                terminal::text(&e.to_string())
+            ),
             Err(e) => return Err(anyhow::Error::msg(e)),
         }
     }
