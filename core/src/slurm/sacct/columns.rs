@@ -1,8 +1,9 @@
 //! One answer's header, and each of its records typed by it.
 //!
 //! The header is read once per answer; a record's values are borrowed where
-//! [`records`](super::records) cut them and looked up by column position, so typing a line allocates only what the [`Line`] keeps. That is
-//! what lets a window of a million jobs be parsed as it streams in.
+//! [`records`](super::records) cut them and looked up by column position, so typing a line
+//! allocates only what the [`Line`] keeps. That is what lets a window of a million jobs be
+//! parsed as it streams in.
 
 use std::collections::BTreeMap;
 

@@ -1,9 +1,9 @@
 //! A window's answers parsed on two threads of their own while the caller works on the jobs:
 //! the *feeder* cuts sacct's bytes into the header and whole records (see
-//! [`records`](super::records): text work only), the *grouper* types each record and groups them into jobs, and
-//! the caller's thread hands each job on. On two cores the typing alone was as much work as
-//! the caller's and the rest of the parse together; split so, no one thread's share sets the
-//! wall time.
+//! [`records`](super::records): text work only), the *grouper* types each record and groups
+//! them into jobs, and the caller's thread hands each job on. On two cores the typing alone
+//! was as much work as the caller's and the rest of the parse together; split so, no one
+//! thread's share sets the wall time.
 //!
 //! Order needs no sequence numbers: each stage is one thread reading one FIFO channel. Memory
 //! is bounded by the channels' bounds, never by the answer: at most [`BLOCKS_IN_FLIGHT`]

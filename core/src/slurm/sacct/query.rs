@@ -443,6 +443,16 @@ mod tests {
         assert_eq!(FIELDS.last(), Some(&"JobIDRaw"));
         assert!(FIXED_ENDS.contains(FIELDS.first().unwrap()));
         assert!(FIXED_ENDS.contains(FIELDS.last().unwrap()));
+        // A release that refused one of them is not asked again without it.
+        let mut f: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        for end in FIXED_ENDS {
+            let err = format!("sacct: error: Invalid field requested: \"{end}\"");
+            assert!(retry_with(&mut f, &err).is_err());
+        }
+        assert!(retry_with(&mut f, "sacct: error: Invalid field requested: \"WorkDir\"").is_ok());
+        assert_eq!(f.first().map(String::as_str), FIELDS.first().copied());
+        assert_eq!(f.last().map(String::as_str), FIELDS.last().copied());
+        assert!(!f.iter().any(|x| x == "WorkDir"));
     }
 
     #[test]

@@ -3,9 +3,10 @@
 //! A site's month is hundreds of megabytes of sacct text: it is never held whole. A reader
 //! thread hands stdout over in chunks through a small bounded channel (so a slow consumer
 //! stalls sacct on its pipe rather than growing a buffer), and the caller's thread hands each
-//! to the consumer (which cuts it into records: [`records`](super::records)). The bound is on *waiting*: every moment spent blocked
-//! on sacct (for its next chunk, then for its exit) comes off one [`Budget`]; the consumer's
-//! own work does not, so a large answer parsed slowly is not called a hung slurmdbd.
+//! to the consumer (which cuts it into records: [`records`](super::records)). The bound is on
+//! *waiting*: every moment spent blocked on sacct (for its next chunk, then for its exit)
+//! comes off one [`Budget`]; the consumer's own work does not, so a large answer parsed
+//! slowly is not called a hung slurmdbd.
 
 use std::io::Read;
 use std::path::Path;
