@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # `slurmwatch history` and `sizing` over a site's month (issue 16): generated sacct answers
 # of 10^4, 10^5 and 10^6 jobs (the bench mix of core/src/history/fixture.rs spread over 30
-# days, `--all-users`), served by a fake `sacct` first on PATH that `cat`s the pre-generated
-# answer for each chunk the real slurmwatch binary asks for. Prints a table: wall time
-# (median of RUNS), the `cat` floor (the same files through a pipe: what serving them costs
-# alone), time over that floor, CPU time (user + system: what a loaded machine's wall time
-# hides), peak memory (max RSS, /usr/bin/time's %M) and CPU per job.
+# days, `--all-users`), served by a fake `sacct` first on PATH that prints the pre-generated
+# answer for each chunk the real slurmwatch binary asks for, with the delimiter it asks
+# (`history_bench_data replay`: sacct's fields are split by a fresh random string per call).
+# Prints a table: wall time (median of RUNS), the serving floor (the same files replayed
+# through a pipe: what serving them costs alone), time over that floor, CPU time (user +
+# system, the fake sacct's included: what a loaded machine's wall time hides), peak memory (max RSS, /usr/bin/time's %M) and CPU per job.
 #
 #   scripts/bench-history.sh                 # SIZES="10000 100000 1000000" RUNS=3
 #   SIZES="10000 100000" RUNS=1 scripts/bench-history.sh
@@ -48,15 +49,17 @@ for n in $SIZES; do
     mkdir -p "$d"
     echo "bench-history: generating $n jobs into $d ..." >&2
     "$gen" "$n" "$d"
-    cat > "$d/sacct" << 'EOF'
+    cat > "$d/sacct" << EOF
 #!/bin/sh
-# The bench's sacct: the pre-generated answer of the chunk that -S names.
+# The bench's sacct: the pre-generated answer of the chunk that -S names, split by the
+# --delimiter asked (sacct's default \`|\` when none).
 s=
-while [ $# -gt 0 ]; do
-  case $1 in -S) s=$2; shift ;; esac
+d='|'
+while [ \$# -gt 0 ]; do
+  case \$1 in -S) s=\$2; shift ;; --delimiter=*) d=\${1#--delimiter=} ;; esac
   shift
 done
-exec cat "$(dirname "$0")/chunk-$s.txt"
+exec "$gen" replay "\$(dirname "\$0")/chunk-\$s.txt" "\$d"
 EOF
     chmod +x "$d/sacct"
     touch "$d/ready"
@@ -64,7 +67,8 @@ EOF
   read -r since until < "$d/window"
   mb=$(du -cm "$d"/chunk-*.txt | tail -1 | cut -f1)
   floor=$(for _ in $(seq "$RUNS"); do
-    timed "$d/floor.out" sh -c 'for f in "$1"/chunk-*.txt; do cat "$f"; done | cat > /dev/null' _ "$d" | cut -d' ' -f1
+    timed "$d/floor.out" sh -c 'for f in "$2"/chunk-*.txt; do "$1" replay "$f" "$3"; done | cat > /dev/null' \
+      _ "$gen" "$d" "$(printf '\037%s\037' 0123456789abcdef)" | cut -d' ' -f1
   done | median)
   line="$n $mb $floor"
   for cmd in history sizing; do
@@ -89,7 +93,7 @@ done
 echo "$("$sw" --version) ($(git rev-parse --short HEAD 2>/dev/null || echo ?)), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), median of $RUNS"
 printf '%s\n' "${rows[@]}" | awk '
 BEGIN {
-  printf "| jobs | sacct text | cat floor | history wall | over floor | CPU | max RSS | sizing wall | over floor | CPU | max RSS | CPU per job |\n"
+  printf "| jobs | sacct text | serving floor | history wall | over floor | CPU | max RSS | sizing wall | over floor | CPU | max RSS | CPU per job |\n"
   printf "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
 }
 {

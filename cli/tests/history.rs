@@ -95,6 +95,12 @@ impl Drop for TempDir {
     }
 }
 
+/// A fake sacct's script printing `answer` (split by the unit separator) as sacct would with
+/// the delimiter it is asked for.
+fn replay(answer: &Path) -> String {
+    slurmwatch_core::history::fixture::replay(answer, slurmwatch_core::slurm::sacct::DELIMITER)
+}
+
 fn fake_path(dir: &Path, script: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     let p = dir.join("sacct");
@@ -121,7 +127,7 @@ fn slurmwatch(path: &str, spool: &Path, args: &[&str]) -> std::process::Output {
 fn sizing_json_and_text_through_sacct_on_path() {
     let d = TempDir::new("sizing");
     std::fs::write(d.path().join("h.txt"), history_text()).unwrap();
-    let path = fake_path(d.path(), &format!("cat {}/h.txt", d.path().display()));
+    let path = fake_path(d.path(), &replay(&d.path().join("h.txt")));
     let win = ["-S", "2026-11-01", "-E", "2026-11-03"];
     let mut args = vec!["sizing", "--json"];
     args.extend(win);
@@ -206,7 +212,7 @@ fn progress_only_on_a_terminal() {
     std::fs::write(d.path().join("h.txt"), history_text()).unwrap();
     let path = fake_path(
         d.path(),
-        &format!("sleep 2; cat {}/h.txt", d.path().display()),
+        &format!("sleep 2\n{}", replay(&d.path().join("h.txt"))),
     );
     let win = ["history", "-S", "2026-11-01", "-E", "2026-11-03"];
     // A pipe: the answer, and not a carriage return on stderr.

@@ -52,9 +52,12 @@ impl Fake {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("answer"), text).unwrap();
         let script = format!(
-            "#!/bin/sh\necho \"$@\" >> {log}\ncat {ans}\n",
+            "#!/bin/sh\necho \"$@\" >> {log}\n{replay}",
             log = dir.path().join("calls").display(),
-            ans = dir.path().join("answer").display()
+            replay = slurmwatch_core::history::fixture::replay(
+                &dir.path().join("answer"),
+                slurmwatch_core::slurm::sacct::DELIMITER
+            )
         );
         let p = dir.path().join("sacct");
         std::fs::write(&p, script).unwrap();

@@ -1,10 +1,14 @@
 //! The sacct answers of `scripts/bench-history.sh`: `N` jobs of the bench's mix
 //! (`history::fixture::mixed_jobs`) spread over a 30-day window, as sacct prints them for
 //! slurmwatch's own field list, one file per chunk of the window query
-//! (`DIR/chunk-<-S value>.txt`), so a fake `sacct` can answer each call with `cat`.
+//! (`DIR/chunk-<-S value>.txt`, split by the unit separator), so a fake `sacct` can answer
+//! each call with a file.
 //!
 //! `history_bench_data N DIR` writes the chunk files and `DIR/window` (`since until`, Unix
-//! seconds, for `-S @since -E @until`). A job is in every chunk it ran during, as sacct lists
+//! seconds, for `-S @since -E @until`). `history_bench_data replay FILE DELIMITER` prints a
+//! chunk file split by `DELIMITER` instead, as sacct prints it when asked `--delimiter=` (the
+//! reader asks a fresh random one per call): the fake's part, at memory speed, so serving
+//! the answer costs next to nothing beside what is measured. A job is in every chunk it ran during, as sacct lists
 //! it, so jobs running across a chunk boundary are listed twice (the query keeps one).
 //! Run it under the same `TZ` as the slurmwatch that reads the files.
 
@@ -21,6 +25,13 @@ const LONGEST_SECONDS: i64 = 3 * 3600 + 30;
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);
+    if let ("replay", Some(file), Some(d)) = (
+        std::env::args().nth(1).unwrap_or_default().as_str(),
+        std::env::args().nth(2),
+        std::env::args().nth(3),
+    ) {
+        return replay(&file, d.as_bytes());
+    }
     let (Some(n), Some(dir)) = (args.next().and_then(|n| n.parse::<u64>().ok()), args.next())
     else {
         eprintln!("usage: history_bench_data N DIR");
@@ -76,4 +87,27 @@ fn main() -> std::io::Result<()> {
     }
     std::fs::write(dir.join("window"), format!("{since} {until}\n"))?;
     Ok(())
+}
+
+/// `file` to stdout with every unit separator replaced by `delimiter`.
+fn replay(file: &str, delimiter: &[u8]) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut f = File::open(file)?;
+    let out = std::io::stdout().lock();
+    let mut out = BufWriter::with_capacity(1 << 20, out);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let mut from = 0;
+        for at in memchr::memchr_iter(0x1f, &buf[..n]) {
+            out.write_all(&buf[from..at])?;
+            out.write_all(delimiter)?;
+            from = at + 1;
+        }
+        out.write_all(&buf[from..n])?;
+    }
+    out.flush()
 }

@@ -11,17 +11,25 @@ use slurmwatch_core::slurm::{hostlist, units};
 
 use history::fixture::{self as gen, Job, T0};
 
-/// A fake `sacct` in a tempdir that prints `text` (and logs its arguments).
+/// A fake `sacct` in a tempdir that prints `text` (split by [`sacct::DELIMITER`]) with the
+/// delimiter it is asked for (and logs its arguments).
 fn fake_sacct(text: &str) -> (tempfile::TempDir, PathBuf) {
+    fake_sacct_split(text, sacct::DELIMITER)
+}
+
+/// [`fake_sacct`] of a `text` split by `delimiter`.
+fn fake_sacct_split(text: &str, delimiter: &str) -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("history.txt"), text).unwrap();
+    let answer = d.path().join("history.txt");
+    std::fs::write(&answer, text).unwrap();
     let p = d.path().join("sacct");
     std::fs::write(
         &p,
         format!(
-            "#!/bin/sh\necho \"$*\" >> {0}/args.log\ncat {0}/history.txt\n",
-            d.path().display()
+            "#!/bin/sh\necho \"$*\" >> {0}/args.log\n{1}",
+            d.path().display(),
+            gen::replay(&answer, delimiter)
         ),
     )
     .unwrap();
@@ -322,13 +330,39 @@ fn cost_ranks_gpu_hours_above_core_hours_and_folds_the_rest() {
     assert!(a.workloads[0].advice.iter().any(|x| x.flag == "--gres"));
 }
 
+/// A job name holding the unit separator (and a newline) is one field, whatever it holds:
+/// each call's delimiter is its own (`\x1f`, 16 random hex digits, `\x1f`); a line that
+/// is no record is skipped.
 #[test]
-fn window_is_chunked_and_a_row_with_too_many_fields_is_skipped() {
-    let mut text = gen::text(&[Job::new("a1"), Job::new("a2")], T0, 1);
-    // A job name with the unit separator in it: one field too many.
-    text.push_str("77\u{1f}77\u{1f}bad\u{1f}name\u{1f}alice\u{1f}1001\u{1f}batch\u{1f}COMPLETED\u{1f}0:0\u{1f}x\u{1f}x\u{1f}x\u{1f}1\u{1f}1\u{1f}1\u{1f}1\u{1f}1M\u{1f}\u{1f}cn01\u{1f}00:01\u{1f}\n");
+fn window_is_chunked_a_unit_separator_stays_in_its_name_and_garbage_is_skipped() {
+    let d0 = "\u{1f}00ff00ff00ff00ff\u{1f}";
+    let mut text = gen::text(&[Job::new("a1"), Job::new("a2")], T0, 1).replace('\u{1f}', d0);
+    let row = [
+        "77",
+        "77",
+        "bad\u{1f}na\nme",
+        "alice",
+        "1001",
+        "batch",
+        "COMPLETED",
+        "0:0",
+        "x",
+        "x",
+        "x",
+        "1",
+        "1",
+        "1",
+        "1",
+        "1M",
+        "",
+        "cn01",
+        "00:01",
+        "",
+    ];
+    assert_eq!(row.len(), gen::HEADER.len());
+    text.push_str(&(row.join(d0) + "\n"));
     text.push_str("garbage\n");
-    let (d, p) = fake_sacct(&text);
+    let (d, p) = fake_sacct_split(&text, d0);
     let q = Query {
         program: p,
         timeout: Duration::from_secs(10),
@@ -342,8 +376,12 @@ fn window_is_chunked_and_a_row_with_too_many_fields_is_skipped() {
         .iter()
         .all(|c| c.contains("-S ") && c.contains("-E ") && c.contains("-u alice")));
     // Each chunk listed the same jobs: kept once.
-    assert_eq!(b.records.len(), 2);
-    assert_eq!(b.skipped_lines, 6, "two bad lines in each of three answers");
+    let names: Vec<&str> = b.records.iter().map(|r| r.job.job_name.as_str()).collect();
+    assert_eq!(names, ["a1", "a2", "bad\u{1f}na\nme"]);
+    assert_eq!(
+        b.skipped_lines, 3,
+        "the garbage line of each of three answers"
+    );
     // Bad input to the query is refused before sacct runs.
     let bad = Window {
         users: vec!["a;b".into()],
@@ -382,11 +420,13 @@ fn chunked_sacct(answers: &[(String, String)]) -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
     let mut script = String::from(
-        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -S) s=$2;; esac; shift; done\ncase $s in\n",
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$prev\" = -S ] && s=$a; prev=$a; done\ncase $s in\n",
     );
     for (i, (since, text)) in answers.iter().enumerate() {
-        std::fs::write(d.path().join(format!("{i}.txt")), text).unwrap();
-        script += &format!("  {since}) cat {}/{i}.txt ;;\n", d.path().display());
+        let answer = d.path().join(format!("{i}.txt"));
+        std::fs::write(&answer, text).unwrap();
+        let replay = gen::replay(&answer, sacct::DELIMITER).replace('\n', "\n    ");
+        script += &format!("  {since})\n    {replay};;\n");
     }
     script += "  *) echo \"sacct: no answer for $s\" >&2; exit 1 ;;\nesac\n";
     let p = d.path().join("sacct");

@@ -150,16 +150,6 @@ fn planned_replaces_reserved() {
 }
 
 #[test]
-fn pipe_fallback_rejoins_a_job_name_with_a_pipe() {
-    let r = parse(&fixture("trap_pipe_fallback.txt"), '|').unwrap();
-    assert_eq!(r.job.job_name, "a|b");
-    assert_eq!(r.job.work_dir.as_deref(), Some("/home/alice/run"));
-    assert_eq!(r.job.req_mem, Some(ReqMem::Node { bytes: 4000 * MIB }));
-    assert_eq!(r.steps.len(), 1);
-    assert_eq!(r.skipped_lines, 0);
-}
-
-#[test]
 fn header_only_is_unknown_job() {
     assert!(parse("JobID\u{1f}State\n", DELIMITER).is_none());
     assert!(parse("", DELIMITER).is_none());
@@ -174,11 +164,19 @@ fn unpinned_time_formats_are_not_misread() {
 
 // --- the runner, with a fake sacct ----------------------------------------------------
 
+/// A fake sacct running `script`, with `$d` the delimiter it was asked for (as sacct, `|`
+/// when none).
 fn fake(script: &str) -> (tempfile::TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("sacct");
-    std::fs::write(&p, format!("#!/bin/sh\n{script}\n")).unwrap();
+    std::fs::write(
+        &p,
+        format!(
+            "#!/bin/sh\nd='|'\nfor a in \"$@\"; do case \"$a\" in --delimiter=*) d=\"${{a#--delimiter=}}\";; esac; done\n{script}\n"
+        ),
+    )
+    .unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
     (d, p)
 }
@@ -215,7 +213,7 @@ fn pinned_environment_and_invalid_field_retry() {
     // name column. The field is dropped and the query asked again.
     let (_d, p) = fake(
         r#"case "$*" in *SubmitLine*) echo 'sacct: error: Invalid field requested: "SubmitLine"' >&2; exit 1;; esac
-printf 'JobID\037JobName\037State\037Reserved\n1\037%s-%s\037COMPLETED\03700:00:09\n' "$SLURM_TIME_FORMAT" "$LC_ALL""#,
+printf 'JobID%sJobName%sState%sReserved\n1%s%s-%s%sCOMPLETED%s00:00:09\n' "$d" "$d" "$d" "$d" "$SLURM_TIME_FORMAT" "$LC_ALL" "$d" "$d""#,
     );
     let q = Query {
         program: p,
@@ -238,8 +236,8 @@ fn one_job_is_one_sacct_call() {
     let (_f, p) = fake(&format!(
         r#"echo "$*" >> {calls}
 case "$*" in *Planned*|*Reserved*) echo 'sacct: error: Invalid field requested: "Planned"' >&2; exit 1;; esac
-printf 'JobID\037JobIDRaw\037State\037Eligible\037Start\037SubmitLine\037AdminComment\n'
-printf '5\0375\037COMPLETED\0372026-12-01T10:00:00\0372026-12-01T10:00:07\037sbatch -o out.%%j job.sh\037SW1:x\n'"#,
+printf 'JobID%sState%sEligible%sStart%sSubmitLine%sAdminComment%sJobIDRaw\n' "$d" "$d" "$d" "$d" "$d" "$d"
+printf '5%sCOMPLETED%s2026-12-01T10:00:00%s2026-12-01T10:00:07%ssbatch -o out.%%j job.sh%sSW1:x%s5\n' "$d" "$d" "$d" "$d" "$d" "$d""#,
         calls = calls.display()
     ));
     let q = Query {
@@ -258,14 +256,14 @@ printf '5\0375\037COMPLETED\0372026-12-01T10:00:00\0372026-12-01T10:00:07\037sba
     assert_eq!(r.job.admin_comment.as_deref(), Some("SW1:x"));
 }
 
-/// A newline typed into a field (here the job name and the SubmitLine) splits sacct's record
-/// over physical lines: it is joined back, and the next record still parses.
+/// A newline typed into a field (here the job name and the SubmitLine) stays in its field,
+/// and the next record still parses.
 #[test]
 fn a_newline_inside_a_field_does_not_lose_the_record() {
-    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\x1fAdminComment\n\
-                7\x1fa\nb\x1fCOMPLETED\x1fsbatch --comment=x\ny job.sh\x1f\n\
-                7.batch\x1fbatch\x1fCOMPLETED\x1f\x1f\n";
-    let r = slurmwatch_core::slurm::sacct::parse(text, '\x1f').unwrap();
+    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\x1fAdminComment\x1fJobIDRaw\n\
+                7\x1fa\nb\x1fCOMPLETED\x1fsbatch --comment=x\ny job.sh\x1f\x1f7\n\
+                7.batch\x1fbatch\x1fCOMPLETED\x1f\x1f\x1f7.batch\n";
+    let r = slurmwatch_core::slurm::sacct::parse(text, "\x1f").unwrap();
     assert_eq!(r.skipped_lines, 0);
     assert_eq!(r.job.job_name, "a\nb");
     assert_eq!(
@@ -275,8 +273,10 @@ fn a_newline_inside_a_field_does_not_lose_the_record() {
     assert_eq!(r.steps.len(), 1);
 }
 
+/// Without a delimiter no user can type, sacct's text cannot be read safely: a sacct that
+/// refuses `--delimiter` is one sentence, never a fallback to `|`.
 #[test]
-fn delimiter_refused_falls_back_to_pipe() {
+fn a_refused_delimiter_is_an_error() {
     let (_d, p) = fake(
         r#"case "$*" in *delimiter*) echo 'sacct: unrecognized option --delimiter' >&2; exit 1;; esac
 printf 'JobID|State\n7|FAILED\n'"#,
@@ -286,7 +286,11 @@ printf 'JobID|State\n7|FAILED\n'"#,
         timeout: Duration::from_secs(5),
         ..Query::default()
     };
-    assert_eq!(q.job("7").unwrap().job.state.name, "FAILED");
+    let e = q.job("7").unwrap_err();
+    assert!(
+        matches!(&e, SacctError::Failed(m) if m.contains("--delimiter")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -491,16 +495,16 @@ fn sacct_only_text_has_no_doubled_na() {
     assert!(text.contains("sacct per node 1.18 GiB"), "{text}");
 }
 
-/// The same through the window path (the streaming grouper): a record split by a newline is
-/// joined back and keeps its steps; a short line nothing continues is counted as skipped.
+/// The same through the multi-job path: a record holding a newline keeps its steps; a record
+/// sacct left short of fields at the end is counted as skipped.
 #[test]
 fn a_newline_inside_a_field_in_a_window_answer() {
-    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\n\
-                7\x1fa\nb\x1fCOMPLETED\x1fsbatch job.sh\n\
-                7.batch\x1fbatch\x1fCOMPLETED\x1f\n\
-                8\x1fbroken\n\
-                9\x1fz\x1fFAILED\x1fsbatch\n";
-    let b = slurmwatch_core::slurm::sacct::parse_many(text, '\x1f');
+    let text = "JobID\x1fJobName\x1fState\x1fSubmitLine\x1fJobIDRaw\n\
+                7\x1fa\nb\x1fCOMPLETED\x1fsbatch job.sh\x1f7\n\
+                7.batch\x1fbatch\x1fCOMPLETED\x1f\x1f7.batch\n\
+                9\x1fz\x1fFAILED\x1fsbatch\x1f9\n\
+                8\x1fbroken\n";
+    let b = slurmwatch_core::slurm::sacct::parse_many(text, "\x1f");
     let names: Vec<&str> = b.records.iter().map(|r| r.job.job_name.as_str()).collect();
     assert_eq!(names, ["a\nb", "z"]);
     assert_eq!(b.records[0].steps.len(), 1);
@@ -515,7 +519,11 @@ fn many_jobs_in_one_call_each_once() {
     let d = tempfile::tempdir().unwrap();
     let ans = d.path().join("answer");
     std::fs::write(&ans, format!("{t}\n{body}")).unwrap();
-    let (_d, p) = fake(&format!("echo \"$@\" > {0}.args; cat {0}", ans.display()));
+    let (_d, p) = fake(&format!(
+        "echo \"$@\" > {0}.args\n{1}",
+        ans.display(),
+        slurmwatch_core::history::fixture::replay(&ans, DELIMITER)
+    ));
     let q = Query {
         program: p,
         ..Query::default()
@@ -589,4 +597,107 @@ fn a_partial_record_is_told_apart_and_its_placeholders_are_not_the_jobs() {
         "capt2"
     );
     assert!(!rep.notes.iter().any(|n| n.contains("partial record")));
+}
+
+// --- forged jobs through sacct's text (issue 37, attack 6) ---------------------------------
+
+/// The delimiter of the `hostile_forging_*` captures (any the reader never asks is as good).
+const FORGING_DELIMITER: &str = "\u{1f}3f9c2a7be1d40856\u{1f}";
+
+/// Captured on the test cluster (Slurm 22.05.8, 2026-12-06): swuser2's job 11 was submitted
+/// with `--comment=$'x\n<R>\ny'` and job 12 with `-J $'x\n<R>\ny'`, where `<R>` is a whole
+/// record of the field list (`FIELDS`) joined by `\x1f`: job 4000000001 of swuser1, COMPLETED
+/// on node n1, named `forged`. Job 10 is swuser1's own. Slurm kept the bytes: they are in
+/// job 11's SubmitLine and in job 12's JobName and SubmitLine. The answers are
+/// `sacct -j 10,11,12` (`_jobs`; the window `-S -E --allusers` over the three printed the same
+/// bytes), `-j 11` (`_comment`) and `-j 12` (`_name`), each `--parsable2 -o <FIELDS>
+/// --delimiter=` [`FORGING_DELIMITER`]. The fake prints them with the delimiter it is asked
+/// for: the same capture with `--delimiter=$'\x1f'` was this text with the delimiter swapped,
+/// byte for byte.
+fn replaying(capture: &str) -> ([tempfile::TempDir; 2], Query) {
+    let d = tempfile::tempdir().unwrap();
+    let ans = d.path().join("answer");
+    std::fs::write(&ans, fixture(capture)).unwrap();
+    let (f, p) = fake(&slurmwatch_core::history::fixture::replay(
+        &ans,
+        FORGING_DELIMITER,
+    ));
+    (
+        [d, f],
+        Query {
+            program: p,
+            timeout: Duration::from_secs(10),
+            ..Query::default()
+        },
+    )
+}
+
+/// The three jobs as sacct holds them: the attackers' two keep their names and SubmitLines
+/// byte for byte, nobody's job 4000000001 appears, every step stays with its job.
+fn assert_no_forged_job(records: &[sacct::Record], want: &[&str]) {
+    let ids: Vec<&str> = records.iter().map(|r| r.job.job_id.as_str()).collect();
+    assert_eq!(ids, want, "the jobs read");
+    for r in records {
+        let (id, user) = (&r.job.job_id, r.job.user.as_deref());
+        assert_eq!(user, Some(if id == "10" { "swuser1" } else { "swuser2" }));
+        assert_eq!(r.job.node_list.as_deref(), Some("vm"), "job {id}");
+        assert_eq!(r.job.fields["JobIDRaw"], *id);
+        let steps: Vec<&str> = r.steps.iter().map(|s| s.job_id.as_str()).collect();
+        assert_eq!(steps, [format!("{id}.batch"), format!("{id}.extern")]);
+        assert!(r.steps.iter().all(|s| s.node_list.as_deref() == Some("vm")));
+        assert_eq!(r.skipped_lines, 0);
+        let forged = |s: &str| s.starts_with("x\n4000000001\u{1f}") && s.ends_with("\ny");
+        match id.as_str() {
+            "10" => assert_eq!(r.job.job_name, "victim"),
+            "11" => {
+                assert_eq!(r.job.job_name, "wrap");
+                let line = r.job.submit_line.as_deref().unwrap();
+                let comment = line
+                    .strip_prefix("sbatch --parsable -o /dev/null --comment=")
+                    .and_then(|c| c.strip_suffix(" --wrap=true"))
+                    .unwrap_or_else(|| panic!("{line:?}"));
+                assert!(forged(comment), "{comment:?}");
+            }
+            _ => {
+                assert!(forged(&r.job.job_name), "{:?}", r.job.job_name);
+                assert_eq!(r.job.job_name.matches('\u{1f}').count(), FIELDS.len() - 1);
+            }
+        }
+    }
+}
+
+use slurmwatch_core::slurm::sacct::FIELDS;
+
+#[test]
+fn a_comment_or_job_name_forges_no_job_in_a_window() {
+    let (_d, q) = replaying("hostile_forging_jobs.txt");
+    let w = sacct::Window {
+        since_unix: 1_796_593_600,
+        until_unix: 1_796_593_600 + 3600,
+        all_users: true,
+        ..sacct::Window::default()
+    };
+    let b = q.window(&w).unwrap();
+    assert_no_forged_job(&b.records, &["10", "11", "12"]);
+    assert_eq!((b.skipped_lines, b.orphan_steps), (0, 0));
+    // What `history --all-users` makes of them: no run of job 4000000001, none named `forged`.
+    let (runs, _) = slurmwatch_core::history::runs_from(&b.records);
+    assert_eq!(runs.len(), 3);
+    assert!(runs.iter().all(|r| r.name != "forged"));
+}
+
+#[test]
+fn a_comment_or_job_name_forges_no_job_in_jobs_and_report() {
+    let (_d, q) = replaying("hostile_forging_jobs.txt");
+    let b = q.jobs(&["10".into(), "11".into(), "12".into()]).unwrap();
+    assert_no_forged_job(&b.records, &["10", "11", "12"]);
+    assert_eq!((b.skipped_lines, b.orphan_steps), (0, 0));
+    for (id, capture) in [
+        ("11", "hostile_forging_comment.txt"),
+        ("12", "hostile_forging_name.txt"),
+    ] {
+        let (_d, q) = replaying(capture);
+        let r = q.job(id).unwrap();
+        assert_no_forged_job(std::slice::from_ref(&r), &[id]);
+    }
 }

@@ -343,36 +343,29 @@ impl Job {
         }
     }
 
-    /// sacct lines of the job and its steps.
+    /// sacct lines of the job and its steps, read by slurmwatch's own reader: a job name may
+    /// hold newlines and unit separators (tests/cluster/hostile_sacct.rs).
     pub fn sacct(&self) -> Vec<SacctLine> {
-        let o = run(
-            "sacct",
-            &[
-                "-n",
-                "-P",
-                "--delimiter=\u{1f}",
-                "-j",
-                &self.id.to_string(),
-                "-o",
-                "JobID,State,ExitCode,ElapsedRaw,TotalCPU,MaxRSS,JobName,ReqTRES",
-            ],
-        );
-        stdout(&o)
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split('\u{1f}').collect();
-                (f.len() == 8).then(|| SacctLine {
-                    job_id: f[0].to_string(),
-                    // "CANCELLED by 0" → "CANCELLED"
-                    state: f[1].split_whitespace().next().unwrap_or("").to_string(),
-                    exit_code: f[2].to_string(),
-                    elapsed_seconds: f[3].parse().unwrap_or(0),
-                    total_cpu: f[4].to_string(),
-                    max_rss: f[5].to_string(),
-                    // The job line's stand-in (see `wait`); a step line never is.
-                    partial: !f[0].contains('.') && f[6] == "allocation" && f[7].is_empty(),
-                })
-            })
+        let q = slurmwatch_core::slurm::sacct::Query::default();
+        let Ok(r) = q.job(&self.id.to_string()) else {
+            return Vec::new();
+        };
+        let line = |l: &slurmwatch_core::slurm::sacct::Line, partial: bool| {
+            let raw = |k: &str| l.fields.get(k).cloned().unwrap_or_default();
+            SacctLine {
+                job_id: l.job_id.clone(),
+                // "CANCELLED by 0" → "CANCELLED"
+                state: l.state.name.clone(),
+                exit_code: raw("ExitCode"),
+                elapsed_seconds: l.elapsed_seconds.unwrap_or(0),
+                total_cpu: raw("TotalCPU"),
+                max_rss: raw("MaxRSS"),
+                // The job line's stand-in (see `wait`); a step line never is.
+                partial,
+            }
+        };
+        std::iter::once(line(&r.job, r.is_partial()))
+            .chain(r.steps.iter().map(|s| line(s, false)))
             .collect()
     }
 

@@ -221,10 +221,11 @@ mod tests {
     /// A fake sacct that logs its arguments and prints `text`, or fails.
     fn fake_sacct(d: &std::path::Path, text: &str, ok: bool) -> sacct::Query {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::write(d.join("out.txt"), text).unwrap();
+        let answer = d.join("out.txt");
+        std::fs::write(&answer, text).unwrap();
         let p = d.join("sacct");
         let body = if ok {
-            format!("cat {}/out.txt", d.display())
+            crate::history::fixture::replay(&answer, sacct::DELIMITER)
         } else {
             "echo 'sacct: error: Problem talking to the database' >&2; exit 1".into()
         };

@@ -826,7 +826,7 @@ impl Sources<'_> {
         }
         if acct.is_some_and(|a| a.skipped_lines > 0) {
             notes.push(format!(
-                "{} sacct line(s) could not be read (a field contained the delimiter) and were skipped.",
+                "{} sacct record(s) could not be read (cut short, or over 1 MiB) and were skipped.",
                 acct.map_or(0, |a| a.skipped_lines)
             ));
         }

@@ -4,9 +4,12 @@
 //! - the output format is pinned: `SLURM_TIME_FORMAT=standard` and `LC_ALL=C` (a user's
 //!   `SLURM_TIME_FORMAT=relative` or a locale would rewrite every timestamp), and the header
 //!   line is kept so columns are found by name, never by position;
-//! - `--parsable2 --delimiter=$'\x1f'`: a `|` inside a job name, work dir or constraint would
-//!   shift every later column of `--parsable2`'s default delimiter; `|` is only the fallback for
-//!   a `sacct` that refuses `--delimiter`, and a line with the wrong field count is skipped;
+//! - `--parsable2` with a delimiter drawn at random for each call (`\x1f`, 16 hex digits,
+//!   `\x1f`): a job name, work dir, SubmitLine or comment may hold `|`, `\x1f` and newlines
+//!   (Slurm keeps them all), so nothing a user could type may separate fields; every such
+//!   field lies between the first and last columns, two job ids, so a record is exactly the
+//!   header's count of fields and a newline inside a field stays there (`records`). A sacct
+//!   that refuses `--delimiter` is an error, not a fallback to `|`;
 //! - `ReqMem` `0n` means "all of each node's memory", never zero; `Mn`/`Mc` suffixes are per
 //!   node / per CPU (before 21.08), `ReqMem` without a suffix is per node;
 //! - `AllocTRES` `mem=` is the allocation total over all nodes (per node = total / nodes);
@@ -26,15 +29,15 @@
 //!   other field a release calls invalid is swapped for its other name (or dropped) and the
 //!   query retried, as a fallback;
 //! - one query answers the whole report: `SubmitLine` (where the job's output went) and
-//!   `AdminComment` (slurmwatch's summary) ride along; both are typed by people, so a record
-//!   split over several physical lines (a newline inside a field) is joined back;
+//!   `AdminComment` (slurmwatch's summary) ride along;
 //! - `sacct` missing, hanging (slurmdbd down: it can wait for minutes) or failing gets one
 //!   sentence, after a bounded wait.
 //!
 //! The module's parts: `fields` reads one value (a state, a TRES list, `ReqMem`, a
 //! timestamp); `line` is what a line and a record mean (typed from the columns, memory and
-//! CPU bases); `parse` turns an answer's text into records; `query` runs sacct (the field
-//! list, retries, windows). `columns`, `group`, `pipeline`, `stream` and `times` serve them.
+//! CPU bases); `records` cuts an answer into its header and records; `parse` turns an
+//! answer's text into jobs; `query` runs sacct (the field list, retries, windows).
+//! `columns`, `group`, `pipeline`, `stream` and `times` serve them.
 
 mod columns;
 mod fields;
@@ -43,6 +46,7 @@ mod line;
 mod parse;
 mod pipeline;
 mod query;
+mod records;
 mod stream;
 mod times;
 
@@ -57,8 +61,10 @@ pub use query::{sacct_time, Query, Window, DEFAULT_TIMEOUT, FIELDS, WINDOW_CHUNK
 /// needs must be a typed member of [`Line`], read from the column when the line is typed.
 pub const WINDOW_KEPT_FIELDS: &[&str] = &["JobIDRaw"];
 
-/// The unit separator: never in a job name typed at a shell, unlike `|`.
-pub const DELIMITER: char = '\u{1f}';
+/// The unit separator: the delimiter of the captured answers in the tests and of the generated
+/// histories ([`history::fixture`](crate::history)), whose fields hold no user's text. Queries
+/// never use it alone: a job name may hold it (see [`Query`]).
+pub const DELIMITER: &str = "\u{1f}";
 
 /// Why sacct could not answer. Each `Display` is one sentence for the user.
 #[derive(Debug, thiserror::Error)]

@@ -1,8 +1,9 @@
-//! One answer's header, and each of its data lines split, repaired and typed by it.
+//! One answer's header, and each of its records typed by it.
 //!
-//! The header is read once per answer; a data line is split into borrowed values and looked
-//! up by column position, so typing a line allocates only what the [`Line`] keeps. That is
-//! what lets a window of a million jobs be parsed as it streams in.
+//! The header is read once per answer; a record's values are borrowed where
+//! [`records`](super::records) cut them and looked up by column position, so typing a line
+//! allocates only what the [`Line`] keeps. That is what lets a window of a million jobs be
+//! parsed as it streams in.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,7 @@ use crate::fasthash::FastMap;
 
 use super::line::Col;
 use super::times::Times;
-use super::{Line, DELIMITER};
+use super::Line;
 
 /// Which of sacct's raw values a typed [`Line`] keeps in [`Line::fields`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,50 +24,20 @@ pub enum Kept {
     Ids,
 }
 
-/// Where each of `raw`'s values lies (byte ranges), split at `delimiter`: by bytes when it
-/// is ASCII (always: the unit separator or `|`), which a `char` pattern's searcher is several
-/// times slower at; into a buffer reused from line to line (appended: `spans` may hold
-/// other lines' before).
-pub(super) fn split_spans(raw: &str, delimiter: char, spans: &mut Vec<(usize, usize)>) {
-    let mut start = 0;
-    if delimiter.is_ascii() {
-        let d = delimiter as u8;
-        for (i, &b) in raw.as_bytes().iter().enumerate() {
-            if b == d {
-                spans.push((start, i));
-                start = i + 1;
-            }
-        }
-    } else {
-        for (i, m) in raw.match_indices(delimiter) {
-            spans.push((start, i));
-            start = i + m.len();
-        }
-    }
-    spans.push((start, raw.len()));
-}
-
 /// The columns of one sacct answer, by name.
 #[derive(Debug, Clone)]
 pub struct Columns {
     names: Vec<String>,
     index: FastMap<String, usize>,
-    delimiter: char,
     times: Times,
-    /// The current line's value spans (reused).
-    spans: Vec<(usize, usize)>,
     /// Each [`Col`]'s position, by its number.
     by_col: Vec<Option<usize>>,
 }
 
 impl Columns {
-    /// From the answer's first non-blank line. A name printed twice is found at its last
-    /// position.
-    pub fn new(header: &str, delimiter: char) -> Columns {
-        let names: Vec<String> = header
-            .split(delimiter)
-            .map(|n| n.trim().to_string())
-            .collect();
+    /// From the answer's header (see [`records`](super::records)). A name printed twice is
+    /// found at its last position.
+    pub fn new(names: Vec<String>) -> Columns {
         let mut index = FastMap::default();
         for (i, n) in names.iter().enumerate() {
             index.insert(n.clone(), i);
@@ -76,44 +47,15 @@ impl Columns {
             by_col,
             names,
             index,
-            delimiter,
             times: Times::default(),
-            spans: Vec::new(),
         }
     }
 
-    /// How many columns the header names.
-    pub fn width(&self) -> usize {
-        self.names.len()
-    }
-
-    /// [`width`](Self::width) of the columns `header` would name, without reading them.
-    pub fn header_width(header: &str, delimiter: char) -> usize {
-        header.split(delimiter).count()
-    }
-
-    /// One data line, typed; `None` when it cannot be read (a field count that does not match
-    /// the header even after [`repair`](Self::repair), or no JobID): the caller counts it as
-    /// skipped.
-    pub fn line(&mut self, raw: &str, kept: Kept) -> Option<Line> {
-        let mut spans = std::mem::take(&mut self.spans);
-        spans.clear();
-        split_spans(raw, self.delimiter, &mut spans);
-        let line = self.line_split(raw, &spans, kept);
-        self.spans = spans;
-        line
-    }
-
-    /// [`line`](Self::line) of a line already split by [`split_spans`] (on another thread:
-    /// see [`pipeline`](super::pipeline)).
-    pub fn line_split(&self, raw: &str, spans: &[(usize, usize)], kept: Kept) -> Option<Line> {
-        let n = spans.len();
-        if n > self.names.len() && self.delimiter != DELIMITER {
-            let vals: Vec<&str> = spans.iter().map(|&(a, b)| &raw[a..b]).collect();
-            let vals = self.repair(&vals)?;
-            return self.typed(&|i| vals[i].as_str(), kept);
-        }
-        if n != self.names.len() {
+    /// One record, its values at `spans` (cut by [`records`](super::records)), typed; `None`
+    /// when it cannot be read (a field count that does not match the header, or no JobID):
+    /// the caller counts it as skipped.
+    pub fn line(&self, raw: &str, spans: &[(usize, usize)], kept: Kept) -> Option<Line> {
+        if spans.len() != self.names.len() {
             return None;
         }
         self.typed(&|i| &raw[spans[i].0..spans[i].1], kept)
@@ -140,35 +82,5 @@ impl Columns {
                 .collect(),
         };
         Some(line)
-    }
-
-    /// With the `|` fallback a `|` typed into a job name or work dir splits one field in two.
-    /// Rejoin the surplus at the one user-typed column that makes the line consistent (a work
-    /// dir that is absolute, a JobID that is an id); `None` when no single choice fits.
-    fn repair(&self, vals: &[&str]) -> Option<Vec<String>> {
-        let extra = vals.len() - self.names.len();
-        let idx = |name: &str| self.names.iter().position(|h| h == name);
-        let fits = |v: &[String]| {
-            let id_ok = idx("JobID").is_none_or(|i| {
-                v[i].chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "._+".contains(c))
-            });
-            let wd_ok = idx("WorkDir").is_none_or(|i| v[i].is_empty() || v[i].starts_with('/'));
-            id_ok && wd_ok
-        };
-        let mut found = None;
-        for col in ["JobName", "WorkDir"] {
-            let Some(i) = idx(col) else { continue };
-            let mut v: Vec<String> = vals[..i].iter().map(|s| s.to_string()).collect();
-            v.push(vals[i..=i + extra].join(&self.delimiter.to_string()));
-            v.extend(vals[i + extra + 1..].iter().map(|s| s.to_string()));
-            if fits(&v) {
-                if found.is_some() {
-                    return None; // ambiguous
-                }
-                found = Some(v);
-            }
-        }
-        found
     }
 }

@@ -1,9 +1,9 @@
 //! A window's answers parsed on two threads of their own while the caller works on the jobs:
-//! the *feeder* reads sacct's lines into whole records (the header found, split records
-//! rejoined: text work only), the *grouper* types each record and groups them into jobs, and
-//! the caller's thread hands each job on. On two cores the typing alone was as much work as
-//! the caller's and the rest of the parse together; split so, no one thread's share sets the
-//! wall time.
+//! the *feeder* cuts sacct's bytes into the header and whole records (see
+//! [`records`](super::records): text work only), the *grouper* types each record and groups
+//! them into jobs, and the caller's thread hands each job on. On two cores the typing alone
+//! was as much work as the caller's and the rest of the parse together; split so, no one
+//! thread's share sets the wall time.
 //!
 //! Order needs no sequence numbers: each stage is one thread reading one FIFO channel. Memory
 //! is bounded by the channels' bounds, never by the answer: at most [`BLOCKS_IN_FLIGHT`]
@@ -13,8 +13,9 @@
 
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 
-use super::columns::{split_spans, Kept};
-use super::group::{Jobs, Lines, Tally, Whole};
+use super::columns::Kept;
+use super::group::{Jobs, Tally};
+use super::records::{Cut, Records};
 use super::{Record, SacctError};
 
 /// Text per block handed from the feeder to the grouper (a few hundred records)…
@@ -26,8 +27,8 @@ const JOBS_PER_BATCH: usize = 256;
 /// …and batches that may wait for it.
 const BATCHES_IN_FLIGHT: usize = 8;
 
-/// Whole records, end to end in one buffer (a record may hold a `\n`: it was rejoined), each
-/// already split into its values' spans: the feeder has the time to, the grouper not.
+/// Whole records, end to end in one buffer (a record may hold a `\n` inside a field), each
+/// with its values' spans: the feeder has the time to find them, the grouper not.
 #[derive(Default)]
 struct Block {
     text: String,
@@ -37,9 +38,9 @@ struct Block {
 }
 
 impl Block {
-    fn push(&mut self, record: &str, delimiter: char) {
+    fn push(&mut self, record: &str, spans: &[(usize, usize)]) {
         self.text.push_str(record);
-        split_spans(record, delimiter, &mut self.spans);
+        self.spans.extend_from_slice(spans);
         self.ends.push((self.text.len(), self.spans.len()));
     }
 
@@ -62,50 +63,67 @@ impl Block {
 
 /// What the feeder hands the grouper, in an answer's order.
 enum Piece {
-    /// An answer's first line, and the delimiter it is split by.
-    Header(String, char),
+    /// An answer's column names.
+    Header(Vec<String>),
     Block(Block),
-    /// The answer ended whole, with this many physical lines that made no record.
+    /// The answer ended whole, with this many records that could not be cut.
     End {
         skipped: usize,
     },
 }
 
-/// The feeder's end: where a window's answers are written, line by line.
+/// The feeder's end: where a window's answers are written, as sacct prints them.
 pub(super) struct Feed {
-    lines: Option<Lines>,
+    records: Option<Records>,
     block: Block,
     to_grouper: SyncSender<Piece>,
     spare: Receiver<Block>,
 }
 
 impl Feed {
-    /// One non-blank line of the current answer, split by `delimiter`.
-    pub fn line(&mut self, delimiter: char, raw: &str) {
-        let lines = self.lines.get_or_insert_with(|| Lines::new(delimiter));
-        match lines.push(raw) {
-            None => {}
-            Some(Whole::Header(h)) => {
-                self.flush();
-                self.send(Piece::Header(h.to_string(), delimiter));
-            }
-            Some(Whole::Record(r)) => {
-                self.block.push(&r, delimiter);
-                if self.block.text.len() >= BLOCK_BYTES {
-                    self.flush();
-                }
-            }
-        }
+    /// A new answer, split by `delimiter`; one begun and not ended is dropped (a call that
+    /// failed before printing anything, retried).
+    pub fn begin(&mut self, delimiter: &str) {
+        self.records = Some(Records::new(delimiter));
+    }
+
+    /// The current answer's next bytes.
+    pub fn bytes(&mut self, chunk: &[u8]) {
+        let Some(mut records) = self.records.take() else {
+            return;
+        };
+        records.push(chunk, &mut |cut| self.cut(cut));
+        self.records = Some(records);
+    }
+
+    /// Whether the current answer has handed anything on (a header or a record).
+    pub fn handed_on(&self) -> bool {
+        self.records.as_ref().is_some_and(|r| r.cuts > 0)
     }
 
     /// The current answer ended whole (sacct exited well): its last job is complete.
     pub fn end_answer(&mut self) {
-        if let Some(mut lines) = self.lines.take() {
-            lines.finish();
+        if let Some(mut records) = self.records.take() {
+            records.finish(&mut |cut| self.cut(cut));
             self.flush();
             self.send(Piece::End {
-                skipped: lines.skipped(),
+                skipped: records.skipped,
             });
+        }
+    }
+
+    fn cut(&mut self, cut: Cut<'_>) {
+        match cut {
+            Cut::Header(names) => {
+                self.flush();
+                self.send(Piece::Header(names));
+            }
+            Cut::Record(text, spans) => {
+                self.block.push(text, spans);
+                if self.block.text.len() >= BLOCK_BYTES {
+                    self.flush();
+                }
+            }
         }
     }
 
@@ -141,7 +159,7 @@ pub(super) fn window_jobs(
     std::thread::scope(|s| {
         let feeder = s.spawn(move || {
             let mut feed = Feed {
-                lines: None,
+                records: None,
                 block: Block::default(),
                 to_grouper,
                 spare,
@@ -183,11 +201,11 @@ fn group(
     let mut tally = Tally::default();
     for piece in pieces {
         match piece {
-            Piece::Header(h, delimiter) => jobs = Some(Jobs::new(&h, delimiter, kept)),
+            Piece::Header(names) => jobs = Some(Jobs::new(names, kept)),
             Piece::Block(b) => {
                 if let Some(j) = &mut jobs {
                     b.records()
-                        .filter_map(|(r, spans)| j.push_split(r, spans))
+                        .filter_map(|(r, spans)| j.push(r, spans))
                         .for_each(|r| out.push(r));
                 }
                 let _ = spare.send(b);

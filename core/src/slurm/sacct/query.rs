@@ -1,5 +1,6 @@
-//! Running sacct: the field list, the bounded call and its retries (a renamed field, a
-//! refused `--delimiter`), one job, many jobs, and time windows streamed in chunks.
+//! Running sacct: the field list, the bounded call and its retries (a renamed field), one
+//! job, many jobs, and time windows streamed in chunks. Each call asks a fresh delimiter
+//! ([`Delimiter::fresh`]): see [`records`](super::records) for why.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,13 +9,16 @@ use std::time::{Duration, Instant};
 use super::columns::Kept;
 use super::group::Tally;
 use super::pipeline::{self, Feed};
+use super::records::Delimiter;
 use super::stream::{self, Budget};
-use super::{parse, parse_many, Batch, Record, SacctError, DELIMITER};
+use super::{parse, parse_many, Batch, Record, SacctError};
 
-/// The fields asked for, in this order. Each is looked up by name in the header.
+/// The fields asked for, in this order. Each is looked up by name in the header. The first
+/// and the last are job ids, which hold no newline: every field a user or another tool
+/// writes (JobName, WorkDir, SubmitLine, AdminComment) lies between them, so a newline
+/// typed into one cannot end a record (see [`records`](super::records)).
 pub const FIELDS: &[&str] = &[
     "JobID",
-    "JobIDRaw",
     "JobName",
     "User",
     "UID",
@@ -57,10 +61,13 @@ pub const FIELDS: &[&str] = &[
     "MaxDiskWrite",
     "WorkDir",
     "SubmitLine",
-    // Last: an AdminComment another tool wrote may hold anything; ours is base32
-    // (report::slurmdbd).
+    // An AdminComment another tool wrote may hold anything; ours is base32 (report::slurmdbd).
     "AdminComment",
+    "JobIDRaw",
 ];
+
+/// The columns [`FIELDS`] may start and end with: never a newline in them.
+const FIXED_ENDS: &[&str] = &["JobID", "JobIDRaw"];
 
 /// Fields known under two names across Slurm releases (newer, older). Neither of these is in
 /// [`FIELDS`] (see the module doc); the table is the fallback for a list that names one.
@@ -98,7 +105,7 @@ impl Query {
         check_job_id(job)?;
         let (text, delimiter) =
             self.run_fields(&["-j".to_string(), job.to_string()], self.timeout)?;
-        parse(&text, delimiter).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
+        parse(&text, delimiter.as_str()).ok_or_else(|| SacctError::UnknownJob(job.to_string()))
     }
 
     /// Many jobs in one sacct call (`-j a,b,c`), each with its steps: what `slurmwatch jobs`
@@ -114,7 +121,7 @@ impl Query {
         }
         let (text, delimiter) =
             self.run_fields(&["-j".to_string(), ids.join(",")], self.timeout)?;
-        let b = parse_many(&text, delimiter);
+        let b = parse_many(&text, delimiter.as_str());
         // A job answered twice keeps its later copy: parse_many files the steps under it.
         let mut out = Batch {
             skipped_lines: b.skipped_lines,
@@ -225,65 +232,63 @@ impl Query {
                 sel.push("-r".into());
                 sel.push(p.clone());
             }
-            self.run_fields_each(&sel, &mut budget, &mut |delimiter, line| {
-                feed.line(delimiter, line)
-            })?;
-            feed.end_answer();
+            self.run_fields_each(&sel, &mut budget, feed)?;
             from = to;
         }
         Ok(())
     }
 
     /// Runs sacct with `selector` (the job or window arguments) and the field list, retrying
-    /// once per cause: a field this release calls invalid (renamed or dropped), then a
-    /// refused `--delimiter`. Returns the text and the delimiter it is split by.
+    /// once for each field this release calls invalid (renamed or dropped). Returns the text
+    /// and the delimiter it was asked with.
     fn run_fields(
         &self,
         selector: &[String],
         timeout: Duration,
-    ) -> Result<(String, char), SacctError> {
+    ) -> Result<(String, Delimiter), SacctError> {
         let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
-        let mut delimiter = DELIMITER;
         let deadline = Instant::now() + timeout;
         for _ in 0..4 {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SacctError::TimedOut(timeout.as_secs().max(1)));
             }
-            let args = field_args(selector, &fields, delimiter);
+            let delimiter = Delimiter::fresh();
+            let args = field_args(selector, &fields, &delimiter);
             let out = run_bounded(&self.program, &args, left)?;
             if out.status_ok {
                 return Ok((out.stdout, delimiter));
             }
-            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
+            retry_with(&mut fields, out.stderr.trim())?;
         }
         Err(SacctError::Failed(
             "sacct refused every field list tried".into(),
         ))
     }
 
-    /// [`run_fields`](Self::run_fields) streamed: each non-blank line goes to `on_line` with
-    /// the delimiter it is split by, within `budget`. A call that fails after printing
-    /// lines is not retried (they have been handed on): the query fails.
+    /// [`run_fields`](Self::run_fields) streamed: the answer goes to `feed` as it comes,
+    /// within `budget`, and is ended there when sacct exits well. A call that fails after
+    /// `feed` handed something on is not retried (it has been handed on): the query fails.
     fn run_fields_each(
         &self,
         selector: &[String],
         budget: &mut Budget,
-        on_line: &mut dyn FnMut(char, &str),
+        feed: &mut Feed,
     ) -> Result<(), SacctError> {
         let mut fields: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
-        let mut delimiter = DELIMITER;
         for _ in 0..4 {
-            let args = field_args(selector, &fields, delimiter);
-            let d = delimiter;
-            let out = stream::run_lines(&self.program, &args, budget, &mut |l| on_line(d, l))?;
+            let delimiter = Delimiter::fresh();
+            let args = field_args(selector, &fields, &delimiter);
+            feed.begin(delimiter.as_str());
+            let out = stream::run_chunks(&self.program, &args, budget, &mut |c| feed.bytes(c))?;
             if out.status_ok {
+                feed.end_answer();
                 return Ok(());
             }
-            if out.lines > 0 {
+            if feed.handed_on() {
                 return Err(SacctError::Failed(first_line(out.stderr.trim())));
             }
-            retry_with(&mut fields, &mut delimiter, out.stderr.trim())?;
+            retry_with(&mut fields, out.stderr.trim())?;
         }
         Err(SacctError::Failed(
             "sacct refused every field list tried".into(),
@@ -304,44 +309,47 @@ fn check_job_id(id: &str) -> Result<(), SacctError> {
 }
 
 /// sacct's arguments: the selector, then the fields and the delimiter asked for.
-fn field_args(selector: &[String], fields: &[String], delimiter: char) -> Vec<String> {
+fn field_args(selector: &[String], fields: &[String], delimiter: &Delimiter) -> Vec<String> {
     let mut args: Vec<String> = selector.to_vec();
-    args.extend(["--parsable2".into(), "-o".into(), fields.join(",")]);
-    if delimiter == DELIMITER {
-        args.push(format!("--delimiter={DELIMITER}"));
-    }
+    args.extend([
+        "--parsable2".into(),
+        "-o".into(),
+        fields.join(","),
+        format!("--delimiter={}", delimiter.as_str()),
+    ]);
     args
 }
 
 /// After a refused call: the field this release calls invalid swapped for its other name (or
-/// dropped), else `|` for a refused `--delimiter`; the error when neither explains `err`.
-fn retry_with(fields: &mut Vec<String>, delimiter: &mut char, err: &str) -> Result<(), SacctError> {
-    if let Some(bad) = invalid_field(err) {
-        let Some(pos) = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad)) else {
-            return Err(SacctError::Failed(first_line(err)));
-        };
-        let alt = RENAMED.iter().find_map(|(a, b)| {
-            if a.eq_ignore_ascii_case(&bad) {
-                Some(*b)
-            } else if b.eq_ignore_ascii_case(&bad) {
-                Some(*a)
-            } else {
-                None
-            }
-        });
-        match alt {
-            Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
-            _ => {
-                fields.remove(pos);
-            }
+/// dropped; never a first or last column, which every release has); the error when that
+/// does not explain `err`. A refused `--delimiter` is an error: without a delimiter no user
+/// can type, sacct's text cannot be read safely.
+fn retry_with(fields: &mut Vec<String>, err: &str) -> Result<(), SacctError> {
+    let Some(bad) = invalid_field(err) else {
+        return Err(SacctError::Failed(first_line(err)));
+    };
+    let Some(pos) = fields.iter().position(|f| f.eq_ignore_ascii_case(&bad)) else {
+        return Err(SacctError::Failed(first_line(err)));
+    };
+    if FIXED_ENDS.iter().any(|f| f.eq_ignore_ascii_case(&bad)) {
+        return Err(SacctError::Failed(first_line(err)));
+    }
+    let alt = RENAMED.iter().find_map(|(a, b)| {
+        if a.eq_ignore_ascii_case(&bad) {
+            Some(*b)
+        } else if b.eq_ignore_ascii_case(&bad) {
+            Some(*a)
+        } else {
+            None
         }
-        return Ok(());
+    });
+    match alt {
+        Some(a) if !fields.iter().any(|f| f == a) => fields[pos] = a.to_string(),
+        _ => {
+            fields.remove(pos);
+        }
     }
-    if *delimiter == DELIMITER && err.contains("delimiter") {
-        *delimiter = '|';
-        return Ok(());
-    }
-    Err(SacctError::Failed(first_line(err)))
+    Ok(())
 }
 
 /// The longest stretch one sacct call is asked for in a window query.
@@ -427,6 +435,25 @@ fn run_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rule [`records`](super::super::records) rests on.
+    #[test]
+    fn every_free_text_field_lies_between_two_job_ids() {
+        assert_eq!(FIELDS.first(), Some(&"JobID"));
+        assert_eq!(FIELDS.last(), Some(&"JobIDRaw"));
+        assert!(FIXED_ENDS.contains(FIELDS.first().unwrap()));
+        assert!(FIXED_ENDS.contains(FIELDS.last().unwrap()));
+        // A release that refused one of them is not asked again without it.
+        let mut f: Vec<String> = FIELDS.iter().map(|s| s.to_string()).collect();
+        for end in FIXED_ENDS {
+            let err = format!("sacct: error: Invalid field requested: \"{end}\"");
+            assert!(retry_with(&mut f, &err).is_err());
+        }
+        assert!(retry_with(&mut f, "sacct: error: Invalid field requested: \"WorkDir\"").is_ok());
+        assert_eq!(f.first().map(String::as_str), FIELDS.first().copied());
+        assert_eq!(f.last().map(String::as_str), FIELDS.last().copied());
+        assert!(!f.iter().any(|x| x == "WorkDir"));
+    }
 
     #[test]
     fn invalid_field_is_found() {

@@ -1,11 +1,12 @@
-//! sacct's output read as it comes, one line at a time, within a bounded wait.
+//! sacct's output read as it comes, within a bounded wait.
 //!
 //! A site's month is hundreds of megabytes of sacct text: it is never held whole. A reader
 //! thread hands stdout over in chunks through a small bounded channel (so a slow consumer
-//! stalls sacct on its pipe rather than growing a buffer), and the caller's thread splits the
-//! lines and hands each to the consumer. The bound is on *waiting*: every moment spent blocked
-//! on sacct (for its next chunk, then for its exit) comes off one [`Budget`]; the consumer's
-//! own work does not, so a large answer parsed slowly is not called a hung slurmdbd.
+//! stalls sacct on its pipe rather than growing a buffer), and the caller's thread hands each
+//! to the consumer (which cuts it into records: [`records`](super::records)). The bound is on
+//! *waiting*: every moment spent blocked on sacct (for its next chunk, then for its exit)
+//! comes off one [`Budget`]; the consumer's own work does not, so a large answer parsed
+//! slowly is not called a hung slurmdbd.
 
 use std::io::Read;
 use std::path::Path;
@@ -52,18 +53,15 @@ impl Budget {
 pub(super) struct Ended {
     pub status_ok: bool,
     pub stderr: String,
-    /// Non-blank lines handed to the consumer.
-    pub lines: usize,
 }
 
-/// Runs `program args` with the pinned format and locale, handing each line of stdout
-/// (without its `\n` or `\r\n`) to `on_line`. Kills sacct and answers `TimedOut` once the
-/// budget is spent waiting on it.
-pub(super) fn run_lines(
+/// Runs `program args` with the pinned format and locale, handing stdout to `on_chunk` as it
+/// comes. Kills sacct and answers `TimedOut` once the budget is spent waiting on it.
+pub(super) fn run_chunks(
     program: &Path,
     args: &[String],
     budget: &mut Budget,
-    on_line: &mut dyn FnMut(&str),
+    on_chunk: &mut dyn FnMut(&[u8]),
 ) -> Result<Ended, SacctError> {
     if budget.left.is_zero() {
         return Err(budget.timed_out());
@@ -109,11 +107,9 @@ pub(super) fn run_lines(
         let _ = child.wait();
         // The pipes may be held open by a grandchild: the reader threads are not joined.
     };
-    let mut carry: Vec<u8> = Vec::new();
-    let mut lines = 0;
     loop {
         match budget.spend(|left| rx.recv_timeout(left)) {
-            Ok(chunk) => lines += split_chunk(&chunk, &mut carry, on_line),
+            Ok(chunk) => on_chunk(&chunk),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 kill(&mut child);
                 return Err(budget.timed_out());
@@ -121,7 +117,6 @@ pub(super) fn run_lines(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    lines += deliver(&carry, on_line);
     // stdout is closed: sacct is exiting. Its exit is waited for within the same budget.
     let status = loop {
         match child.try_wait() {
@@ -140,46 +135,7 @@ pub(super) fn run_lines(
     Ok(Ended {
         status_ok: status.success(),
         stderr,
-        lines,
     })
-}
-
-/// The lines `chunk` completes to the consumer: `carry` (the line the last chunk began)
-/// finished first, then the chunk's own lines read where they lie, not copied; its unended
-/// last line is left in `carry`. Returns how many were delivered.
-fn split_chunk(chunk: &[u8], carry: &mut Vec<u8>, on_line: &mut dyn FnMut(&str)) -> usize {
-    let Some(last) = chunk.iter().rposition(|&b| b == b'\n') else {
-        carry.extend_from_slice(chunk);
-        return 0;
-    };
-    let mut lines = 0;
-    let mut rest = chunk[..last].split(|&b| b == b'\n');
-    let first = rest.next().unwrap_or_default();
-    if carry.is_empty() {
-        lines += deliver(first, on_line);
-    } else {
-        carry.extend_from_slice(first);
-        lines += deliver(carry, on_line);
-        carry.clear();
-    }
-    lines += rest.map(|l| deliver(l, on_line)).sum::<usize>();
-    carry.extend_from_slice(&chunk[last + 1..]);
-    lines
-}
-
-/// One line to the consumer, `\r` trimmed as `str::lines` does; blank lines are skipped.
-/// Returns 1 when a line was delivered.
-fn deliver(raw: &[u8], on_line: &mut dyn FnMut(&str)) -> usize {
-    let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-    let line = match std::str::from_utf8(raw) {
-        Ok(l) => std::borrow::Cow::Borrowed(l),
-        Err(_) => String::from_utf8_lossy(raw),
-    };
-    if crate::slurm::units::trim(&line).is_empty() {
-        return 0;
-    }
-    on_line(&line);
-    1
 }
 
 #[cfg(test)]
@@ -189,25 +145,25 @@ mod tests {
     fn sh(script: &str, budget: Duration) -> (Result<Ended, SacctError>, Vec<String>) {
         let mut got = Vec::new();
         let mut b = Budget::new(budget);
-        let r = run_lines(
+        let r = run_chunks(
             Path::new("sh"),
             &["-c".to_string(), script.to_string()],
             &mut b,
-            &mut |l| got.push(l.to_string()),
+            &mut |c| got.extend_from_slice(c),
         );
-        (r, got)
+        let text = String::from_utf8(got).unwrap();
+        (r, text.lines().map(str::to_string).collect())
     }
 
     #[test]
-    fn lines_arrive_whole_across_chunks_and_the_last_needs_no_newline() {
-        // 200,000 lines (about 2.6 MB): many chunks, lines split across chunk edges.
+    fn every_byte_arrives_in_order_across_chunks() {
+        // 200,000 lines (about 2.6 MB): many chunks.
         let (r, got) = sh(
-            "i=0; while [ $i -lt 200000 ]; do echo \"line $i\"; i=$((i+1)); done | cat; printf 'tail\\r'",
+            "i=0; while [ $i -lt 200000 ]; do echo \"line $i\"; i=$((i+1)); done | cat; printf 'tail'",
             Duration::from_secs(60),
         );
         let e = r.unwrap();
         assert!(e.status_ok);
-        assert_eq!(e.lines, 200_001);
         assert_eq!(got.len(), 200_001);
         assert_eq!(got[0], "line 0");
         assert_eq!(got[123_456], "line 123456");
@@ -225,20 +181,20 @@ mod tests {
 
     #[test]
     fn the_consumers_own_time_is_not_a_wait() {
-        // sacct answers at once; the consumer takes 100 ms a line, 1 s in all, well past
-        // a 300 ms budget that sacct itself never comes near.
+        // sacct answers at once; the consumer takes 400 ms a chunk, past a 300 ms budget
+        // that sacct itself never comes near.
         let mut b = Budget::new(Duration::from_millis(300));
         let mut n = 0;
-        let r = run_lines(
+        let r = run_chunks(
             Path::new("sh"),
             &[
                 "-c".into(),
                 "for i in 1 2 3 4 5 6 7 8 9 10; do echo $i; done".into(),
             ],
             &mut b,
-            &mut |_| {
-                n += 1;
-                std::thread::sleep(Duration::from_millis(100));
+            &mut |c| {
+                n += c.iter().filter(|&&b| b == b'\n').count();
+                std::thread::sleep(Duration::from_millis(400));
             },
         );
         assert!(r.unwrap().status_ok);
@@ -254,7 +210,6 @@ mod tests {
         );
         let e = r.unwrap();
         assert!(!e.status_ok);
-        assert_eq!(e.lines, 0);
         assert!(got.is_empty());
         assert_eq!(e.stderr.trim(), "sacct: error: bad");
     }
