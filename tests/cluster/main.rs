@@ -9,6 +9,7 @@ mod efficiency;
 mod gpu;
 mod harness;
 mod history;
+mod hostile_readers;
 mod jobs;
 mod mail;
 mod multinode;
