@@ -196,11 +196,7 @@ fn a_hundred_thousand_squat_directories_do_not_push_a_users_directory_out() {
         chown(&d, Some(4242), Some(4242)).unwrap();
     }
     let e = expand_dirs(&format!("{}/%u", base.display()));
-    assert_eq!(
-        e.dirs,
-        [own],
-        "the user's own directory must be read"
-    );
+    assert_eq!(e.dirs, [own], "the user's own directory must be read");
     assert!(
         e.notes
             .iter()
