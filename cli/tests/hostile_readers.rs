@@ -161,13 +161,13 @@ fn a_fifo_swapped_in_never_hangs_roots_report_or_cards() {
     fifo(&swap);
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = swapping(&path, &swap, Arc::clone(&stop));
-    let report = runs(100, || {
+    let report = runs(200, || {
         let mut c = slurmwatch();
         c.args(["report", &JOB.to_string(), "--no-sacct", "--file"])
             .arg(&path);
         c
     });
-    let cards = runs(100, || {
+    let cards = runs(200, || {
         let mut c = slurmwatch();
         c.args(["cards", "--no-sacct", "-S", "@0", "--spool"])
             .arg(&dir);

@@ -29,9 +29,10 @@ fn as_user(user: &str, args: &[&str]) {
     assert!(o.status.success(), "{args:?} as {user}: {}", stderr(&o));
 }
 
-/// Root's `report JOB --json` under `strace`: the JSON, and every open of `/dev/ptmx` that
-/// was more than a lookup (`O_PATH`) and succeeded.
-fn traced_report(job: u32, tag: &str) -> (serde_json::Value, Vec<String>) {
+/// Root's `report JOB --json` under `strace`: the JSON, and every open of `/dev/ptmx` or of
+/// `named` (the path the job named, which leads there) that was more than a lookup
+/// (`O_PATH`) and succeeded.
+fn traced_report(job: u32, tag: &str, named: &Path) -> (serde_json::Value, Vec<String>) {
     let log = std::env::temp_dir().join(format!("sw-report-{tag}-{}.strace", std::process::id()));
     let t = Instant::now();
     let o = Command::new("timeout")
@@ -56,9 +57,11 @@ fn traced_report(job: u32, tag: &str) -> (serde_json::Value, Vec<String>) {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let trace = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_file(&log);
+    let named = format!("\"{}\"", named.display());
     let opened: Vec<String> = trace
         .lines()
-        .filter(|l| l.contains("/dev/ptmx") && !l.contains("O_PATH") && !l.contains("= -1"))
+        .filter(|l| l.contains("\"/dev/ptmx\"") || l.contains(&named))
+        .filter(|l| !l.contains("O_PATH") && !l.contains("= -1"))
         .map(String::from)
         .collect();
     let v = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
@@ -74,7 +77,7 @@ fn root_report_never_opens_the_device_a_job_named_as_its_output() {
         .user(USER1)
         .submit();
     job.wait(WAIT);
-    let (v, opened) = traced_report(job.id, "ptmx");
+    let (v, opened) = traced_report(job.id, "ptmx", Path::new("/dev/ptmx"));
     assert!(opened.is_empty(), "root opened the device: {opened:#?}");
     let f = &v["log"]["files"][0];
     assert_eq!(f["path"], "/dev/ptmx", "{v:#}");
@@ -115,7 +118,7 @@ fn root_report_never_opens_through_a_work_dir_swapped_for_dev() {
         ],
     );
     as_user(USER1, &["ln", "-s", "/dev", wd.to_str().unwrap()]);
-    let (v, opened) = traced_report(job.id, "wd");
+    let (v, opened) = traced_report(job.id, "wd", &wd.join("ptmx"));
     assert!(opened.is_empty(), "root opened the device: {opened:#?}");
     let f = &v["log"]["files"][0];
     assert_eq!(f["path"], wd.join("ptmx").display().to_string(), "{v:#}");
@@ -226,20 +229,14 @@ fn node_of(job: u32) -> String {
     n
 }
 
-#[cluster_test]
-fn cards_counts_only_what_slurm_confirms_and_squats_push_no_user_out() {
-    let _p = shared_plugstack();
-    let tag = tag();
-    let mine = Submit::new("cards-real", "true").user(USER1).submit();
-    let theirs = Submit::new("cards-victim", "true").user(USER2).submit();
-    mine.wait(WAIT);
-    theirs.wait(WAIT);
-    let node = node_of(mine.id);
-    let (u1, u2) = (uid_of(USER1), uid_of(USER2));
-    // A shared archive base, 1777, on tmpfs (100,000 directories are made in a second there).
+/// A 1777 archive base on tmpfs (100,000 directories are made in a second there) holding
+/// swuser1's own 0700 directory with the file of swuser1's real job `mine` on `node` (one
+/// healthy card, `real`); the base, that directory, and the window's start.
+fn archive_with_a_real_job(mine: &Job, node: &str, real: &str) -> (PathBuf, PathBuf, String) {
     let base = PathBuf::from(format!(
-        "/dev/shm/slurmwatch-it-arch-{}",
-        std::process::id()
+        "/dev/shm/slurmwatch-it-arch-{}-{}",
+        std::process::id(),
+        tag()
     ));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir(&base).unwrap();
@@ -247,22 +244,61 @@ fn cards_counts_only_what_slurm_confirms_and_squats_push_no_user_out() {
     let own = base.join(USER1);
     as_user(USER1, &["mkdir", "-m", "700", own.to_str().unwrap()]);
     let t0 = (now() - 600) * 1000;
-    let since = format!("@{}", now() - 1200);
+    user_file(
+        &own,
+        (mine.id.into(), USER1, node),
+        uid_of(USER1),
+        t0,
+        &[(real, false)],
+    );
+    (base, own, format!("@{}", now() - 1200))
+}
+
+/// Root's `cards --json` over `base/%u` with the real sacct; the base is removed.
+fn cards_over(base: &Path, since: &str) -> serde_json::Value {
+    let template = format!("{}/%u", base.display());
+    let o = Command::new(slurmwatch_bin())
+        .args([
+            "cards",
+            "--archive",
+            &template,
+            "-S",
+            since,
+            "-E",
+            "now",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(base);
+    serde_json::from_str(&stdout(&o))
+        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)))
+}
+
+/// The card `uuid`'s entry in `cards`' JSON.
+fn card_entry<'a>(v: &'a serde_json::Value, uuid: &str) -> Option<&'a serde_json::Value> {
+    v["cards"].as_array()?.iter().find(|c| c["uuid"] == uuid)
+}
+
+#[cluster_test]
+fn cards_never_counts_twenty_forged_files_slurm_does_not_confirm() {
+    let _p = shared_plugstack();
+    let tag = tag();
+    let mine = Submit::new("cards-real", "true").user(USER1).submit();
+    let theirs = Submit::new("cards-victim", "true").user(USER2).submit();
+    mine.wait(WAIT);
+    theirs.wait(WAIT);
+    let node = node_of(mine.id);
     let (real, victim, other) = (
         format!("GPU-real-{tag}"),
         format!("GPU-victim-{tag}"),
         format!("GPU-other-{tag}"),
     );
-    // swuser1's real job: its own file, which Slurm confirms.
-    user_file(
-        &own,
-        (mine.id.into(), USER1, &node),
-        u1,
-        t0,
-        &[(&real, false)],
-    );
-    // 20 forged files: jobs Slurm never ran, swuser2's job claimed as swuser1's, and one file
-    // claiming to be swuser2's — each holding back a healthy card on the real node.
+    let (base, own, since) = archive_with_a_real_job(&mine, &node, &real);
+    let (u1, t0) = (uid_of(USER1), (now() - 600) * 1000);
+    // 20 forged files in swuser1's own directory, each holding back a healthy card on the
+    // real node: 18 jobs Slurm never ran, one claiming to be swuser2's, and swuser2's job
+    // claimed as swuser1's.
     let forged = [(victim.as_str(), true), (other.as_str(), false)];
     for k in 0..18 {
         user_file(
@@ -280,55 +316,46 @@ fn cards_counts_only_what_slurm_confirms_and_squats_push_no_user_out() {
     )
     .unwrap();
     user_file(&own, (theirs.id.into(), USER1, &node), u1, t0, &forged);
+    let v = cards_over(&base, &since);
+    assert!(
+        card_entry(&v, &victim).is_none() && card_entry(&v, &other).is_none(),
+        "forged figures counted: {v:#}"
+    );
+    let drains = v["drain"].to_string();
+    assert!(
+        !drains.contains(&victim),
+        "a drain line from forged figures: {drains}"
+    );
+    // The real job's own file counts: Slurm confirms it.
+    let c = card_entry(&v, &real).unwrap_or_else(|| panic!("the real job was left out: {v:#}"));
+    assert_eq!(c["jobs"], 1, "{c:#}");
+    // Each forged file is said (the first few one by one, the rest by number).
+    let said = v["window"]["left_out"].to_string();
+    assert!(said.contains("Slurm has no job 3900000"), "{said}");
+    assert!(said.contains("15 more job files not counted"), "{said}");
+}
+
+#[cluster_test]
+fn cards_reads_a_users_directory_past_100000_squats() {
+    let _p = shared_plugstack();
+    let mine = Submit::new("cards-squat", "true").user(USER1).submit();
+    mine.wait(WAIT);
+    let node = node_of(mine.id);
+    let real = format!("GPU-real-{}", tag());
+    let (base, _own, since) = archive_with_a_real_job(&mine, &node, &real);
     // swuser2 squats the base with names that sort before every user's.
+    let u2 = uid_of(USER2);
     for k in 0..100_000 {
         let d = base.join(format!("0{k:06}"));
         std::fs::create_dir(&d).unwrap();
         chown(&d, Some(u2), Some(u2)).unwrap();
     }
-    let template = format!("{}/%u", base.display());
-    let o = Command::new(slurmwatch_bin())
-        .args([
-            "cards",
-            "--archive",
-            &template,
-            "-S",
-            &since,
-            "-E",
-            "now",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let _ = std::fs::remove_dir_all(&base);
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o))
-        .unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)));
-    let cards = v["cards"].as_array().cloned().unwrap_or_default();
-    let uuids: Vec<&str> = cards.iter().filter_map(|c| c["uuid"].as_str()).collect();
-    assert!(
-        !uuids.contains(&victim.as_str()) && !uuids.contains(&other.as_str()),
-        "forged figures counted: {v:#}"
-    );
-    assert!(
-        !v["drain"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["command"].as_str().unwrap_or("").contains(&victim)),
-        "a drain line from forged figures: {v:#}"
-    );
-    // The real user's job is still read, past 100,000 squats.
-    let c = cards
-        .iter()
-        .find(|c| c["uuid"] == real.as_str())
-        .unwrap_or_else(|| panic!("the real job was pushed out: {v:#}"));
+    let v = cards_over(&base, &since);
+    let c = card_entry(&v, &real).unwrap_or_else(|| panic!("the real job was pushed out: {v:#}"));
     assert_eq!(c["jobs"], 1, "{c:#}");
     let said = v["window"]["left_out"].to_string();
     assert!(
         said.contains("100000 directories not named for their owner"),
         "{said}"
     );
-    // Each forged file is said (the first few one by one, the rest by number).
-    assert!(said.contains("Slurm has no job 3900000"), "{said}");
-    assert!(said.contains("15 more job files not counted"), "{said}");
 }
