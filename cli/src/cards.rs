@@ -24,13 +24,15 @@ pub struct CardsArgs {
     #[arg(long, value_name = "DIR")]
     pub spool: Option<PathBuf>,
     /// Also read recorded files here (an archive directory, or a `%u`/`%n` template;
-    /// repeatable). The site's plugstack.conf `archive=` is always read.
+    /// repeatable). The site's plugstack.conf `archive=` is always read. A file its owner
+    /// could have edited counts only when sacct confirms its job's user and node.
     #[arg(long, value_name = "DIR", action = clap::ArgAction::Append)]
     pub archive: Vec<PathBuf>,
     /// Print JSON (keys in docs/reference/json.md).
     #[arg(long)]
     pub json: bool,
-    /// Read only the files (not the summaries slurmdbd keeps in each job's AdminComment).
+    /// Read only the files (not the summaries slurmdbd keeps in each job's AdminComment);
+    /// files in users' directories are then left out, and said.
     #[arg(long)]
     pub no_sacct: bool,
     /// Seconds sacct may take (slurmdbd down makes it hang).

@@ -2,6 +2,7 @@
 //! The plugin, the epilog and the CLI are thin shells over this crate.
 
 pub mod analysis;
+pub mod as_user;
 pub mod collect;
 pub mod error;
 pub mod export;

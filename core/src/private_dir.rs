@@ -10,7 +10,7 @@
 //! created with `O_EXCL|O_NOFOLLOW` under a temporary name in that directory, written, synced
 //! and `renameat`ed to its final name.
 //!
-//! The caller runs this with the job user's filesystem identity (see the plugin's `as_user`),
+//! The caller runs this with the job user's filesystem identity (see [`crate::as_user`]),
 //! so the kernel checks exactly what the user could do.
 
 use std::ffi::CString;

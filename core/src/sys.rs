@@ -1,7 +1,7 @@
 //! The few facts slurmwatch takes from the C library, each asked in one place: local time
 //! (`localtime_r`, which honours `TZ` and the zone files exactly as Slurm's own commands do,
 //! so our times match sacct's), the calling thread's CPU time (`RUSAGE_THREAD`: the
-//! sampler's own cost, and the benchmark floor beside it), a user's name (`getpwuid_r`: NSS,
+//! sampler's own cost, and the benchmark floor beside it), a user's name and group (`getpwuid_r`: NSS,
 //! so LDAP/SSSD users resolve as they do for Slurm), and the terminal's `NO_COLOR` convention. Kept as thin `libc`
 //! wrappers rather than a crate: `libc` is already linked, and a time-zone crate would read
 //! the zone database its own way.
@@ -60,6 +60,17 @@ pub fn local_time(t_unix_s: i64) -> Option<LocalTime> {
 /// The name of the user with this uid, from the system's databases (never from a job's
 /// environment); `None` when there is no such user.
 pub fn user_name(uid: u32) -> Option<String> {
+    passwd(uid).map(|(name, _)| name)
+}
+
+/// The primary group of the user with this uid, from the system's databases; `None` when
+/// there is no such user.
+pub fn user_gid(uid: u32) -> Option<u32> {
+    passwd(uid).map(|(_, gid)| gid)
+}
+
+/// `getpwuid_r`: the user's name and primary gid.
+fn passwd(uid: u32) -> Option<(String, u32)> {
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     // SAFETY: all pointers are valid for the call; `buf` outlives the use of `pw`'s strings.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
@@ -69,11 +80,10 @@ pub fn user_name(uid: u32) -> Option<String> {
         return None;
     }
     // SAFETY: getpwuid_r filled pw_name with a NUL-terminated string inside `buf`.
-    Some(
-        unsafe { CStr::from_ptr(pw.pw_name) }
-            .to_string_lossy()
-            .into_owned(),
-    )
+    let name = unsafe { CStr::from_ptr(pw.pw_name) }
+        .to_string_lossy()
+        .into_owned();
+    Some((name, pw.pw_gid))
 }
 
 /// The name of the user running this process.

@@ -14,7 +14,7 @@ mod ffi {
 }
 
 mod archive;
-mod as_user;
+use slurmwatch_core::as_user;
 mod guard;
 mod log;
 mod recorder;

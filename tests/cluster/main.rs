@@ -10,6 +10,7 @@ mod gpu;
 mod harness;
 mod history;
 mod hostile_mail;
+mod hostile_readers;
 mod hostile_sacct;
 mod jobs;
 mod mail;

@@ -11,7 +11,8 @@ use crate::analysis::summary::{self, Summary};
 use crate::options::is_plain_name;
 use crate::store::{self, Reader};
 
-/// Most directories a template may expand to (a runaway archive tree is cut, and said).
+/// Most directories one templated level may hold under one directory (a runaway archive
+/// tree is cut, and said).
 pub const MAX_DIRS: usize = 100_000;
 
 /// Where the files are.
@@ -19,12 +20,16 @@ pub const MAX_DIRS: usize = 100_000;
 pub struct Files {
     /// Spools and archive directories, each a plain directory or a `%` template.
     pub dirs: Vec<String>,
+    /// How a file someone else could have written (not root's, not the caller's) is checked
+    /// against Slurm's record of its job; `None`: such files are left out, and said.
+    pub slurm: Option<crate::slurm::sacct::Query>,
 }
 
 impl Files {
     pub fn new(dirs: impl IntoIterator<Item = String>) -> Files {
         Files {
             dirs: dirs.into_iter().collect(),
+            slurm: None,
         }
     }
 }
@@ -39,21 +44,71 @@ impl Files {
         dirs.extend(site.archive_template);
         dirs.extend(extra.iter().map(|d| d.display().to_string()));
         dirs.dedup();
-        Files { dirs }
+        Files { dirs, slurm: None }
     }
 }
 
-/// The directories a template names that exist: its fixed leading components, then every
-/// plain-named subdirectory for each component holding a `%` (at most [`MAX_DIRS`]).
-pub fn expand_dirs(template: &str) -> Vec<PathBuf> {
-    if !template.contains('%') {
-        return vec![PathBuf::from(template)];
+/// The directories a template names, and a sentence for each thing left out.
+#[derive(Debug, Default, PartialEq)]
+pub struct Expanded {
+    pub dirs: Vec<PathBuf>,
+    pub notes: Vec<String>,
+}
+
+/// Whether a directory `name` owned by `owner` can be what the templated component `c` names:
+/// where `c` holds `%u`/`%U`, only the owner's own name or uid fits (the plugin makes these
+/// directories as the user), so names another user chose in a shared base are not entered.
+/// Root's are always entered.
+fn fits_owner(
+    c: &str,
+    name: &str,
+    owner: u32,
+    names: &mut std::collections::HashMap<u32, Option<String>>,
+) -> bool {
+    if owner == 0 || !(c.contains("%u") || c.contains("%U")) {
+        return true;
     }
+    let Some(user) = names
+        .entry(owner)
+        .or_insert_with(|| crate::sys::user_name(owner))
+        .clone()
+    else {
+        return false;
+    };
+    let mut pat = String::new();
+    let mut chars = c.chars();
+    while let Some(ch) = chars.next() {
+        match (ch, ch == '%') {
+            (_, false) => pat.push_str(&glob::Pattern::escape(&ch.to_string())),
+            _ => match chars.next() {
+                Some('u') => pat.push_str(&glob::Pattern::escape(&user)),
+                Some('U') => pat.push_str(&owner.to_string()),
+                Some('%') => pat.push_str(&glob::Pattern::escape("%")),
+                _ => pat.push('*'),
+            },
+        }
+    }
+    glob::Pattern::new(&pat).is_ok_and(|p| p.matches(name))
+}
+
+/// The directories a template names that exist: its fixed leading components, then every
+/// plain-named subdirectory for each component holding a `%` ([`fits_owner`]; at most
+/// [`MAX_DIRS`] under any one directory, and a note says so when more were there).
+pub fn expand_dirs(template: &str) -> Expanded {
+    use std::os::unix::fs::MetadataExt;
+    if !template.contains('%') {
+        return Expanded {
+            dirs: vec![PathBuf::from(template)],
+            notes: Vec::new(),
+        };
+    }
+    let mut out = Expanded::default();
     let mut level: Vec<PathBuf> = vec![PathBuf::from(if template.starts_with('/') {
         "/"
     } else {
         "."
     })];
+    let mut names = std::collections::HashMap::new();
     for c in template.split('/').filter(|c| !c.is_empty()) {
         if !c.contains('%') {
             level.iter_mut().for_each(|d| d.push(c));
@@ -64,21 +119,41 @@ pub fn expand_dirs(template: &str) -> Vec<PathBuf> {
             let Ok(rd) = std::fs::read_dir(d) else {
                 continue;
             };
+            let (mut here, mut squats) = (Vec::new(), 0usize);
             for e in rd.flatten() {
                 let Ok(name) = e.file_name().into_string() else {
                     continue;
                 };
                 // Directories only, never through a link.
-                if is_plain_name(&name) && e.file_type().is_ok_and(|t| t.is_dir()) {
-                    next.push(d.join(name));
+                if !is_plain_name(&name) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+                    continue;
+                }
+                match e.metadata() {
+                    Ok(m) if fits_owner(c, &name, m.uid(), &mut names) => here.push(d.join(name)),
+                    _ => squats += 1,
                 }
             }
+            if squats > 0 {
+                out.notes.push(format!(
+                    "{}: {squats} directories not named for their owner were not read (only a user's own directory counts for `{c}`)",
+                    d.display()
+                ));
+            }
+            here.sort();
+            if here.len() > MAX_DIRS {
+                out.notes.push(format!(
+                    "{}: {} directories, only the first {MAX_DIRS} were read",
+                    d.display(),
+                    here.len()
+                ));
+                here.truncate(MAX_DIRS);
+            }
+            next.extend(here);
         }
-        next.sort();
-        next.truncate(MAX_DIRS);
         level = next;
     }
-    level
+    out.dirs = level;
+    out
 }
 
 /// Whether `name` is a job file: `<digits>.sqlite` or `<digits>.<something>.sqlite`, not a
@@ -91,14 +166,114 @@ pub fn is_job_file(name: &str) -> bool {
     !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && !stem.contains(".tmp")
 }
 
+/// Who could have written a job file: root's (the spool), the caller's own, or another
+/// user's (an archive copy: its owner can edit every figure in it).
+fn written_by_others(m: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no failure mode.
+    let me = unsafe { libc::geteuid() };
+    let roots = m.uid() == 0 && m.mode() & 0o022 == 0;
+    !(roots || (me != 0 && m.uid() == me))
+}
+
+/// A job read from a file another user could have written, kept until Slurm confirms it.
+struct Unconfirmed {
+    job: CardJob,
+    owner: u32,
+}
+
+/// Whether a file another user could have written may count: its owner, its name and its
+/// own `meta` must agree (the owner is the job's user, the name is the job's archive name
+/// on its node). Slurm's record is asked next ([`confirmed_by_slurm`]). `Err`: why not.
+fn agrees_with_itself(path: &Path, u: &Unconfirmed) -> std::result::Result<(), String> {
+    let j = &u.job;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    if name != store::paths::archive_name(&j.job_id, &j.node) {
+        return Err(format!(
+            "its name is not {}, the archive name of the job and node it records",
+            store::paths::archive_name(&j.job_id, &j.node)
+        ));
+    }
+    let owner_name = crate::sys::user_name(u.owner);
+    if owner_name.is_none() || owner_name != j.user {
+        return Err(format!(
+            "it is owned by uid {} ({}), not by the user it records ({})",
+            u.owner,
+            owner_name.as_deref().unwrap_or("no such user"),
+            j.user.as_deref().unwrap_or("none")
+        ));
+    }
+    Ok(())
+}
+
+/// The jobs whose user and nodes Slurm's accounting confirms, asked in chunks; the rest
+/// with why.
+fn confirmed_by_slurm(
+    q: &crate::slurm::sacct::Query,
+    pending: Vec<(PathBuf, CardJob)>,
+) -> (Vec<CardJob>, Vec<(PathBuf, String)>) {
+    let (mut ok, mut not) = (Vec::new(), Vec::new());
+    for chunk in pending.chunks(500) {
+        let mut ids: Vec<String> = chunk.iter().map(|(_, j)| j.job_id.clone()).collect();
+        ids.sort();
+        ids.dedup();
+        let batch = match q.jobs(&ids) {
+            Ok(b) => b,
+            Err(e) => {
+                for (p, _) in chunk {
+                    not.push((p.clone(), format!("sacct could not confirm its job ({e})")));
+                }
+                continue;
+            }
+        };
+        for (p, j) in chunk {
+            let rec = batch.records.iter().find(|r| r.key() == j.job_id);
+            let Some(rec) = rec else {
+                not.push((p.clone(), format!("Slurm has no job {}", j.job_id)));
+                continue;
+            };
+            if rec.job.user.is_none() || rec.job.user != j.user {
+                not.push((
+                    p.clone(),
+                    format!(
+                        "Slurm says job {} is {}'s, not {}'s",
+                        j.job_id,
+                        rec.job.user.as_deref().unwrap_or("nobody"),
+                        j.user.as_deref().unwrap_or("nobody")
+                    ),
+                ));
+                continue;
+            }
+            let nodes = rec
+                .job
+                .node_list
+                .as_deref()
+                .and_then(|l| crate::slurm::hostlist::expand(l).ok())
+                .unwrap_or_default();
+            if !nodes.contains(&j.node) {
+                not.push((
+                    p.clone(),
+                    format!("Slurm says job {} did not run on {}", j.job_id, j.node),
+                ));
+                continue;
+            }
+            ok.push(j.clone());
+        }
+    }
+    (ok, not)
+}
+
 impl JobSource for Files {
     fn gather(&self, w: &Window) -> Gathered {
         let mut out = Gathered::default();
         let mut seen = std::collections::HashSet::new();
+        let mut pending: Vec<(PathBuf, CardJob)> = Vec::new();
         let since =
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(w.since_unix_ms.max(0) as u64);
         for t in &self.dirs {
-            for dir in expand_dirs(t) {
+            let expanded = expand_dirs(t);
+            out.left_out.extend(expanded.notes);
+            for dir in expanded.dirs {
                 let Ok(rd) = std::fs::read_dir(&dir) else {
                     continue;
                 };
@@ -112,16 +287,29 @@ impl JobSource for Files {
                     let path = dir.join(&name);
                     // Written last before the window: nothing of it is in the window. Only
                     // plain files (never a link or a FIFO).
-                    match std::fs::symlink_metadata(&path) {
+                    let md = match std::fs::symlink_metadata(&path) {
                         Ok(m) if m.is_file() => {
                             if m.modified().is_ok_and(|t| t < since) {
                                 continue;
                             }
+                            m
                         }
                         _ => continue,
-                    }
+                    };
                     out.read += 1;
                     match read_job(&path) {
+                        Ok(Some(j)) if written_by_others(&md) => {
+                            use std::os::unix::fs::MetadataExt;
+                            let u = Unconfirmed {
+                                job: j,
+                                owner: md.uid(),
+                            };
+                            match agrees_with_itself(&path, &u) {
+                                Ok(()) if u.job.in_window(w) => pending.push((path, u.job)),
+                                Ok(()) => {}
+                                Err(why) => out.reject(&path, &why),
+                            }
+                        }
                         Ok(Some(j)) => {
                             if j.in_window(w)
                                 && seen.insert((j.job_id.clone(), j.node.clone(), j.start_unix_ms))
@@ -133,6 +321,29 @@ impl JobSource for Files {
                         Err(e) => out.skip(format!("{}: {e}", path.display())),
                     }
                 }
+            }
+        }
+        // Files their owners could have edited count only for what Slurm confirms.
+        let (ok, not) = match &self.slurm {
+            Some(q) if !pending.is_empty() => confirmed_by_slurm(q, pending),
+            _ => {
+                let n = pending.len();
+                if n > 0 {
+                    out.left_out.push(format!(
+                        "{n} job file{} in users' directories {} left out: their owners could have edited them, and without sacct nothing confirms whose jobs they record",
+                        if n == 1 { "" } else { "s" },
+                        if n == 1 { "was" } else { "were" }
+                    ));
+                }
+                (Vec::new(), Vec::new())
+            }
+        };
+        for (p, why) in not {
+            out.reject(&p, &why);
+        }
+        for j in ok {
+            if seen.insert((j.job_id.clone(), j.node.clone(), j.start_unix_ms)) {
+                out.jobs.push(j);
             }
         }
         out
@@ -202,11 +413,13 @@ mod tests {
         std::os::unix::fs::symlink(root.join("arch/bob"), root.join("arch/link")).unwrap();
         let t = format!("{}/arch/%u", root.display());
         assert_eq!(
-            expand_dirs(&t),
+            expand_dirs(&t).dirs,
             [root.join("arch/alice"), root.join("arch/bob")]
         );
         let plain = format!("{}/arch", root.display());
-        assert_eq!(expand_dirs(&plain), [root.join("arch")]);
-        assert!(expand_dirs(&format!("{}/none/%n", root.display())).is_empty());
+        assert_eq!(expand_dirs(&plain).dirs, [root.join("arch")]);
+        assert!(expand_dirs(&format!("{}/none/%n", root.display()))
+            .dirs
+            .is_empty());
     }
 }

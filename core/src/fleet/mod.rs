@@ -62,6 +62,11 @@ pub struct Gathered {
     pub skipped: Vec<String>,
     /// How many could not be read in all.
     pub skipped_count: usize,
+    /// Sentences on what was found but not counted, and why (files their owners could have
+    /// edited that Slurm does not confirm, directories a template level left out).
+    pub left_out: Vec<String>,
+    /// How many files were left out as [`reject`](Self::reject)ed.
+    pub rejected_count: usize,
 }
 
 /// Most skip notes kept (a spool of unreadable files must not flood the output).
@@ -72,6 +77,26 @@ impl Gathered {
         self.skipped_count += 1;
         if self.skipped.len() < MAX_SKIPPED_NOTES {
             self.skipped.push(note);
+        }
+    }
+
+    /// A file read but not counted: the first [`MAX_SKIPPED_NOTES`] are said one by one,
+    /// the rest by number ([`finish_rejects`](Self::finish_rejects)).
+    pub fn reject(&mut self, path: &std::path::Path, why: &str) {
+        self.rejected_count += 1;
+        if self.rejected_count <= MAX_SKIPPED_NOTES {
+            self.left_out
+                .push(format!("{} not counted: {why}", path.display()));
+        }
+    }
+
+    /// The sentence for the rejected files not said one by one.
+    fn finish_rejects(&mut self) {
+        if self.rejected_count > MAX_SKIPPED_NOTES {
+            self.left_out.push(format!(
+                "{} more job files not counted for the same kinds of reasons",
+                self.rejected_count - MAX_SKIPPED_NOTES
+            ));
         }
     }
 }
@@ -91,6 +116,10 @@ pub fn gather(sources: &[&dyn JobSource], w: &Window) -> Gathered {
         let g = s.gather(w);
         out.read += g.read;
         out.skipped_count += g.skipped_count;
+        let mut g = g;
+        g.finish_rejects();
+        out.rejected_count += g.rejected_count;
+        out.left_out.extend(g.left_out);
         for n in g.skipped {
             if out.skipped.len() < MAX_SKIPPED_NOTES {
                 out.skipped.push(n);
@@ -114,7 +143,11 @@ pub fn gather_site(
     sacct_timeout: Option<std::time::Duration>,
     w: &Window,
 ) -> Gathered {
-    let files = files::Files::site(spool, extra);
+    let mut files = files::Files::site(spool, extra);
+    files.slurm = sacct_timeout.map(|timeout| crate::slurm::sacct::Query {
+        timeout,
+        ..crate::slurm::sacct::Query::default()
+    });
     match sacct_timeout {
         None => gather(&[&files], w),
         Some(timeout) => {

@@ -231,6 +231,7 @@ fn window_json(w: &Window, g: &Gathered, a: &Analysis) -> Value {
         "records_read": g.read,
         "records_unreadable": g.skipped_count,
         "unreadable_examples": g.skipped,
+        "left_out": g.left_out,
         "cards_without_uuid": a.cards_without_uuid,
     })
 }
@@ -262,11 +263,27 @@ pub fn json(w: &Window, g: &Gathered, a: &Analysis) -> Value {
 /// The sentence when the window holds no recorded GPU job (exit code 1).
 pub fn nothing(w: &Window, g: &Gathered) -> String {
     format!(
-        "no recorded GPU job between {} and {} ({} job files read).\nhint: widen the window with -S (e.g. -S now-90d), or point --archive at where the recordings are kept",
+        "no recorded GPU job between {} and {} ({} job files read).{}\nhint: widen the window with -S (e.g. -S now-90d), or point --archive at where the recordings are kept",
         clock(w.since_unix_ms),
         clock(w.until_unix_ms),
-        g.read
+        g.read,
+        left_out(g)
     )
+}
+
+/// The sentences on what was found but not counted, one line each (empty when none).
+fn left_out(g: &Gathered) -> String {
+    g.left_out
+        .iter()
+        // Paths hold names users chose: no control byte reaches the terminal.
+        .map(|n| {
+            let n: String = n
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            format!("\nLeft out: {n}.")
+        })
+        .collect()
 }
 
 /// The text view.
@@ -286,6 +303,11 @@ pub fn text(w: &Window, g: &Gathered, a: &Analysis) -> String {
             String::new()
         }
     );
+    let notes = left_out(g);
+    if !notes.is_empty() {
+        s += notes.trim_start();
+        s += "\n\n";
+    }
     s += &format!(
         "{:<40} {:<10} {:>5} {:>10} {:>7}  {}\n",
         "CARD", "NODE", "JOBS", "HELD BACK", "UNKNOWN", "WHILE HELD BACK"

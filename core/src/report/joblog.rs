@@ -5,14 +5,21 @@
 //! [`crate::analysis::joblog`].
 //!
 //! Safety: only the reported job's logs are read; at most [`LOG_TAIL_BYTES`] of each (the
-//! tail). A user may read only their own jobs' logs. Root reads a log only when the file is
-//! owned by the job's user, opened with `O_NOFOLLOW` (a planted symlink is refused) and
-//! checked on the open descriptor; only regular files are read (never a FIFO or device),
-//! opened non-blocking.
+//! tail). A user may read only their own jobs' logs. The path is the user's choice (it can
+//! name a device, or lead through a directory the user swapped for a symlink to `/dev`), so
+//! root never opens it: a thread of its own switches to the job user's filesystem identity
+//! ([`crate::as_user`]), takes an `O_PATH|O_NOFOLLOW` handle (a lookup only: no device's open
+//! runs), `fstat`s it, and opens for reading only a regular file owned by the job's user,
+//! through that handle (`/proc/self/fd`: the inode checked, not the name again) — all within
+//! [`ROOT_LOG_DEADLINE`] (a FUSE or dead NFS path cannot hang the report).
 
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -177,6 +184,9 @@ pub struct Tail {
     pub truncated: bool,
 }
 
+/// How long root waits for one log to be found and read as the job's user.
+pub const ROOT_LOG_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Reads the last `max` bytes of `path` for the job owned by `owner_uid`, as the caller's
 /// effective uid allows (module docs). The partial first line of a cut tail is dropped.
 pub fn read_tail(path: &Path, owner_uid: Option<u32>, max: u64) -> Result<Tail, String> {
@@ -185,21 +195,19 @@ pub fn read_tail(path: &Path, owner_uid: Option<u32>, max: u64) -> Result<Tail, 
     let Some(owner) = owner_uid else {
         return Err("the job's owner is not known, so its log is not read".into());
     };
-    if euid != 0 && euid != owner {
+    if euid == 0 {
+        return read_tail_as_user(path, owner, max, ROOT_LOG_DEADLINE);
+    }
+    if euid != owner {
         return Err(format!(
             "the job belongs to uid {owner}; only its owner or root reads its log"
         ));
     }
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
-    if euid == 0 {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let mut f = std::fs::OpenOptions::new()
+    let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(flags)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => "it is a symbolic link (not followed as root)".to_string(),
             Some(libc::ENOENT) => "no such file".to_string(),
             _ => e.to_string(),
         })?;
@@ -207,13 +215,88 @@ pub fn read_tail(path: &Path, owner_uid: Option<u32>, max: u64) -> Result<Tail, 
     if !md.file_type().is_file() {
         return Err("not a regular file".into());
     }
-    if euid == 0 && md.uid() != owner {
+    tail_of(f, md.len(), max)
+}
+
+/// Root's way (module docs): on a thread of its own, as `owner`, within `deadline`.
+fn read_tail_as_user(
+    path: &Path,
+    owner: u32,
+    max: u64,
+    deadline: Duration,
+) -> Result<Tail, String> {
+    let Some(gid) = crate::sys::user_gid(owner) else {
+        return Err(format!(
+            "uid {owner} is not a user of this host: its log is not read as root"
+        ));
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.to_path_buf();
+    std::thread::Builder::new()
+        .name("slurmwatch-log".into())
+        .spawn(move || {
+            let r = crate::as_user::with_user_fs(owner, gid, || open_checked(&p, owner, max))
+                .and_then(|r| r);
+            let _ = tx.send(r);
+        })
+        .map_err(|e| format!("cannot start the log reader: {e}"))?;
+    // A lookup stuck on a hung filesystem leaves its thread behind; the process ends anyway.
+    rx.recv_timeout(deadline).unwrap_or_else(|_| {
+        Err(format!(
+            "not read: it took longer than {} s to reach (a hung filesystem?)",
+            deadline.as_secs()
+        ))
+    })
+}
+
+/// Runs as the job's user: a handle to the path that opens nothing, checked, then the
+/// checked inode opened for reading.
+fn open_checked(path: &Path, owner: u32, max: u64) -> Result<Tail, String> {
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| "the path holds a NUL byte".to_string())?;
+    // SAFETY: a NUL-terminated path; O_PATH runs no open of the file itself.
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(match e.raw_os_error() {
+            Some(libc::ENOENT) => "no such file".to_string(),
+            _ => e.to_string(),
+        });
+    }
+    // SAFETY: a fresh descriptor that we now own.
+    let handle = unsafe { File::from_raw_fd(fd) };
+    let md = handle.metadata().map_err(|e| e.to_string())?;
+    if md.file_type().is_symlink() {
+        return Err("it is a symbolic link (not followed as root)".into());
+    }
+    if !md.file_type().is_file() {
+        return Err("not a regular file: not opened as root".into());
+    }
+    if md.uid() != owner {
         return Err(format!(
             "owned by uid {}, not by the job's user (uid {owner}): not read as root",
             md.uid()
         ));
     }
-    let size = md.len();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(format!("/proc/self/fd/{}", handle.as_raw_fd()))
+        .map_err(|e| e.to_string())?;
+    let now = f.metadata().map_err(|e| e.to_string())?;
+    if (now.dev(), now.ino()) != (md.dev(), md.ino()) {
+        return Err("it changed while being opened: not read".into());
+    }
+    tail_of(f, now.len(), max)
+}
+
+/// The last `max` of `size` bytes of the open file `f`.
+fn tail_of(mut f: File, size: u64, max: u64) -> Result<Tail, String> {
     let start = size.saturating_sub(max);
     f.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
     let mut buf = Vec::with_capacity(max.min(size) as usize);

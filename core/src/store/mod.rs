@@ -10,6 +10,7 @@ mod fault;
 pub mod gpu;
 pub mod harden;
 pub mod paths;
+mod private_copy;
 mod reader;
 pub mod schema;
 pub mod summary;

@@ -20,6 +20,9 @@ pub struct Reader {
     /// `PRAGMA user_version`: 1 or 2 (see `schema`).
     version: i64,
     guard: Guard,
+    /// Root reading another user's file reads a private copy of it (`private_copy`), kept
+    /// until the reader is dropped.
+    _copy: Option<super::private_copy::PrivateCopy>,
 }
 
 /// The decoding state of one series, per schema version.
@@ -84,6 +87,17 @@ impl Reader {
         let guard = Guard::new(READ_CALL_BUDGET, deadline, "read");
         guard.call(path, || {
             let f = harden::open_file(path, false)?;
+            // Root never lets SQLite open by name, or map the `-shm` of, a file another user
+            // can write: it reads a copy of the bytes it checked (module `private_copy`).
+            let copy = if super::private_copy::needed(path, &f) {
+                Some(super::private_copy::make(path, &f)?)
+            } else {
+                None
+            };
+            let (sqlite_path, checked) = match &copy {
+                Some(c) => (c.db.as_path(), &c.file),
+                None => (path, &f),
+            };
             let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX
                 | OpenFlags::SQLITE_OPEN_NOFOLLOW;
@@ -93,24 +107,24 @@ impl Reader {
                 c.query_row("PRAGMA schema_version", [], |_| Ok(()))?;
                 Ok(c)
             };
-            let conn = match open(path, flags) {
+            let conn = match open(sqlite_path, flags) {
                 Ok(c) => c,
                 // A finished file left in WAL mode, in a directory we cannot write: SQLite
                 // cannot create the `-shm` it wants. With no `-wal` beside it nothing is
                 // uncommitted, so reading it as immutable is exact.
                 Err(e)
                     if e.sqlite_error_code() == Some(ErrorCode::CannotOpen)
-                        && !wal_exists(path) =>
+                        && !wal_exists(sqlite_path) =>
                 {
                     open(
-                        Path::new(&immutable_uri(path)),
+                        Path::new(&immutable_uri(sqlite_path)),
                         flags | OpenFlags::SQLITE_OPEN_URI,
                     )
                     .map_err(|e| db_err(path, e))?
                 }
                 Err(e) => return Err(db_err(path, e)),
             };
-            harden::same_inode(path, &f)?;
+            harden::same_inode(sqlite_path, checked)?;
             conn.execute_batch(schema::READER_PRAGMAS)
                 .map_err(|e| db_err(path, e))?;
             let version = harden::check_schema(&conn, path)?;
@@ -121,6 +135,7 @@ impl Reader {
                 started_unix_ms,
                 version,
                 guard: guard.clone(),
+                _copy: copy,
             })
         })
     }

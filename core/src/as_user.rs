@@ -1,17 +1,18 @@
-//! Runs file operations on the calling thread with the job user's filesystem credentials.
+//! Runs file operations on the calling thread with a user's filesystem credentials: the one
+//! place root switches identity (the plugin's archive copy, the CLI reading a job's log).
 //!
-//! The archive copy lands in a place the user can write (a shared filesystem), so root must
-//! not write there: a symlink or hardlink the user planted would redirect root's write. The
-//! sampler thread therefore switches its own fsuid/fsgid and supplementary groups with raw
-//! syscalls, which act on the calling thread only (glibc's wrappers would switch every thread
-//! of slurmstepd). Changing fsuid from 0 clears the thread's filesystem capabilities
-//! (CAP_DAC_OVERRIDE and friends), so the kernel checks exactly what the user could do.
+//! Root must not write, or open, what a user names or can change: the archive copy lands in
+//! a place the user can write (a symlink or hardlink the user planted would redirect root's
+//! write), and a job's log path is the user's choice (it can name a device or lead through a
+//! symlink the user swapped in). So the thread doing it switches its own fsuid/fsgid and
+//! supplementary groups with raw syscalls, which act on the calling thread only (glibc's
+//! wrappers would switch every thread of the process: slurmstepd's too). Changing fsuid from 0
+//! clears the thread's filesystem capabilities (CAP_DAC_OVERRIDE and friends), so the kernel
+//! checks exactly what the user could do.
 
 /// The user's supplementary groups, from the system's databases.
 fn groups_of(uid: u32, gid: u32) -> Vec<libc::gid_t> {
-    let Some(name) =
-        slurmwatch_core::sys::user_name(uid).and_then(|n| std::ffi::CString::new(n).ok())
-    else {
+    let Some(name) = crate::sys::user_name(uid).and_then(|n| std::ffi::CString::new(n).ok()) else {
         return vec![gid];
     };
     let mut n: libc::c_int = 64;
@@ -76,7 +77,10 @@ pub fn with_user_fs<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> Result<T, S
         return Ok(f()); // a root job: root's own credentials are the user's
     }
     if RESTORE_FAILED.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err("root's identity could not be restored earlier on this node's step: not switching again".into());
+        return Err(
+            "root's identity could not be restored earlier in this process: not switching again"
+                .into(),
+        );
     }
     let mut saved = vec![0 as libc::gid_t; 256];
     // SAFETY: saved has room for 256 entries.
@@ -96,16 +100,14 @@ pub fn with_user_fs<T>(uid: u32, gid: u32, f: impl FnOnce() -> T) -> Result<T, S
     // setfsuid reports failure only through the next call's return value: verify.
     let (now_uid, now_gid) = (raw_setfsuid(u32::MAX), raw_setfsgid(u32::MAX));
     if now_uid != uid || now_gid != gid {
-        return Err(format!(
-            "cannot switch to uid {uid}/gid {gid} for the archive copy"
-        ));
+        return Err(format!("cannot switch to uid {uid}/gid {gid}"));
     }
     let result = f();
     let restored = guard.restore();
     std::mem::forget(guard);
     if !restored {
         RESTORE_FAILED.store(true, std::sync::atomic::Ordering::SeqCst);
-        return Err("could not restore root's filesystem identity after the archive copy".into());
+        return Err("could not restore root's filesystem identity".into());
     }
     Ok(result)
 }
