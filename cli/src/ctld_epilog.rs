@@ -9,13 +9,16 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
-use slurmwatch_core::slurm::hostlist;
+use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::slurm::{command, hostlist, sacct};
 
 #[derive(Args)]
 #[command(
-    after_help = "Slurm sets SLURM_JOB_ID and SLURM_JOB_NODELIST in EpilogSlurmctld's environment; \
-each node must serve `slurmwatch metrics --listen` (the URL below), whose replies are
-accepted only with root's munge credential over them (unmunge must run here). See docs/admin.md.
+    after_help = "Slurm sets SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_UID and SLURM_JOB_START_TIME in \
+EpilogSlurmctld's environment; each node must serve `slurmwatch metrics --listen` (the URL
+below). Requests carry this user's munge credential (run as SlurmUser or root: munge must
+run here) and replies are accepted only with root's munge credential over them. A node that
+does not answer is asked again every 2 s within the time given. See docs/admin.md.
 
 Examples:
   slurmwatch ctld-epilog                                   # from EpilogSlurmctld
@@ -28,6 +31,14 @@ pub struct CtldEpilogArgs {
     /// Its nodes, as a Slurm host list (default: $SLURM_JOB_NODELIST).
     #[arg(long)]
     pub nodes: Option<String>,
+    /// The job's uid (default: $SLURM_JOB_UID): a node's file of another user's job with
+    /// the same id is not this job's.
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// When Slurm started the job, in Unix seconds (default: $SLURM_JOB_START_TIME, else
+    /// squeue's): a node's file from before it is an earlier job's with the same id.
+    #[arg(long)]
+    pub start: Option<i64>,
     /// Where a node serves a job's summary; {node} and {job} are filled in.
     #[arg(long, default_value = slurmdbd::DEFAULT_URL)]
     pub url: String,
@@ -59,7 +70,28 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
-    let answers = slurmdbd::collect(&args.url, &nodes, job_id, &slurmdbd::Verifier::default());
+    let Some(uid) = args.uid.or_else(|| env_number("SLURM_JOB_UID")) else {
+        bail!("no uid for job {job_id}.\nhint: give --uid, or run from EpilogSlurmctld where SLURM_JOB_UID is set");
+    };
+    let Some(start_unix) = args
+        .start
+        .or_else(|| env_number("SLURM_JOB_START_TIME"))
+        .or_else(|| start_from_squeue(job_id))
+    else {
+        bail!("no start time for job {job_id}.\nhint: give --start (Unix seconds), or run from EpilogSlurmctld while slurmctld holds the job");
+    };
+    let verifier = slurmdbd::Verifier::default();
+    let query = slurmdbd::Query {
+        template: &args.url,
+        job_id,
+        run: Incarnation { uid, start_unix },
+        nodes: &nodes,
+        verifier: &verifier,
+    };
+    // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
+    // have the job's record for the first seconds).
+    let collect_until = Instant::now() + Duration::from_secs(args.timeout.max(1)) * 2 / 3;
+    let answers = slurmdbd::collect(&query, collect_until);
     for (node, a) in &answers {
         match a {
             NodeAnswer::Failed(why) => {
@@ -107,4 +139,21 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
         }
         Err(e) => bail!("{e}"),
     }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+/// The job's start time as slurmctld holds it (`squeue`, the pinned `standard` format).
+fn start_from_squeue(job_id: u32) -> Option<i64> {
+    let f = command::run(
+        "squeue",
+        &["-h", "-t", "all", "-j", &job_id.to_string(), "-o", "%S"],
+        command::DEFAULT_TIMEOUT,
+    )
+    .ok()?;
+    f.success
+        .then(|| sacct::parse_time(f.stdout.trim()))
+        .flatten()
 }
