@@ -9,6 +9,7 @@ mod efficiency;
 mod gpu;
 mod harness;
 mod history;
+mod hostile_endpoint;
 mod jobs;
 mod mail;
 mod multinode;
