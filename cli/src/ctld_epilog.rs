@@ -35,8 +35,9 @@ pub struct CtldEpilogArgs {
     /// the same id is not this job's.
     #[arg(long)]
     pub uid: Option<u32>,
-    /// When Slurm started the job, in Unix seconds (default: $SLURM_JOB_START_TIME, else
-    /// squeue's): a node's file from before it is an earlier job's with the same id.
+    /// When Slurm started the job, in Unix seconds (default: $SLURM_JOB_START_TIME): a
+    /// node's file from before it is an earlier job's with the same id. Without --uid or
+    /// --start and the environment, Slurm's record of the job (squeue, else sacct) gives them.
     #[arg(long)]
     pub start: Option<i64>,
     /// Where a node serves a job's summary; {node} and {job} are filled in.
@@ -70,15 +71,24 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
-    let Some(uid) = args.uid.or_else(|| env_number("SLURM_JOB_UID")) else {
-        bail!("no uid for job {job_id}.\nhint: give --uid, or run from EpilogSlurmctld where SLURM_JOB_UID is set");
+    // Slurm's record of the job, asked only for what neither the arguments nor
+    // EpilogSlurmctld's environment give (a run by hand).
+    let mut asked = None;
+    let mut slurms = |pick: fn(&(u32, i64)) -> i64| {
+        asked
+            .get_or_insert_with(|| run_from_slurm(job_id))
+            .map(|r| pick(&r))
     };
-    let Some(start_unix) = args
+    let uid = args
+        .uid
+        .or_else(|| env_number("SLURM_JOB_UID"))
+        .or_else(|| slurms(|r| i64::from(r.0)).and_then(|u| u32::try_from(u).ok()));
+    let start_unix = args
         .start
         .or_else(|| env_number("SLURM_JOB_START_TIME"))
-        .or_else(|| start_from_squeue(job_id))
-    else {
-        bail!("no start time for job {job_id}.\nhint: give --start (Unix seconds), or run from EpilogSlurmctld while slurmctld holds the job");
+        .or_else(|| slurms(|r| r.1));
+    let (Some(uid), Some(start_unix)) = (uid, start_unix) else {
+        bail!("no uid or start time for job {job_id}: Slurm does not know the job.\nhint: give --uid and --start (Unix seconds), or run from EpilogSlurmctld");
     };
     let verifier = slurmdbd::Verifier::default();
     let query = slurmdbd::Query {
@@ -145,15 +155,31 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
     std::env::var(name).ok()?.trim().parse().ok()
 }
 
-/// The job's start time as slurmctld holds it (`squeue`, the pinned `standard` format).
-fn start_from_squeue(job_id: u32) -> Option<i64> {
-    let f = command::run(
+/// The job's uid and start time as slurmctld holds it (`squeue`), else slurmdbd (`sacct`),
+/// both in the pinned `standard` time format.
+fn run_from_slurm(job_id: u32) -> Option<(u32, i64)> {
+    let job = job_id.to_string();
+    let parse = |text: &str, sep: char| {
+        let (uid, start) = text.trim().split_once(sep)?;
+        Some((uid.trim().parse().ok()?, sacct::parse_time(start)?))
+    };
+    let timeout = command::DEFAULT_TIMEOUT;
+    command::run(
         "squeue",
-        &["-h", "-t", "all", "-j", &job_id.to_string(), "-o", "%S"],
-        command::DEFAULT_TIMEOUT,
+        &["-h", "-t", "all", "-j", &job, "-o", "%U %S"],
+        timeout,
     )
-    .ok()?;
-    f.success
-        .then(|| sacct::parse_time(f.stdout.trim()))
-        .flatten()
+    .ok()
+    .filter(|f| f.success)
+    .and_then(|f| parse(&f.stdout, ' '))
+    .or_else(|| {
+        command::run_dbd_client(
+            "sacct",
+            &["-j", &job, "-X", "-n", "-P", "-o", "UID,Start"],
+            timeout,
+        )
+        .ok()
+        .filter(|f| f.success)
+        .and_then(|f| parse(f.stdout.lines().next().unwrap_or(""), '|'))
+    })
 }
