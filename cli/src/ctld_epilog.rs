@@ -9,13 +9,16 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
-use slurmwatch_core::slurm::hostlist;
+use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::slurm::{command, hostlist, sacct};
 
 #[derive(Args)]
 #[command(
-    after_help = "Slurm sets SLURM_JOB_ID and SLURM_JOB_NODELIST in EpilogSlurmctld's environment; \
-each node must serve `slurmwatch metrics --listen` (the URL below), whose replies are
-accepted only with root's munge credential over them (unmunge must run here). See docs/admin.md.
+    after_help = "Slurm sets SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_UID and SLURM_JOB_START_TIME in \
+EpilogSlurmctld's environment; each node must serve `slurmwatch metrics --listen` (the URL
+below). Requests carry this user's munge credential (run as SlurmUser or root: munge must
+run here) and replies are accepted only with root's munge credential over them. A node that
+does not answer is asked again every 2 s within the time given. See docs/admin.md.
 
 Examples:
   slurmwatch ctld-epilog                                   # from EpilogSlurmctld
@@ -28,6 +31,15 @@ pub struct CtldEpilogArgs {
     /// Its nodes, as a Slurm host list (default: $SLURM_JOB_NODELIST).
     #[arg(long)]
     pub nodes: Option<String>,
+    /// The job's uid (default: $SLURM_JOB_UID): a node's file of another user's job with
+    /// the same id is not this job's.
+    #[arg(long)]
+    pub uid: Option<u32>,
+    /// When Slurm started the job, in Unix seconds (default: $SLURM_JOB_START_TIME): a
+    /// node's file from before it is an earlier job's with the same id. Without --uid or
+    /// --start and the environment, Slurm's record of the job (squeue, else sacct) gives them.
+    #[arg(long)]
+    pub start: Option<i64>,
     /// Where a node serves a job's summary; {node} and {job} are filled in.
     #[arg(long, default_value = slurmdbd::DEFAULT_URL)]
     pub url: String,
@@ -59,7 +71,37 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
-    let answers = slurmdbd::collect(&args.url, &nodes, job_id, &slurmdbd::Verifier::default());
+    // Slurm's record of the job, asked only for what neither the arguments nor
+    // EpilogSlurmctld's environment give (a run by hand).
+    let mut asked = None;
+    let mut slurms = |pick: fn(&(u32, i64)) -> i64| {
+        asked
+            .get_or_insert_with(|| run_from_slurm(job_id))
+            .map(|r| pick(&r))
+    };
+    let uid = args
+        .uid
+        .or_else(|| env_number("SLURM_JOB_UID"))
+        .or_else(|| slurms(|r| i64::from(r.0)).and_then(|u| u32::try_from(u).ok()));
+    let start_unix = args
+        .start
+        .or_else(|| env_number("SLURM_JOB_START_TIME"))
+        .or_else(|| slurms(|r| r.1));
+    let (Some(uid), Some(start_unix)) = (uid, start_unix) else {
+        bail!("no uid or start time for job {job_id}: Slurm does not know the job.\nhint: give --uid and --start (Unix seconds), or run from EpilogSlurmctld");
+    };
+    let verifier = slurmdbd::Verifier::default();
+    let query = slurmdbd::Query {
+        template: &args.url,
+        job_id,
+        run: Incarnation { uid, start_unix },
+        nodes: &nodes,
+        verifier: &verifier,
+    };
+    // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
+    // have the job's record for the first seconds).
+    let collect_until = Instant::now() + Duration::from_secs(args.timeout.max(1)) * 2 / 3;
+    let answers = slurmdbd::collect(&query, collect_until);
     for (node, a) in &answers {
         match a {
             NodeAnswer::Failed(why) => {
@@ -107,4 +149,37 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
         }
         Err(e) => bail!("{e}"),
     }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.trim().parse().ok()
+}
+
+/// The job's uid and start time as slurmctld holds it (`squeue`), else slurmdbd (`sacct`),
+/// both in the pinned `standard` time format.
+fn run_from_slurm(job_id: u32) -> Option<(u32, i64)> {
+    let job = job_id.to_string();
+    let parse = |text: &str, sep: char| {
+        let (uid, start) = text.trim().split_once(sep)?;
+        Some((uid.trim().parse().ok()?, sacct::parse_time(start)?))
+    };
+    let timeout = command::DEFAULT_TIMEOUT;
+    command::run(
+        "squeue",
+        &["-h", "-t", "all", "-j", &job, "-o", "%U %S"],
+        timeout,
+    )
+    .ok()
+    .filter(|f| f.success)
+    .and_then(|f| parse(&f.stdout, ' '))
+    .or_else(|| {
+        command::run_dbd_client(
+            "sacct",
+            &["-j", &job, "-X", "-n", "-P", "-o", "UID,Start"],
+            timeout,
+        )
+        .ok()
+        .filter(|f| f.success)
+        .and_then(|f| parse(f.stdout.lines().next().unwrap_or(""), '|'))
+    })
 }

@@ -3,22 +3,30 @@
 //! `slurmwatch_core::export`; this is argument handling.
 
 use std::collections::HashSet;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use slurmwatch_core::export::live::{self, FileState, GatherOptions};
 use slurmwatch_core::export::{http, prometheus, textfile};
-use slurmwatch_core::report::slurmdbd;
+use slurmwatch_core::report::slurmdbd::{self, Incarnation, Spooled};
 use slurmwatch_core::slurm::{conf, munge};
 
 #[derive(Args)]
 #[command(after_help = "Examples:
   slurmwatch metrics                                    # print once (text exposition format)
   slurmwatch metrics --textfile /var/lib/prometheus/node-exporter/slurmwatch.prom
-  slurmwatch metrics --listen 127.0.0.1:9944            # serve GET /metrics
-  slurmwatch metrics --listen 0.0.0.0:9944 --jobstats   # also the series jobstats queries")]
+  slurmwatch metrics --listen 127.0.0.1:9944            # serve GET /metrics to root here
+  slurmwatch metrics --listen 0.0.0.0:9944 --jobstats --metrics-allow 10.0.0.5
+                        # IPv4 and IPv6; Prometheus at 10.0.0.5 reads, with jobstats' series
+
+Who reads what: GET /metrics lists every running job on the node with its user, so it is
+served to root's own connections on this node and to the peers --metrics-allow and
+--metrics-user name (nothing else: Slurm's PrivateData=jobs holds). A job's summary
+(GET /jobs/<id>/summary) is served only to the controller: a request with a munge
+credential of root or slurm.conf's SlurmUser over that job. See docs/admin.md.")]
 pub struct MetricsArgs {
     /// The node's spool (default: plugstack.conf's `spool=`, else /var/spool/slurmwatch).
     #[arg(long, value_name = "DIR")]
@@ -36,9 +44,19 @@ pub struct MetricsArgs {
     /// of printing them.
     #[arg(long, value_name = "PATH", conflicts_with = "listen")]
     pub textfile: Option<PathBuf>,
-    /// Serve `GET /metrics` on this address (e.g. 127.0.0.1:9944), one scrape per request.
+    /// Serve `GET /metrics` on this address (e.g. 0.0.0.0:9944: IPv4 and IPv6 both), one
+    /// scrape per request.
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
+    /// Also serve `GET /metrics` to peers in this network or at this address (a Prometheus
+    /// server; repeat or separate with commas). A network holding this node's own addresses
+    /// opens the metrics to every user on the node.
+    #[arg(long, value_name = "NET", value_delimiter = ',', value_parser = http::parse_net, requires = "listen")]
+    pub metrics_allow: Vec<http::IpNet>,
+    /// Also serve `GET /metrics` to this local user's connections (e.g. a Prometheus agent
+    /// on the node; repeat or separate with commas).
+    #[arg(long, value_name = "USER", value_delimiter = ',', requires = "listen")]
+    pub metrics_user: Vec<String>,
 }
 
 pub fn run(args: MetricsArgs) -> Result<i32> {
@@ -94,15 +112,33 @@ pub fn run(args: MetricsArgs) -> Result<i32> {
         prometheus::render(&s, &render_opts)
     };
     if let Some(addr) = args.listen {
-        let listener =
-            TcpListener::bind(addr).with_context(|| format!("cannot listen on {addr}"))?;
+        let mut metrics_uids = Vec::new();
+        for name in &args.metrics_user {
+            match slurmwatch_core::sys::user_uid(name) {
+                Some(u) => metrics_uids.push(u),
+                None => bail!("--metrics-user {name:?}: no such user on this node.\nhint: name the local user the scraper runs as (getent passwd)"),
+            }
+        }
+        let slurm_user =
+            conf::value_in(&conf::path(), "SlurmUser").unwrap_or_else(|| "root".into());
+        let Some(slurm_uid) = slurmwatch_core::sys::user_uid(&slurm_user) else {
+            bail!("slurm.conf's SlurmUser {slurm_user:?} is no user on this node.\nhint: a job's summary is served only to the controller's credential of SlurmUser or root; check {}", conf::path().display());
+        };
+        let listeners = http::listen(addr).with_context(|| format!("cannot listen on {addr}"))?;
         eprintln!("slurmwatch metrics: serving GET /metrics and /jobs/<id>/summary on {addr}");
+        let node = Node {
+            spool: summary_spool,
+            scrape: Mutex::new(Box::new(scrape)),
+            controller_uids: vec![0, slurm_uid],
+        };
         http::serve(
-            &listener,
-            &mut Node {
-                spool: summary_spool,
-                scrape,
-            },
+            listeners,
+            Arc::new(node),
+            Arc::new(http::Access {
+                metrics_nets: args.metrics_allow.clone(),
+                metrics_uids,
+            }),
+            http::Limits::default(),
         );
     }
     if let Some(path) = &args.textfile {
@@ -123,26 +159,45 @@ pub fn run(args: MetricsArgs) -> Result<i32> {
 }
 
 /// The node's two routes: its running jobs' metrics, and a job's summary for the controller.
-struct Node<F: FnMut() -> String> {
+struct Node {
     spool: PathBuf,
-    scrape: F,
+    /// One scrape at a time: it keeps what it learned of each file between scrapes.
+    scrape: Mutex<Box<dyn FnMut() -> String + Send>>,
+    /// Whose credential may ask for a summary: root and slurm.conf's SlurmUser.
+    controller_uids: Vec<u32>,
 }
 
-impl<F: FnMut() -> String> http::Routes for Node<F> {
-    fn metrics(&mut self) -> String {
-        (self.scrape)()
+impl http::Routes for Node {
+    fn metrics(&self) -> String {
+        (self.scrape.lock().unwrap_or_else(|e| e.into_inner()))()
     }
 
-    fn job_summary(&mut self, job_id: u32, nonce: &str) -> http::Reply {
-        match slurmdbd::from_spool(&self.spool, job_id) {
-            Ok(Some(n)) => {
+    fn authorize(&self, ask: &http::SummaryAsk, credential: &str) -> Result<(), String> {
+        let want = munge::request_payload(ask.job_id, ask.uid, ask.start_unix, &ask.nonce);
+        let trusted = munge::Trusted {
+            uids: &self.controller_uids,
+            who: "root or SlurmUser: a job's summary is served only to the controller",
+        };
+        munge::check("unmunge", Some(credential), &want, trusted, munge::TIMEOUT)
+            .map_err(|e| e.to_string())
+    }
+
+    fn job_summary(&self, ask: &http::SummaryAsk) -> http::Reply {
+        let job_id = ask.job_id;
+        let run = Incarnation {
+            uid: ask.uid,
+            start_unix: ask.start_unix,
+        };
+        match slurmdbd::from_spool(&self.spool, job_id, run) {
+            Ok(Spooled::Recorded(n)) => {
                 let body = match serde_json::to_string(&n) {
                     Ok(json) => json,
                     Err(e) => return http::Reply::Unavailable(e.to_string()),
                 };
                 // Signed, so the controller can tell this root-run endpoint from a user's
                 // listener on the same port (slurm::munge).
-                let payload = munge::summary_payload(job_id, &n.meta.node, nonce, body.as_bytes());
+                let payload =
+                    munge::summary_payload(job_id, &n.meta.node, &ask.nonce, body.as_bytes());
                 match munge::sign("munge", &payload, munge::TIMEOUT) {
                     Ok(c) => http::Reply::Json {
                         body,
@@ -154,10 +209,13 @@ impl<F: FnMut() -> String> http::Routes for Node<F> {
                     }
                 }
             }
-            Ok(None) => http::Reply::NotFound(format!(
+            Ok(Spooled::NotRecorded) => http::Reply::NotFound(format!(
                 "job {job_id} was not recorded on this node ({})",
                 self.spool.display()
             )),
+            Ok(Spooled::Earlier(why)) => {
+                http::Reply::NotFound(format!("job {job_id} was not recorded on this node: {why}"))
+            }
             Err(e) => {
                 eprintln!("slurmwatch metrics: job {job_id}: {e}");
                 http::Reply::Unavailable(e)

@@ -86,6 +86,29 @@ fn passwd(uid: u32) -> Option<(String, u32)> {
     Some((name, pw.pw_gid))
 }
 
+/// The uid of the user `name` (a name, or a number as Slurm's settings allow), from the
+/// system's databases; `None` when there is no such user.
+pub fn user_uid(name: &str) -> Option<u32> {
+    if let Ok(uid) = name.parse::<u32>() {
+        return Some(uid);
+    }
+    let name = std::ffi::CString::new(name).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: as in `user_name`.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    let rc = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut out,
+        )
+    };
+    (rc == 0 && !out.is_null()).then_some(pw.pw_uid)
+}
+
 /// The name of the user running this process.
 pub fn current_user_name() -> Option<String> {
     // SAFETY: getuid cannot fail.

@@ -9,6 +9,7 @@ mod efficiency;
 mod gpu;
 mod harness;
 mod history;
+mod hostile_endpoint;
 mod hostile_mail;
 mod hostile_readers;
 mod hostile_sacct;

@@ -14,7 +14,7 @@ use slurmwatch_tests::*;
 
 const WAIT: Duration = Duration::from_secs(600);
 /// scripts/cluster.sh's CTLD_SUMMARY_PORT.
-const SUMMARY_PORT: u16 = 9944;
+pub(crate) const SUMMARY_PORT: u16 = 9944;
 const MIB: f64 = 1024.0 * 1024.0;
 
 /// The node's summary server, as a site runs it (root, the node's spool); stopped on drop.
@@ -37,11 +37,16 @@ fn assert_port_free() {
 
 impl Server {
     pub fn start() -> Server {
+        Server::start_on("127.0.0.1")
+    }
+
+    /// Listening on `ip` (e.g. `0.0.0.0`, as a site runs it for a remote controller).
+    pub fn start_on(ip: &str) -> Server {
         let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
         assert_port_free();
         let child = Command::new(slurmwatch_bin())
             .args(["metrics", "--spool", SPOOL, "--listen"])
-            .arg(format!("127.0.0.1:{SUMMARY_PORT}"))
+            .arg(format!("{ip}:{SUMMARY_PORT}"))
             .spawn()
             .expect("start slurmwatch metrics");
         let mut s = Server(child, held);
@@ -59,6 +64,12 @@ impl Server {
             "the server exited: port {SUMMARY_PORT} is held by another process"
         );
         s
+    }
+}
+
+impl Server {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
     }
 }
 
@@ -102,7 +113,7 @@ impl Drop for FilesAway {
 }
 
 /// What slurmdbd holds as the job's AdminComment now (`sacct`; empty for none).
-fn admin_comment_now(job: &Job) -> String {
+pub(crate) fn admin_comment_now(job: &Job) -> String {
     let id = job.id.to_string();
     let o = run(
         "sacct",
@@ -457,11 +468,11 @@ fn piped(mut c: Command, input: &[u8]) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
-const CTLD_LOG: &str = "/var/log/slurm/ctld-epilog.log";
+pub(crate) const CTLD_LOG: &str = "/var/log/slurm/ctld-epilog.log";
 
 /// The job's ctld-epilog log lines past `offset` (job ids restart after a wipe), once there
 /// is one.
-fn ctld_lines(job: u32, offset: usize) -> Vec<String> {
+pub(crate) fn ctld_lines(job: u32, offset: usize) -> Vec<String> {
     let t = Instant::now();
     loop {
         let log = std::fs::read(CTLD_LOG).unwrap_or_default();
@@ -512,10 +523,19 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
         j.wait_running(WAIT);
         let t = Instant::now();
         let real = loop {
-            if let Ok(Some(n)) =
-                slurmwatch_core::report::slurmdbd::from_spool(Path::new(SPOOL), j.id)
+            use slurmwatch_core::report::slurmdbd::{from_spool, Incarnation, Spooled};
+            // The run the file records (the controller sends Slurm's).
+            let run = slurmwatch_core::store::Reader::open(&spool_file(j.id))
+                .and_then(|r| r.meta())
+                .ok()
+                .map(|m| Incarnation {
+                    uid: m.uid,
+                    start_unix: m.started_unix_ms / 1000,
+                });
+            if let Some(Ok(Spooled::Recorded(n))) =
+                run.map(|r| from_spool(Path::new(SPOOL), j.id, r))
             {
-                break n;
+                break *n;
             }
             assert!(
                 t.elapsed() < Duration::from_secs(15),
@@ -551,13 +571,22 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
                     .args(["metrics", "--spool", SPOOL, "--listen", "127.0.0.1:9946"])
                     .spawn()
                     .unwrap();
-                let url = export::with_nonce(
-                    &format!("http://127.0.0.1:9946/jobs/{}/summary", j.id),
-                    &munge::new_nonce().unwrap(),
-                );
+                // Asked as the controller asks (root's request credential).
+                let run = slurmwatch_core::report::slurmdbd::Incarnation {
+                    uid: real.meta.uid,
+                    start_unix: real.meta.started_unix_ms / 1000,
+                };
                 let t = Instant::now();
                 let r = loop {
-                    match export::get(&url, Duration::from_secs(10)) {
+                    let nonce = munge::new_nonce().unwrap();
+                    let url = export::with_query(
+                        &format!("http://127.0.0.1:9946/jobs/{}/summary", j.id),
+                        run,
+                        &nonce,
+                    );
+                    let payload = munge::request_payload(j.id, run.uid, run.start_unix, &nonce);
+                    let asked = munge::sign("munge", &payload, munge::TIMEOUT).unwrap();
+                    match export::get(&url, &[(munge::HEADER, &asked)], Duration::from_secs(10)) {
                         Ok(r) => break r,
                         Err(e) => assert!(t.elapsed() < Duration::from_secs(10), "{e}"),
                     }
@@ -576,7 +605,7 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
         }
         // The forger answers for the job, which is still running.
         let url = format!("http://127.0.0.1:{SUMMARY_PORT}/jobs/{}/summary", j.id);
-        let r = export::get(&url, Duration::from_secs(10)).unwrap();
+        let r = export::get(&url, &[], Duration::from_secs(10)).unwrap();
         assert_eq!(r.code, 200, "job {}", j.id);
         let q = run("squeue", &["-h", "-j", &j.id.to_string(), "-o", "%T"]);
         assert_eq!(stdout(&q).trim(), "RUNNING", "job {}: ended too soon", j.id);

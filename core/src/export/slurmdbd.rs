@@ -5,12 +5,17 @@
 //! stores it as the job's `AdminComment` with `sacctmgr` — as jobstats does. Nothing here
 //! runs on a compute node, so no node's epilog ever calls a Slurm command.
 //!
-//! A node's reply counts only when it carries root's munge credential over its job, node and
-//! body ([`accept`], `slurm::munge`): a user's listener on a node's port cannot put a
-//! summary into slurmdbd.
+//! The request carries this process's munge credential (made as SlurmUser) over the job, the
+//! run asked for (the job's uid and Slurm's start time: a file an earlier job with the same
+//! id left is not this job's) and a fresh nonce: a node serves a summary to nothing else.
+//! A node's reply counts only when it carries root's munge credential over its job, node,
+//! nonce and body ([`accept`], `slurm::munge`): a user's listener on a node's port cannot
+//! put a summary into slurmdbd.
 //!
-//! Every wait has a deadline: each node's answer ([`NODE_TIMEOUT`], nodes asked at once), and
-//! the store (retried until slurmdbd has the job record, within the caller's deadline). An
+//! Every wait has a deadline: each node's answer ([`NODE_TIMEOUT`], nodes asked at once, a
+//! node that does not answer asked again every [`RETRY_PAUSE`] until the caller's collection
+//! deadline), and the store (retried until slurmdbd has the job record, within the caller's
+//! deadline). An
 //! AdminComment another tool wrote (jobstats' `JS1:`, an admin's note) is never overwritten:
 //! it is looked for in slurmctld (which may not have passed an `scontrol update` on to
 //! slurmdbd yet) and in slurmdbd.
@@ -22,11 +27,13 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::report::slurmdbd::{self as record, JobSummaryRecord, NodeSummary};
+use crate::report::slurmdbd::{self as record, Incarnation, JobSummaryRecord, NodeSummary};
 use crate::slurm::{command, munge};
 
 /// How long one node may take to answer (connect, request, whole reply).
 pub const NODE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The pause before a node that gave no answer (down, busy, unreachable) is asked again.
+pub const RETRY_PAUSE: Duration = Duration::from_secs(2);
 /// The largest reply read from a node.
 pub const MAX_REPLY_BYTES: u64 = 8 << 20;
 /// The default URL of a node's summary: `{node}` is Slurm's node name, `{job}` the job id.
@@ -38,10 +45,12 @@ pub enum NodeAnswer {
     Recorded(Box<NodeSummary>),
     /// The node answered that the job was not recorded there.
     NotRecorded,
-    /// No usable answer (one sentence: unreachable, timed out, refused, unreadable).
+    /// No usable answer (one sentence: unreachable, timed out, busy, unreadable): asked
+    /// again while the deadline allows.
     Failed(String),
-    /// A summary that is not authenticated as the node's (one sentence: why; the caller
-    /// names the node): never stored.
+    /// A summary that is not authenticated as the node's or not this run's, or a node that
+    /// refused the request (one sentence: why; the caller names the node): never stored,
+    /// not asked again.
     Refused(String),
 }
 
@@ -62,10 +71,13 @@ pub fn url_for(template: &str, node: &str, job_id: u32) -> Result<String, String
         .replace("{job}", &job_id.to_string()))
 }
 
-/// `url` asking for a reply signed with `nonce` (`?nonce=`, or `&nonce=` after a query).
-pub fn with_nonce(url: &str, nonce: &str) -> String {
+/// `url` asking for run `run` with a reply signed with `nonce` (as a query, or after one).
+pub fn with_query(url: &str, run: Incarnation, nonce: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
-    format!("{url}{sep}nonce={nonce}")
+    format!(
+        "{url}{sep}nonce={nonce}&uid={}&start={}",
+        run.uid, run.start_unix
+    )
 }
 
 /// What a node's server answered.
@@ -78,8 +90,8 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// One bounded `GET`.
-pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
+/// One bounded `GET`, with `headers` (names and values the caller checked).
+pub fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<Response, String> {
     let start = Instant::now();
     let rest = url
         .strip_prefix("http://")
@@ -100,11 +112,15 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
             .saturating_sub(start.elapsed())
             .max(Duration::from_millis(1))
     };
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     s.set_write_timeout(Some(left(start)))
         .and_then(|_| {
             write!(
                 s,
-                "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+                "GET {path} HTTP/1.1\r\nHost: {authority}\r\n{extra}Connection: close\r\n\r\n"
             )
         })
         .map_err(|e| format!("{authority}: {e}"))?;
@@ -113,8 +129,8 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
     loop {
         if start.elapsed() >= timeout {
             return Err(format!(
-                "{authority}: no answer within {} s",
-                timeout.as_secs()
+                "{authority}: no answer within {:.1} s",
+                timeout.as_secs_f64()
             ));
         }
         s.set_read_timeout(Some(left(start)))
@@ -123,6 +139,17 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Err(format!(
+                    "{authority}: no answer within {:.1} s",
+                    timeout.as_secs_f64()
+                ))
+            }
             Err(e) => return Err(format!("{authority}: {e}")),
         }
         if raw.len() as u64 > MAX_REPLY_BYTES {
@@ -154,9 +181,11 @@ pub fn get(url: &str, timeout: Duration) -> Result<Response, String> {
     })
 }
 
-/// How a node's summary reply is authenticated: the `unmunge` run on its credential.
+/// How requests are signed (`munge`, as this process's user: SlurmUser) and replies
+/// authenticated (`unmunge` on the reply's credential).
 #[derive(Debug, Clone)]
 pub struct Verifier {
+    pub munge: String,
     pub unmunge: String,
     pub timeout: Duration,
 }
@@ -164,6 +193,7 @@ pub struct Verifier {
 impl Default for Verifier {
     fn default() -> Self {
         Verifier {
+            munge: "munge".into(),
             unmunge: "unmunge".into(),
             timeout: munge::TIMEOUT,
         }
@@ -171,8 +201,9 @@ impl Default for Verifier {
 }
 
 /// The summary in a 200 reply from `node`, accepted only when it is for `job_id`, records
-/// one of the job's `nodes`, and carries root's valid munge credential over exactly this
-/// body and the `nonce` this request sent ([`munge::summary_payload`]).
+/// one of the job's `nodes`, is of run `run` (a node's stale file of an earlier job with the
+/// id is not), and carries root's valid munge credential over exactly this body and the
+/// `nonce` this request sent ([`munge::summary_payload`]).
 ///
 /// The signed node is the one the summary records, not the name asked: a URL without
 /// `{node}` has one server answer for several names. A user's listener cannot sign as root,
@@ -182,6 +213,7 @@ pub fn accept(
     r: &Response,
     node: &str,
     job_id: u32,
+    run: Incarnation,
     nonce: &str,
     nodes: &[String],
     verifier: &Verifier,
@@ -202,11 +234,15 @@ pub fn accept(
             n.meta.node
         ));
     }
+    if let Some(why) = run.mismatch(&n.meta) {
+        return NodeAnswer::Refused(why);
+    }
     let want = munge::summary_payload(job_id, &n.meta.node, nonce, &r.body);
     match munge::check(
         &verifier.unmunge,
         r.credential.as_deref(),
         &want,
+        munge::ROOT_ONLY,
         verifier.timeout,
     ) {
         Ok(()) => NodeAnswer::Recorded(Box::new(n)),
@@ -214,52 +250,84 @@ pub fn accept(
     }
 }
 
-/// Asks `node`, one of the job's `nodes`, for the job's summary.
-pub fn ask(
-    template: &str,
-    node: &str,
-    job_id: u32,
-    nodes: &[String],
-    verifier: &Verifier,
-    timeout: Duration,
-) -> NodeAnswer {
+/// What the controller asks of every node: which job and run, and how to sign and check.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    /// The node's URL template ([`url_for`]).
+    pub template: &'a str,
+    pub job_id: u32,
+    pub run: Incarnation,
+    /// The job's nodes.
+    pub nodes: &'a [String],
+    pub verifier: &'a Verifier,
+}
+
+/// Asks `node`, one of the job's nodes, for the job's summary, once.
+pub fn ask(q: &Query, node: &str, timeout: Duration) -> NodeAnswer {
     let nonce = match munge::new_nonce() {
         Ok(n) => n,
         Err(e) => return NodeAnswer::Failed(format!("{node}: {e}")),
     };
-    let url = match url_for(template, node, job_id) {
-        Ok(u) => with_nonce(&u, &nonce),
+    let url = match url_for(q.template, node, q.job_id) {
+        Ok(u) => with_query(&u, q.run, &nonce),
         Err(e) => return NodeAnswer::Failed(e),
     };
-    match get(&url, timeout) {
-        Ok(r) if r.code == 200 => accept(&r, node, job_id, &nonce, nodes, verifier),
+    let payload = munge::request_payload(q.job_id, q.run.uid, q.run.start_unix, &nonce);
+    let credential = match munge::sign(&q.verifier.munge, &payload, q.verifier.timeout) {
+        Ok(c) => c,
+        Err(e) => return NodeAnswer::Failed(format!("{node}: {e}")),
+    };
+    let first_line = |r: &Response| {
+        String::from_utf8_lossy(&r.body)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string()
+    };
+    match get(&url, &[(munge::HEADER, &credential)], timeout) {
+        Ok(r) if r.code == 200 => accept(&r, node, q.job_id, q.run, &nonce, q.nodes, q.verifier),
         Ok(r) if r.code == 404 => NodeAnswer::NotRecorded,
-        Ok(r) => NodeAnswer::Failed(format!(
-            "{node}: HTTP {}: {}",
+        // Busy (past its connection caps) or its file unreadable for now: ask again.
+        Ok(r) if r.code == 503 => {
+            NodeAnswer::Failed(format!("{node}: HTTP 503: {}", first_line(&r)))
+        }
+        // It refused this request (not the controller's credential, an older protocol).
+        Ok(r) => NodeAnswer::Refused(format!(
+            "the node answered HTTP {}: {}",
             r.code,
-            String::from_utf8_lossy(&r.body)
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
+            first_line(&r)
         )),
         Err(e) => NodeAnswer::Failed(e),
     }
 }
 
-/// Every node asked at once; answers in `nodes`' order.
-pub fn collect(
-    template: &str,
-    nodes: &[String],
-    job_id: u32,
-    verifier: &Verifier,
-) -> Vec<(String, NodeAnswer)> {
+/// Every node asked at once, each asked again after [`RETRY_PAUSE`] while it gives no answer
+/// and `until` allows; answers in the nodes' order.
+pub fn collect(q: &Query, until: Instant) -> Vec<(String, NodeAnswer)> {
+    let one = |node: &str| loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let a = ask(
+            q,
+            node,
+            left.clamp(Duration::from_millis(100), NODE_TIMEOUT),
+        );
+        match a {
+            NodeAnswer::Failed(_)
+                if until.saturating_duration_since(Instant::now()) > RETRY_PAUSE =>
+            {
+                std::thread::sleep(RETRY_PAUSE)
+            }
+            a => return a,
+        }
+    };
     std::thread::scope(|scope| {
-        let handles: Vec<_> = nodes
+        let handles: Vec<_> = q
+            .nodes
             .iter()
-            .map(|n| scope.spawn(move || ask(template, n, job_id, nodes, verifier, NODE_TIMEOUT)))
+            .map(|n| scope.spawn(move || one(n)))
             .collect();
-        nodes
+        q.nodes
             .iter()
             .cloned()
             .zip(handles.into_iter().map(|h| {
@@ -501,32 +569,130 @@ mod tests {
         assert_eq!(job_ref(7, Some("7"), Some("3;x")), "7");
     }
 
+    /// The fixture node's run (`report::slurmdbd::tests::node`).
+    const RUN: Incarnation = Incarnation {
+        uid: 1000,
+        start_unix: 1_700_000_000,
+    };
+
+    /// A `munge` stand-in that prints a well-formed credential (the real one signs on the
+    /// test cluster).
+    fn signing(dir: &std::path::Path) -> Verifier {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("munge");
+        std::fs::write(&path, "#!/bin/sh\ncat >/dev/null\necho 'MUNGE:AwQF+/=:'\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Verifier {
+            munge: path.to_string_lossy().into_owned(),
+            ..Verifier::default()
+        }
+    }
+
     #[test]
     fn a_silent_or_absent_node_is_a_failure_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let verifier = signing(dir.path());
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
+        let template = format!("http://{addr}/jobs/{{job}}/summary");
+        let nodes = ["n1".to_string()];
+        let q = Query {
+            template: &template,
+            job_id: 1,
+            run: RUN,
+            nodes: &nodes,
+            verifier: &verifier,
+        };
         // Accepts (the kernel's backlog) and never answers.
         let t = Instant::now();
-        let a = ask(
-            &format!("http://{addr}/jobs/{{job}}/summary"),
-            "n1",
-            1,
-            &["n1".to_string()],
-            &Verifier::default(),
-            Duration::from_millis(300),
+        let a = ask(&q, "n1", Duration::from_millis(300));
+        assert!(
+            matches!(&a, NodeAnswer::Failed(w) if w.contains("no answer")),
+            "{a:?}"
         );
-        assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
         drop(l);
-        let a = ask(
-            &format!("http://{addr}/jobs/{{job}}/summary"),
-            "n1",
-            1,
-            &["n1".to_string()],
-            &Verifier::default(),
-            Duration::from_millis(300),
-        );
+        let a = ask(&q, "n1", Duration::from_millis(300));
         assert!(matches!(a, NodeAnswer::Failed(_)), "{a:?}");
+    }
+
+    /// Attack 3 of issue 37, its end: a node that gives no answer when the job ends (its
+    /// endpoint flooded, restarting, or down) is asked again within the bound, and the
+    /// answer it gives once back is the one used; one that refuses is not asked again.
+    #[test]
+    fn a_node_without_an_answer_is_asked_again_within_the_bound() {
+        use std::io::{Read, Write};
+        let dir = tempfile::tempdir().unwrap();
+        let verifier = signing(dir.path());
+        let free = || {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+        };
+        let nodes = ["n1".to_string()];
+        let template_at = |addr| format!("http://{addr}/jobs/{{job}}/summary");
+        let query = |template| Query {
+            template,
+            job_id: 1,
+            run: RUN,
+            nodes: &nodes,
+            verifier: &verifier,
+        };
+        let serve_once = |addr, status: &'static str, after: Duration| {
+            std::thread::spawn(move || {
+                std::thread::sleep(after);
+                let l = std::net::TcpListener::bind(addr).unwrap();
+                let (mut c, _) = l.accept().unwrap();
+                let mut req = [0u8; 4096];
+                let n = c.read(&mut req).unwrap();
+                let req = String::from_utf8_lossy(&req[..n]).into_owned();
+                write!(
+                    c,
+                    "HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                )
+                .unwrap();
+                req
+            })
+        };
+        // Down for the first 2.5 s: the second or third try finds it.
+        let addr = free();
+        let template = template_at(addr);
+        let server = serve_once(addr, "404 Not Found", Duration::from_millis(2500));
+        let t = Instant::now();
+        let answers = collect(&query(&template), Instant::now() + Duration::from_secs(20));
+        assert_eq!(answers, vec![("n1".to_string(), NodeAnswer::NotRecorded)]);
+        assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+        let req = server.join().unwrap();
+        // The request names the run and carries the controller's credential.
+        assert!(
+            req.starts_with("GET /jobs/1/summary?nonce=")
+                && req.contains("&uid=1000&start=1700000000 HTTP/1.1\r\n"),
+            "{req}"
+        );
+        assert!(
+            req.contains("\r\nX-Slurmwatch-Munge: MUNGE:AwQF+/=:\r\n"),
+            "{req}"
+        );
+        // A refusal is final.
+        let addr = free();
+        let template = template_at(addr);
+        let server = serve_once(addr, "403 Forbidden", Duration::ZERO);
+        std::thread::sleep(Duration::from_millis(200));
+        let t = Instant::now();
+        let answers = collect(&query(&template), Instant::now() + Duration::from_secs(20));
+        assert!(
+            matches!(&answers[0].1, NodeAnswer::Refused(w) if w.contains("HTTP 403")),
+            "{answers:?}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        server.join().unwrap();
+        // Nothing ever answers: given up at the bound.
+        let template = template_at(free());
+        let t = Instant::now();
+        let answers = collect(&query(&template), Instant::now() + Duration::from_secs(3));
+        assert!(matches!(answers[0].1, NodeAnswer::Failed(_)), "{answers:?}");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     }
 
     /// An `unmunge` stand-in that prints what the real one prints for a valid root
@@ -544,7 +710,7 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         Verifier {
             unmunge: path.to_string_lossy().into_owned(),
-            timeout: munge::TIMEOUT,
+            ..Verifier::default()
         }
     }
 
@@ -563,7 +729,7 @@ mod tests {
         let right = munge::summary_payload(42, "n1", nonce, &body);
         let root = unmunge_saying(dir.path(), "root (0)", &right);
         assert!(matches!(
-            accept(&reply(cred, &body), "n1", 42, nonce, &nodes, &root),
+            accept(&reply(cred, &body), "n1", 42, RUN, nonce, &nodes, &root),
             NodeAnswer::Recorded(_)
         ));
         let why = |a: NodeAnswer| match a {
@@ -571,7 +737,15 @@ mod tests {
             other => panic!("{other:?}"),
         };
         // No credential: refused before unmunge is asked.
-        let w = why(accept(&reply(None, &body), "n1", 42, nonce, &nodes, &root));
+        let w = why(accept(
+            &reply(None, &body),
+            "n1",
+            42,
+            RUN,
+            nonce,
+            &nodes,
+            &root,
+        ));
         assert!(
             w.starts_with("the reply carries no munge credential"),
             "{w}"
@@ -582,13 +756,22 @@ mod tests {
             .replace("\"alice\"", "\"alicf\"")
             .into_bytes();
         assert_ne!(other, body);
-        let w = why(accept(&reply(cred, &other), "n1", 42, nonce, &nodes, &root));
+        let w = why(accept(
+            &reply(cred, &other),
+            "n1",
+            42,
+            RUN,
+            nonce,
+            &nodes,
+            &root,
+        ));
         assert!(w.contains("signs") && w.contains("not this reply"), "{w}");
         // A real reply kept from an earlier request: signed for another nonce.
         let w = why(accept(
             &reply(cred, &body),
             "n1",
             42,
+            RUN,
             "ffeeddccbbaa99887766554433221100",
             &nodes,
             &root,
@@ -596,35 +779,63 @@ mod tests {
         assert!(w.contains("signs") && w.contains("not this reply"), "{w}");
         // A user's own credential.
         let user = unmunge_saying(dir.path(), "swuser1 (1001)", &right);
-        let w = why(accept(&reply(cred, &body), "n1", 42, nonce, &nodes, &user));
+        let w = why(accept(
+            &reply(cred, &body),
+            "n1",
+            42,
+            RUN,
+            nonce,
+            &nodes,
+            &user,
+        ));
         assert!(w.contains("uid 1001, not root"), "{w}");
         // A summary of a node that is not the job's.
         let w = why(accept(
             &reply(cred, &body),
             "n1",
             42,
+            RUN,
             nonce,
             &nodes[1..],
             &root,
         ));
         assert!(w.contains("not one of the job's"), "{w}");
+        // The summary of an earlier job with this id (another user's, or an earlier run).
+        for other_run in [
+            Incarnation { uid: 1001, ..RUN },
+            Incarnation {
+                start_unix: RUN.start_unix + 600,
+                ..RUN
+            },
+        ] {
+            let w = why(accept(
+                &reply(cred, &body),
+                "n1",
+                42,
+                other_run,
+                nonce,
+                &nodes,
+                &root,
+            ));
+            assert!(w.contains("an earlier job with this id"), "{w}");
+        }
         // Another job's summary is not a refusal of this one's signature but no answer.
         assert!(matches!(
-            accept(&reply(cred, &body), "n1", 43, nonce, &nodes, &root),
+            accept(&reply(cred, &body), "n1", 43, RUN, nonce, &nodes, &root),
             NodeAnswer::Failed(_)
         ));
     }
 
     #[test]
-    fn the_nonce_joins_the_url_as_a_query() {
+    fn the_nonce_and_run_join_the_url_as_a_query() {
         let n = "00112233445566778899aabbccddeeff";
         assert_eq!(
-            with_nonce("http://n1:9944/jobs/7/summary", n),
-            format!("http://n1:9944/jobs/7/summary?nonce={n}")
+            with_query("http://n1:9944/jobs/7/summary", RUN, n),
+            format!("http://n1:9944/jobs/7/summary?nonce={n}&uid=1000&start=1700000000")
         );
         assert_eq!(
-            with_nonce("http://n1:9944/jobs/7/summary?x=1", n),
-            format!("http://n1:9944/jobs/7/summary?x=1&nonce={n}")
+            with_query("http://n1:9944/jobs/7/summary?x=1", RUN, n),
+            format!("http://n1:9944/jobs/7/summary?x=1&nonce={n}&uid=1000&start=1700000000")
         );
     }
 

@@ -98,13 +98,57 @@ impl NodeSummary {
     }
 }
 
-/// The job's summary from its file in this node's `spool`, for the controller to collect:
-/// `Ok(None)` when the job was not recorded here, `Err` (one sentence) when its file is there
-/// but cannot be read now. Read-only, through the hardened reader (this runs as root).
-pub fn from_spool(spool: &Path, job_id: u32) -> Result<Option<NodeSummary>, String> {
+/// Which run of a job id the controller asks for: the job's uid and the time Slurm started
+/// it (EpilogSlurmctld's `SLURM_JOB_UID`, `SLURM_JOB_START_TIME`). A job id is reused after
+/// a controller loses or restores its state, and a file an earlier job of that id left in a
+/// node's spool (the new job unrecorded, so nothing moved it aside) is not this job's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Incarnation {
+    pub uid: u32,
+    pub start_unix: i64,
+}
+
+/// How far a node's clock may lag the controller's when a file's start is compared with
+/// Slurm's start time (a recorded run starts its file after Slurm starts the job).
+pub const START_SLACK_MS: i64 = 5_000;
+
+impl Incarnation {
+    /// Why `meta` is not this run's file (one sentence), or `None` when it is: the same uid,
+    /// and started no earlier than Slurm started this run (less [`START_SLACK_MS`]).
+    pub fn mismatch(&self, meta: &JobMeta) -> Option<String> {
+        if meta.uid != self.uid {
+            return Some(format!(
+                "the file of job {} is of uid {}, not the job's uid {}: an earlier job with this id",
+                meta.job_id, meta.uid, self.uid
+            ));
+        }
+        if meta.started_unix_ms < self.start_unix.saturating_mul(1000) - START_SLACK_MS {
+            return Some(format!(
+                "the file of job {} started at {} ms, before Slurm started the job ({} s): an earlier job with this id",
+                meta.job_id, meta.started_unix_ms, self.start_unix
+            ));
+        }
+        None
+    }
+}
+
+/// What a node's spool holds for one run of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Spooled {
+    Recorded(Box<NodeSummary>),
+    /// No file for the job.
+    NotRecorded,
+    /// A file of an earlier job with the same id (one sentence: how it differs).
+    Earlier(String),
+}
+
+/// The summary of run `want` of job `job_id` from its file in this node's `spool`, for the
+/// controller to collect; `Err` (one sentence) when its file is there but cannot be read
+/// now. Read-only, through the hardened reader (this runs as root).
+pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spooled, String> {
     let path = spool.join(crate::store::paths::live_name(job_id.to_string()));
     match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Spooled::NotRecorded),
         Err(e) => return Err(format!("{}: {e}", path.display())),
         Ok(_) => {}
     }
@@ -116,7 +160,12 @@ pub fn from_spool(spool: &Path, job_id: u32) -> Result<Option<NodeSummary>, Stri
             rec.meta.job_id
         ));
     }
-    Ok(Some(NodeSummary::from_recording(&rec)))
+    if let Some(why) = want.mismatch(&rec.meta) {
+        return Ok(Spooled::Earlier(why));
+    }
+    Ok(Spooled::Recorded(Box::new(NodeSummary::from_recording(
+        &rec,
+    ))))
 }
 
 /// The AdminComment string for `record`; `Err` with a sentence when it would not fit.
@@ -354,6 +403,11 @@ pub(crate) mod tests {
         }
     }
 
+    const ANY_RUN: Incarnation = Incarnation {
+        uid: 1000,
+        start_unix: 0,
+    };
+
     /// The node endpoint runs as root: a spool entry that is a symlink (to a file the root
     /// process must not read for a caller) or a FIFO (that would block an open) is refused,
     /// within a bound, and never answered as a summary.
@@ -369,14 +423,17 @@ pub(crate) mod tests {
         let spool = d.path().to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let _ = tx.send((from_spool(&spool, 41), from_spool(&spool, 42)));
+            let _ = tx.send((
+                from_spool(&spool, 41, ANY_RUN),
+                from_spool(&spool, 42, ANY_RUN),
+            ));
         });
         let (link, fifo) = rx
             .recv_timeout(std::time::Duration::from_secs(10))
             .expect("answered within the bound");
         assert!(link.is_err(), "{link:?}");
         assert!(fifo.is_err(), "{fifo:?}");
-        assert_eq!(from_spool(d.path(), 43), Ok(None));
+        assert_eq!(from_spool(d.path(), 43, ANY_RUN), Ok(Spooled::NotRecorded));
     }
 
     /// The history path's figures-only decode reads what the full decode reads, on real
@@ -437,5 +494,57 @@ pub(crate) mod tests {
         assert!(r.job_rows.is_empty());
         assert_eq!(r.summary.peak_working_set_bytes, Some(3 << 30));
         assert_eq!(NodeSummary::from_recording(&r), node("n1"));
+    }
+
+    /// Attack 8 of issue 37 without Slurm: a spool file an earlier job with this id left
+    /// (another user's, or the same user's earlier run) is not served for the new run.
+    #[test]
+    fn a_file_of_an_earlier_job_with_the_id_is_not_this_runs() {
+        let spool = tempfile::tempdir().unwrap();
+        let meta = node("n1").meta;
+        let w = crate::store::Writer::create(
+            &spool.path().join(crate::store::paths::live_name(42)),
+            &meta,
+        )
+        .unwrap();
+        w.close().unwrap();
+        let started = meta.started_unix_ms / 1000;
+        let this_run = Incarnation {
+            uid: 1000,
+            start_unix: started,
+        };
+        assert!(matches!(
+            from_spool(spool.path(), 42, this_run),
+            Ok(Spooled::Recorded(n)) if n.meta == meta
+        ));
+        // A clock a little behind the controller's still finds its own file.
+        let lagging = Incarnation {
+            start_unix: started + 3,
+            ..this_run
+        };
+        assert!(matches!(
+            from_spool(spool.path(), 42, lagging),
+            Ok(Spooled::Recorded(_))
+        ));
+        let other_user = Incarnation {
+            uid: 1001,
+            ..this_run
+        };
+        match from_spool(spool.path(), 42, other_user) {
+            Ok(Spooled::Earlier(why)) => assert!(why.contains("uid 1000"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let later_run = Incarnation {
+            start_unix: started + 3600,
+            ..this_run
+        };
+        assert!(matches!(
+            from_spool(spool.path(), 42, later_run),
+            Ok(Spooled::Earlier(_))
+        ));
+        assert_eq!(
+            from_spool(spool.path(), 43, this_run),
+            Ok(Spooled::NotRecorded)
+        );
     }
 }

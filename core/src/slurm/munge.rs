@@ -29,7 +29,7 @@ pub const HEADER: &str = "X-Slurmwatch-Munge";
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest credential accepted (one for a ~130-byte payload is ~250 bytes).
 pub const MAX_CREDENTIAL_BYTES: usize = 4096;
-/// The uid whose credential is trusted: the node's endpoint runs as root.
+/// The uid whose credential is trusted on a reply: the node's endpoint runs as root.
 pub const TRUSTED_UID: u32 = 0;
 
 /// Hex digits in a nonce (16 random bytes).
@@ -43,6 +43,14 @@ pub fn summary_payload(job_id: u32, node: &str, nonce: &str, body: &[u8]) -> Str
         "slurmwatch-summary v2 job={job_id} node={node} nonce={nonce} sha256={}",
         hex(&hash)
     )
+}
+
+/// What the controller signs for one summary request (sent in [`HEADER`] of the request):
+/// the job, the incarnation it asks for (the job's uid and Slurm's start time) and the
+/// nonce the reply must sign. A node serves a summary only to a valid, unreplayed
+/// credential of root or SlurmUser over exactly this text (`export::http`).
+pub fn request_payload(job_id: u32, uid: u32, start_unix: i64, nonce: &str) -> String {
+    format!("slurmwatch-summary-request v1 job={job_id} uid={uid} start={start_unix} nonce={nonce}")
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -83,17 +91,14 @@ pub fn is_credential(s: &str) -> bool {
 /// A credential over `payload` from `program` (`munge`); `Err` is one sentence.
 pub fn sign(program: &str, payload: &str, timeout: Duration) -> Result<String, String> {
     let f = command::run_with_input(program, &[], payload.as_bytes(), timeout)
-        .map_err(|e| format!("cannot sign the summary: {e}"))?;
+        .map_err(|e| format!("cannot sign with munge: {e}"))?;
     if !f.success {
-        return Err(format!(
-            "cannot sign the summary: {program}: {}",
-            f.reason()
-        ));
+        return Err(format!("cannot sign with munge: {program}: {}", f.reason()));
     }
     let cred = f.stdout.trim();
     if !is_credential(cred) {
         return Err(format!(
-            "cannot sign the summary: {program} printed no credential"
+            "cannot sign with munge: {program} printed no credential"
         ));
     }
     Ok(cred.to_string())
@@ -143,28 +148,40 @@ pub fn parse_unmunge(out: &str) -> Result<Unmunged, String> {
     })
 }
 
-/// Why a reply's credential is refused. Each `Display` is one sentence.
+/// Why a credential (on a node's reply, or on the controller's request) is refused. Each
+/// `Display` is one sentence.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("the reply carries no munge credential ({HEADER}): not the node's slurmwatch, or one too old to sign")]
     NoCredential,
-    #[error("the reply's {HEADER} header is not a munge credential")]
+    #[error("the {HEADER} header is not a munge credential")]
     NotACredential,
-    #[error("munge refused the reply's credential: {0}")]
+    #[error("munge refused the credential: {0}")]
     Invalid(String),
-    #[error(
-        "the reply's credential was made by uid {0}, not root: not the node's root-run endpoint"
-    )]
-    NotRoot(u32),
-    #[error("the reply's credential signs {got:?}, not this reply ({want:?})")]
+    #[error("the credential was made by uid {uid}, not {who}")]
+    Untrusted { uid: u32, who: &'static str },
+    #[error("the credential signs {got:?}, not this reply ({want:?})")]
     WrongPayload { got: String, want: String },
-    #[error("cannot check the reply's credential: {0}")]
+    #[error("cannot check the credential: {0}")]
     Unchecked(String),
 }
 
-/// The verdict on what `unmunge` said of a credential, for a reply whose payload must be
-/// `want`.
-pub fn judge(f: &Finished, want: &str) -> Result<(), Refusal> {
+/// Whose credentials are accepted: the uids, and how a refusal names them.
+#[derive(Debug, Clone, Copy)]
+pub struct Trusted<'a> {
+    pub uids: &'a [u32],
+    pub who: &'static str,
+}
+
+/// A node's reply: root only (the node's endpoint runs as root).
+pub const ROOT_ONLY: Trusted<'static> = Trusted {
+    uids: &[TRUSTED_UID],
+    who: "root: not the node's root-run endpoint",
+};
+
+/// The verdict on what `unmunge` said of a credential whose payload must be `want` and whose
+/// maker one of `trusted`.
+pub fn judge(f: &Finished, want: &str, trusted: Trusted) -> Result<(), Refusal> {
     let u = match parse_unmunge(&f.stdout) {
         Ok(u) => u,
         // A credential munge cannot read at all (bad armor, wrong key): no metadata.
@@ -174,8 +191,11 @@ pub fn judge(f: &Finished, want: &str) -> Result<(), Refusal> {
     if u.status_code != 0 || !f.success {
         return Err(Refusal::Invalid(u.status));
     }
-    if u.uid != TRUSTED_UID {
-        return Err(Refusal::NotRoot(u.uid));
+    if !trusted.uids.contains(&u.uid) {
+        return Err(Refusal::Untrusted {
+            uid: u.uid,
+            who: trusted.who,
+        });
     }
     if u.payload != want {
         return Err(Refusal::WrongPayload {
@@ -186,11 +206,12 @@ pub fn judge(f: &Finished, want: &str) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// Checks a reply's credential (`None`: the header was absent) with `program` (`unmunge`).
+/// Checks a credential (`None`: the header was absent) with `program` (`unmunge`).
 pub fn check(
     program: &str,
     credential: Option<&str>,
     want: &str,
+    trusted: Trusted,
     timeout: Duration,
 ) -> Result<(), Refusal> {
     let cred = credential.ok_or(Refusal::NoCredential)?;
@@ -199,7 +220,7 @@ pub fn check(
     }
     let f = command::run_with_input(program, &["-k", "status,uid"], cred.as_bytes(), timeout)
         .map_err(|e| Refusal::Unchecked(e.to_string()))?;
-    judge(&f, want)
+    judge(&f, want, trusted)
 }
 
 #[cfg(test)]
@@ -274,42 +295,51 @@ sha256=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
 
     #[test]
     fn only_a_valid_root_credential_over_this_reply_is_accepted() {
-        assert_eq!(judge(&out(ROOT, 0, ""), FOO_PAYLOAD), Ok(()));
+        assert_eq!(judge(&out(ROOT, 0, ""), FOO_PAYLOAD, ROOT_ONLY), Ok(()));
         let other = summary_payload(42, "n2", NONCE, b"foo");
         assert!(matches!(
-            judge(&out(ROOT, 0, ""), &other),
+            judge(&out(ROOT, 0, ""), &other, ROOT_ONLY),
             Err(Refusal::WrongPayload { .. })
         ));
         let user = include_str!("../../tests/fixtures/slurm/munge/unmunge_user.txt");
-        assert_eq!(
-            judge(&out(user, 0, ""), FOO_PAYLOAD),
-            Err(Refusal::NotRoot(1001))
-        );
+        assert!(matches!(
+            judge(&out(user, 0, ""), FOO_PAYLOAD, ROOT_ONLY),
+            Err(Refusal::Untrusted { uid: 1001, .. })
+        ));
+        let slurm_user = Trusted {
+            uids: &[0, 1001],
+            who: "test",
+        };
+        let users_payload = parse_unmunge(user).unwrap().payload;
+        assert_eq!(judge(&out(user, 0, ""), &users_payload, slurm_user), Ok(()));
         let replayed = include_str!("../../tests/fixtures/slurm/munge/unmunge_replayed.txt");
         assert_eq!(
-            judge(&out(replayed, 17, ""), FOO_PAYLOAD),
+            judge(&out(replayed, 17, ""), FOO_PAYLOAD, ROOT_ONLY),
             Err(Refusal::Invalid("Replayed credential (17)".into()))
         );
         let expired = include_str!("../../tests/fixtures/slurm/munge/unmunge_expired.txt");
         assert_eq!(
-            judge(&out(expired, 15, ""), FOO_PAYLOAD),
+            judge(&out(expired, 15, ""), FOO_PAYLOAD, ROOT_ONLY),
             Err(Refusal::Invalid("Expired credential (15)".into()))
         );
         // A success status with a failing exit is not trusted either.
         assert!(matches!(
-            judge(&out(ROOT, 1, ""), FOO_PAYLOAD),
+            judge(&out(ROOT, 1, ""), FOO_PAYLOAD, ROOT_ONLY),
             Err(Refusal::Invalid(_))
         ));
         let garbage = include_str!("../../tests/fixtures/slurm/munge/unmunge_garbage.stderr");
         assert_eq!(
-            judge(&out("", 8, garbage), FOO_PAYLOAD),
+            judge(&out("", 8, garbage), FOO_PAYLOAD, ROOT_ONLY),
             Err(Refusal::Invalid(
                 "unmunge: Error: Failed to base64-decode credential".into()
             ))
         );
         for r in [
             Refusal::NoCredential,
-            Refusal::NotRoot(1001),
+            Refusal::Untrusted {
+                uid: 1001,
+                who: ROOT_ONLY.who,
+            },
             Refusal::Invalid("Replayed credential (17)".into()),
         ] {
             let s = r.to_string();
@@ -335,11 +365,11 @@ sha256=2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
             "A".repeat(MAX_CREDENTIAL_BYTES)
         )));
         assert_eq!(
-            check("unmunge", None, FOO_PAYLOAD, TIMEOUT),
+            check("unmunge", None, FOO_PAYLOAD, ROOT_ONLY, TIMEOUT),
             Err(Refusal::NoCredential)
         );
         assert_eq!(
-            check("unmunge", Some("bogus"), FOO_PAYLOAD, TIMEOUT),
+            check("unmunge", Some("bogus"), FOO_PAYLOAD, ROOT_ONLY, TIMEOUT),
             Err(Refusal::NotACredential)
         );
     }
