@@ -276,13 +276,7 @@ fn left_out(g: &Gathered) -> String {
     g.left_out
         .iter()
         // Paths hold names users chose: no control byte reaches the terminal.
-        .map(|n| {
-            let n: String = n
-                .chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect();
-            format!("\nLeft out: {n}.")
-        })
+        .map(|n| format!("\nLeft out: {}.", crate::render::terminal::field(n)))
         .collect()
 }
 
