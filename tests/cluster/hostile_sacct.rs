@@ -16,8 +16,8 @@ const WAIT: Duration = Duration::from_secs(300);
 const FORGED_ID: &str = "4000000001";
 const FORGED_NODE: &str = "n1";
 
-/// `x⏎<record>⏎y`: the record is every field the reader asks, in its order, joined by the
-/// unit separator, with times inside the window the test reads.
+/// `x<tag>⏎<record>⏎y`: the record is every field the reader asks, in its order, joined by
+/// the unit separator, with times inside the window the test reads.
 fn forged_text(uid1: &str) -> String {
     let (start, end) = (sacct_time(now() - 60), sacct_time(now() - 30));
     let value = |f: &str| -> String {
@@ -41,7 +41,7 @@ fn forged_text(uid1: &str) -> String {
         }
     };
     let record: Vec<String> = FIELDS.iter().map(|f| value(f)).collect();
-    format!("x\n{}\ny", record.join("\u{1f}"))
+    format!("x{}\n{}\ny", tag(), record.join("\u{1f}"))
 }
 
 /// Every string anywhere in `v`.
@@ -77,7 +77,8 @@ fn a_record_forged_in_a_comment_or_a_job_name_shows_no_job() {
     let text = forged_text(&uid1);
     let comment = format!("--comment={text}");
     let name = format!("--job-name={text}");
-    let by_comment = Submit::new("hostile-comment", "true")
+    let comment_job = format!("hostile-comment-{}", tag());
+    let by_comment = Submit::new(&comment_job, "true")
         .arg(&comment)
         .user(USER2)
         .submit();
@@ -105,30 +106,6 @@ fn a_record_forged_in_a_comment_or_a_job_name_shows_no_job() {
     );
     assert!(asked(by_name.id, "JobName").contains(&text));
 
-    // history --all-users: swuser2's two runs, no workload `forged`, nothing skipped.
-    let h = cli_json(&[
-        "history",
-        "--all-users",
-        "-S",
-        &since,
-        "-E",
-        &until,
-        "--json",
-    ]);
-    assert_eq!(h["window"]["sacct_skipped_lines"], 0, "{h:#}");
-    let workloads = h["workloads"].as_array().unwrap();
-    let runs_of = |user: &str| -> u64 {
-        workloads
-            .iter()
-            .filter(|w| w["user"] == user)
-            .map(|w| w["runs"].as_u64().unwrap())
-            .sum()
-    };
-    assert_eq!(runs_of(USER2), 2, "{h:#}");
-    no_forged_value(&h, "history --json");
-    let t = cli_text(&["history", "--all-users", "-S", &since, "-E", &until]);
-    assert!(!t.lines().any(|l| l.starts_with("forged ")), "history: {t}");
-
     for job in [&by_comment, &by_name] {
         let id = job.id.to_string();
         // jobs ID: one row, the job itself.
@@ -154,6 +131,36 @@ fn a_record_forged_in_a_comment_or_a_job_name_shows_no_job() {
         assert!(t.contains(&format!("user {USER2}")), "report {id}: {t}");
         assert!(!t.contains(&format!("user {USER1}")), "report {id}: {t}");
     }
+
+    // history --all-users: swuser2's two runs, no workload `forged`, nothing skipped.
+    let h = cli_json(&[
+        "history",
+        "--all-users",
+        "-S",
+        &since,
+        "-E",
+        &until,
+        "--json",
+    ]);
+    assert_eq!(h["window"]["sacct_skipped_lines"], 0, "{h:#}");
+    // Each of this test's jobs is its own workload of one run (the tag is letters, which
+    // workload names keep).
+    let workloads = h["workloads"].as_array().unwrap();
+    for prefix in [comment_job.clone(), format!("x{}\n", tag())] {
+        let w: Vec<&Value> = workloads
+            .iter()
+            .filter(|w| w["name"].as_str().unwrap_or_default().starts_with(&prefix))
+            .collect();
+        assert_eq!(w.len(), 1, "{prefix:?}: {h:#}");
+        assert_eq!(
+            (&w[0]["user"], &w[0]["runs"]),
+            (&Value::from(USER2), &Value::from(1))
+        );
+    }
+    no_forged_value(&h, "history --json");
+    let t = cli_text(&["history", "--all-users", "-S", &since, "-E", &until]);
+    assert!(!t.lines().any(|l| l.starts_with("forged ")), "history: {t}");
+
     // The name is kept byte for byte (escaping it for a terminal is the printer's work).
     let r = cli_json(&["report", &by_name.id.to_string(), "--json"]);
     assert_eq!(r["job"]["name"], text.as_str(), "{r:#}");
