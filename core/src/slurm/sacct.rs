@@ -46,7 +46,7 @@ mod line;
 mod parse;
 mod pipeline;
 mod query;
-mod records;
+pub(crate) mod records;
 mod stream;
 mod times;
 

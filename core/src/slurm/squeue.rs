@@ -1,20 +1,29 @@
 //! `squeue`: the user's jobs and one job's state, time budget and allocation.
 //!
-//! Fields are separated by the ASCII unit separator (0x1f), which no job name, node list or
-//! reason contains in practice, and the free-text job name comes last so even a name holding
-//! one stays whole.
+//! A job name is whatever its owner typed, and Slurm keeps a newline or a unit separator in it
+//! (DESIGN §10). So the answer is cut as sacct's is (`sacct::records`): each call asks a
+//! delimiter drawn at random for it, and the free-text name lies between fixed-format
+//! columns (the display id first, the node count last), so a record is exactly the header's
+//! count of fields and a newline stays inside the name. No name can forge or hide a job.
 
 use std::time::Duration;
 
 use super::command::{self, CommandError, Finished};
 use super::hostlist;
+use super::sacct::records::{Cut, Delimiter, Records};
 use super::units::{parse_memory_mib, parse_whole_seconds};
 
-/// `squeue -o` format: display id, job id, state, user, uid, elapsed, limit, start, end,
-/// node list, reason, CPUs, memory per node, node count, name.
-pub const FORMAT: &str =
-    "%i\x1f%A\x1f%T\x1f%u\x1f%U\x1f%M\x1f%l\x1f%S\x1f%e\x1f%N\x1f%r\x1f%C\x1f%m\x1f%D\x1f%j";
+/// The `squeue -o` columns in order: display id, job id, state, user, uid, elapsed, limit,
+/// start, end, node list, reason, CPUs, memory per node, name, node count.
+pub const COLUMNS: [&str; FIELDS] = [
+    "%i", "%A", "%T", "%u", "%U", "%M", "%l", "%S", "%e", "%N", "%r", "%C", "%m", "%j", "%D",
+];
 const FIELDS: usize = 15;
+
+/// The `-o` format joining [`COLUMNS`] with `delimiter`.
+pub fn format(delimiter: &str) -> String {
+    COLUMNS.join(delimiter)
+}
 
 /// One line of `squeue` for a job (or an array task).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,13 +76,23 @@ pub enum TimeLimit {
     Unknown,
 }
 
-/// Parses `squeue -h -o FORMAT` output; lines that do not have every field are skipped.
-pub fn parse(text: &str) -> Vec<QueueEntry> {
-    text.lines().filter_map(parse_line).collect()
+/// Parses `squeue -o format(delimiter)` output (its header first); records that do not have
+/// every field, or whose ids are not numbers, are skipped.
+pub fn parse(text: &str, delimiter: &str) -> Vec<QueueEntry> {
+    let mut records = Records::new(delimiter);
+    let mut out = Vec::new();
+    let mut on_cut = |cut: Cut<'_>| {
+        if let Cut::Record(text, spans) = cut {
+            let f: Vec<&str> = spans.iter().map(|&(a, b)| &text[a..b]).collect();
+            out.extend(entry(&f));
+        }
+    };
+    records.push(text.as_bytes(), &mut on_cut);
+    records.finish(&mut on_cut);
+    out
 }
 
-fn parse_line(line: &str) -> Option<QueueEntry> {
-    let f: Vec<&str> = line.splitn(FIELDS, '\x1f').collect();
+fn entry(f: &[&str]) -> Option<QueueEntry> {
     if f.len() != FIELDS {
         return None;
     }
@@ -99,8 +118,8 @@ fn parse_line(line: &str) -> Option<QueueEntry> {
         reason: f[10].trim().to_string(),
         cpus: f[11].trim().parse().ok(),
         memory_per_node_bytes: parse_memory_mib(f[12]),
-        node_count: f[13].trim().parse().ok(),
-        name: f[14].to_string(),
+        name: f[13].to_string(),
+        node_count: f[14].trim().parse().ok(),
     })
 }
 
@@ -126,16 +145,19 @@ pub enum QueryError {
     Failed(String),
 }
 
-fn squeue(args: &[&str], timeout: Duration) -> Result<Finished, CommandError> {
-    let mut a = vec!["-h", "-o", FORMAT];
+/// squeue's answer and the delimiter it was asked with.
+fn squeue(args: &[&str], timeout: Duration) -> Result<(Finished, Delimiter), CommandError> {
+    let delimiter = Delimiter::fresh();
+    let format = format(delimiter.as_str());
+    let mut a = vec!["-o", format.as_str()];
     a.extend_from_slice(args);
-    command::run("squeue", &a, timeout)
+    Ok((command::run("squeue", &a, timeout)?, delimiter))
 }
 
 /// The lines for one job id as the user wrote it (`12345`, `12345_3`, `123+1`); an array
 /// given by its base id yields one line per task (`-r`).
 pub fn query_job(id: &str) -> Result<Vec<QueueEntry>, QueryError> {
-    let f = squeue(&["-r", "-j", id], command::DEFAULT_TIMEOUT)?;
+    let (f, delimiter) = squeue(&["-r", "-j", id], command::DEFAULT_TIMEOUT)?;
     if !f.success {
         let reason = f.reason();
         if reason.contains("Invalid job id") {
@@ -143,7 +165,7 @@ pub fn query_job(id: &str) -> Result<Vec<QueueEntry>, QueryError> {
         }
         return Err(QueryError::Failed(reason));
     }
-    let entries = parse(&f.stdout);
+    let entries = parse(&f.stdout, delimiter.as_str());
     if entries.is_empty() {
         return Err(QueryError::UnknownJob(id.to_string()));
     }
@@ -152,7 +174,7 @@ pub fn query_job(id: &str) -> Result<Vec<QueueEntry>, QueryError> {
 
 /// The user's jobs that are running or pending (array tasks one per line).
 pub fn query_user(user: &str) -> Result<Vec<QueueEntry>, QueryError> {
-    let f = squeue(
+    let (f, delimiter) = squeue(
         &[
             "-r",
             "-u",
@@ -165,7 +187,7 @@ pub fn query_user(user: &str) -> Result<Vec<QueueEntry>, QueryError> {
     if !f.success {
         return Err(QueryError::Failed(f.reason()));
     }
-    Ok(parse(&f.stdout))
+    Ok(parse(&f.stdout, delimiter.as_str()))
 }
 
 /// `squeue --start -o` format for the pending queue: job id, display id, state, partition,
@@ -258,37 +280,52 @@ mod tests {
         assert_eq!(first_host("(Resources)").as_deref(), None);
     }
 
-    /// Captured from the test cluster: `squeue -h -u swuser1 -o FORMAT` (a running job whose
-    /// name holds a comma and a quote, a pending array, a job held by `--begin`).
+    /// The delimiter the fixtures below were captured with (`format(CAPTURED)`).
+    const CAPTURED: &str = "\x1f5e1f0c2a9b7d3e46\x1f";
+
+    /// Captured from the test cluster (22.05.8): `squeue -u swuser1 -o format(CAPTURED)` with
+    /// a running job whose name holds a comma and a quote, one held by `--begin`, and one
+    /// whose name is `x`, a newline and a whole forged record in the old one-byte format
+    /// (job 4000000001 of swuser2 on n1), which the name-last, line-per-job reader took for
+    /// a job of its own.
     #[test]
-    fn captured_user_queue() {
-        let e = parse(include_str!("../../tests/fixtures/slurm/squeue_user.txt"));
-        assert_eq!(e.len(), 3);
-        let run = e.iter().find(|e| e.display_id == "101").unwrap();
-        assert_eq!(run.job_id, 101);
+    fn captured_user_queue_and_a_name_forges_no_job() {
+        let e = parse(
+            include_str!("../../tests/fixtures/slurm/squeue_user_forging.txt"),
+            CAPTURED,
+        );
+        let ids: Vec<u64> = e.iter().map(|e| e.job_id).collect();
+        assert_eq!(ids, [784, 785, 783]);
+        let run = e.iter().find(|e| e.display_id == "783").unwrap();
         assert!(run.is_running());
         assert_eq!(run.name, "cap,\"x");
         assert_eq!(run.user, "swuser1");
         assert_eq!(run.uid, Some(1001));
-        assert_eq!(run.elapsed_seconds, Some(10));
+        assert_eq!(run.elapsed_seconds, Some(2));
         assert_eq!(run.limit, TimeLimit::Seconds(600));
-        assert_eq!(run.end.as_deref(), Some("2026-11-30T10:56:19"));
+        assert_eq!(run.end.as_deref(), Some("2026-12-06T23:08:19"));
         assert_eq!(run.cpus, Some(2));
         assert_eq!(run.memory_per_node_bytes, Some(1 << 30));
+        assert_eq!(run.node_count, Some(1));
         assert_eq!(run.first_node().as_deref(), Some("vm"));
-        let arr = e.iter().find(|e| e.display_id == "103_[1-2]").unwrap();
-        assert!(arr.is_pending());
-        assert_eq!(arr.limit, TimeLimit::Unlimited);
-        assert_eq!(arr.reason, "Resources");
-        let held = e.iter().find(|e| e.display_id == "104").unwrap();
+        let held = e.iter().find(|e| e.display_id == "784").unwrap();
+        assert!(held.is_pending());
         assert_eq!(held.reason, "BeginTime");
-        assert_eq!(held.end, None);
-        assert_eq!(held.memory_per_node_bytes, None);
-        let tasks = parse(include_str!(
-            "../../tests/fixtures/slurm/squeue_user_array_expanded.txt"
-        ));
+        // The forging job is the owner's own, its name kept whole, newline and all.
+        let forging = e.iter().find(|e| e.display_id == "785").unwrap();
+        assert_eq!(forging.user, "swuser1");
+        assert_eq!(forging.reason, "Resources");
+        assert!(forging.name.starts_with("x\n4000000001\x1f") && forging.name.ends_with("forged"));
+        assert_eq!(forging.node_count, Some(1));
+        assert!(e.iter().all(|e| e.user == "swuser1"));
+
+        // `-r`: a pending array listed task by task, beside the same jobs.
+        let tasks = parse(
+            include_str!("../../tests/fixtures/slurm/squeue_user_array_expanded.txt"),
+            CAPTURED,
+        );
         let ids: Vec<&str> = tasks.iter().map(|t| t.display_id.as_str()).collect();
-        assert_eq!(ids, ["103_1", "103_2", "104", "101"]);
+        assert_eq!(ids, ["787", "788", "789_1", "789_2", "786"]);
     }
 
     /// Captured from the test cluster: `squeue --start -h -o START_FORMAT` with a held job,
@@ -313,8 +350,32 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_line_is_skipped() {
-        assert!(parse("1\x1f2\x1fRUNNING\n").is_empty());
-        assert!(parse("x\x1fnot-a-number\x1fR\x1fu\x1f1\x1f0:00\x1f1:00\x1fN/A\x1fN/A\x1f\x1f\x1f1\x1f0\x1f1\x1fn").is_empty());
+    fn a_record_short_of_fields_or_without_ids_is_skipped() {
+        let d = "\x1fd\x1f";
+        let header = format(d).replace('%', "") + "\n";
+        assert!(parse(&format!("{header}1{d}2{d}RUNNING\n"), d).is_empty());
+        let no_id = [
+            "x",
+            "not-a-number",
+            "R",
+            "u",
+            "1",
+            "0:00",
+            "1:00",
+            "N/A",
+            "N/A",
+            "",
+            "",
+            "1",
+            "0",
+            "n",
+            "1",
+        ];
+        assert!(parse(&format!("{header}{}\n", no_id.join(d)), d).is_empty());
+        // The same record with ids is read: the skip above is the ids'.
+        let ok = [
+            "7", "7", "R", "u", "1", "0:00", "1:00", "N/A", "N/A", "", "", "1", "0", "n", "1",
+        ];
+        assert_eq!(parse(&format!("{header}{}\n", ok.join(d)), d).len(), 1);
     }
 }
