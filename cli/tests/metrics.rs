@@ -104,6 +104,11 @@ fn get(port: u16, path: &str) -> Option<String> {
     Some(out)
 }
 
+fn own_uid() -> String {
+    let o = Command::new("id").arg("-u").output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
 #[test]
 fn served_on_get_metrics_only() {
     let spool = dir("spool-listen");
@@ -118,6 +123,10 @@ fn served_on_get_metrics_only() {
         .arg(&spool)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
+        // The test's own user reads /metrics (root's connections always may; others only
+        // when listed).
+        .arg("--metrics-user")
+        .arg(own_uid())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();

@@ -338,13 +338,20 @@ pub fn parse_request(head: &[u8]) -> Request {
 
 /// With `credential`, the munge header too (a value that is not a credential is never
 /// written: it could break the head).
+/// Written by `deadline` (the work before it bounded on its own: `unmunge`, `munge` and the
+/// file read each have a deadline).
 fn respond_with(
     stream: &mut TcpStream,
+    deadline: Instant,
     status: &str,
     content_type: &str,
     credential: Option<&str>,
     body: &str,
 ) {
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
+    let _ = stream.set_write_timeout(Some(left));
     let extra = match credential {
         Some(c) if munge::is_credential(c) => format!("{}: {c}\r\n", munge::HEADER),
         _ => String::new(),
@@ -361,25 +368,23 @@ fn respond_with(
 
 const TEXT: &str = "text/plain; charset=utf-8";
 
-fn respond(stream: &mut TcpStream, status: &str, body: &str) {
-    respond_with(stream, status, TEXT, None, body)
+fn respond(stream: &mut TcpStream, deadline: Instant, status: &str, body: &str) {
+    respond_with(stream, deadline, status, TEXT, None, body)
 }
 
-/// Answers one connection from `peer`, within [`CONNECTION_DEADLINE`] of `accepted`.
+/// Answers one connection from `peer`: its head within [`READ_DEADLINE`], its reply written
+/// by [`CONNECTION_DEADLINE`] after it began.
 pub fn handle(mut stream: TcpStream, peer: Peer, access: &Access, routes: &dyn Routes) {
-    let accepted = Instant::now();
+    let deadline = Instant::now() + CONNECTION_DEADLINE;
     let request = read_request(&mut stream);
-    let left = CONNECTION_DEADLINE
-        .saturating_sub(accepted.elapsed())
-        .max(Duration::from_millis(100));
-    let _ = stream.set_write_timeout(Some(left));
     match request {
         Request::Metrics if access.may_read_metrics(&peer) => {
             let body = routes.metrics();
-            respond_with(&mut stream, "200 OK", CONTENT_TYPE, None, &body);
+            respond_with(&mut stream, deadline, "200 OK", CONTENT_TYPE, None, &body);
         }
         Request::Metrics => respond(
             &mut stream,
+            deadline,
             "403 Forbidden",
             "GET /metrics is served to root and the readers the node's `slurmwatch metrics` allows (--metrics-allow, --metrics-user)\n",
         ),
@@ -387,6 +392,7 @@ pub fn handle(mut stream: TcpStream, peer: Peer, access: &Access, routes: &dyn R
             credential: None, ..
         } => respond(
             &mut stream,
+            deadline,
             "401 Unauthorized",
             "a job's summary is served only to the controller: the request carries no munge credential\n",
         ),
@@ -394,32 +400,35 @@ pub fn handle(mut stream: TcpStream, peer: Peer, access: &Access, routes: &dyn R
             ask,
             credential: Some(c),
         } => match routes.authorize(&ask, &c) {
-            Err(why) => respond(&mut stream, "403 Forbidden", &(why + "\n")),
+            Err(why) => respond(&mut stream, deadline, "403 Forbidden", &(why + "\n")),
             Ok(()) => match routes.job_summary(&ask) {
                 Reply::Json { body, credential } => respond_with(
                     &mut stream,
+                    deadline,
                     "200 OK",
                     "application/json",
                     credential.as_deref(),
                     &body,
                 ),
-                Reply::NotFound(why) => respond(&mut stream, "404 Not Found", &(why + "\n")),
+                Reply::NotFound(why) => respond(&mut stream, deadline, "404 Not Found", &(why + "\n")),
                 Reply::Unavailable(why) => {
-                    respond(&mut stream, "503 Service Unavailable", &(why + "\n"))
+                    respond(&mut stream, deadline, "503 Service Unavailable", &(why + "\n"))
                 }
             },
         },
         Request::Other => respond(
             &mut stream,
+            deadline,
             "404 Not Found",
             "only GET /metrics and GET /jobs/<id>/summary are served here\n",
         ),
         Request::SummaryUnbound => respond(
             &mut stream,
+            deadline,
             "400 Bad Request",
             "a summary is asked with ?nonce=<32 hex digits>&uid=<uid>&start=<unix time> and the controller's munge credential (the controller's slurmwatch is older than this node's)\n",
         ),
-        Request::Bad => respond(&mut stream, "400 Bad Request", "bad request\n"),
+        Request::Bad => respond(&mut stream, deadline, "400 Bad Request", "bad request\n"),
     }
     let _ = stream.shutdown(std::net::Shutdown::Both);
 }
