@@ -10,6 +10,7 @@ mod gpu;
 mod harness;
 mod history;
 mod jobs;
+mod jobstats;
 mod mail;
 mod multinode;
 mod package;
