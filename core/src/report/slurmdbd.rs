@@ -177,9 +177,10 @@ pub fn from_spool(spool: &Path, job_id: u32) -> Result<Option<NodeSummary>, Stri
     Ok(Some(NodeSummary::from_recording(&rec)))
 }
 
-/// One decimal, as jobstats writes its figures.
-fn tenth(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
+/// Three decimals: jobstats writes one, which moves a short job's CPU efficiency by up to a
+/// percent (0.05 CPU-s of 8 s); three keep its readers' figures equal to the report's.
+fn thousandth(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
 }
 
 impl JobstatsNode {
@@ -190,7 +191,7 @@ impl JobstatsNode {
             cpus: s.cores_allocated.or(n.meta.cores_allocated),
             total_memory: s.memory_limit_bytes.or(n.meta.memory_allocated_bytes),
             used_memory: s.peak_working_set_bytes,
-            total_time: s.cpu_usage_seconds_total.map(tenth),
+            total_time: s.cpu_usage_seconds_total.map(thousandth),
             ..JobstatsNode::default()
         };
         for (i, g) in s.gpus.iter().enumerate() {
@@ -202,7 +203,7 @@ impl JobstatsNode {
                 out.gpu_used_memory.insert(key.clone(), u);
             }
             if let Some(u) = g.mean_utilization_percent {
-                out.gpu_utilization.insert(key, tenth(u));
+                out.gpu_utilization.insert(key, thousandth(u));
             }
         }
         out
@@ -597,13 +598,13 @@ pub(crate) mod tests {
         let n2 = &mut rec.nodes[1].summary;
         n2.cores_allocated = Some(8);
         n2.memory_limit_bytes = Some(16 << 30);
-        n2.cpu_usage_seconds_total = Some(1234.56);
+        n2.cpu_usage_seconds_total = Some(1234.5678);
         n2.gpus = vec![
             crate::analysis::summary::GpuSummary {
                 nvml_index: Some(3),
                 memory_total_bytes: Some(80 << 30),
                 peak_job_memory_bytes: Some(20 << 30),
-                mean_utilization_percent: Some(87.25),
+                mean_utilization_percent: Some(87.12345),
                 ..Default::default()
             },
             // An unreadable card: no figures, not zeros.
@@ -624,14 +625,14 @@ pub(crate) mod tests {
         let n2 = &j.nodes["n2"];
         assert_eq!(
             (n2.cpus, n2.total_memory, n2.total_time),
-            (Some(8), Some(16 << 30), Some(1234.6))
+            (Some(8), Some(16 << 30), Some(1234.568))
         );
         assert_eq!(
             n2.gpu_total_memory,
             BTreeMap::from([("3".into(), 80 << 30)])
         );
         assert_eq!(n2.gpu_used_memory, BTreeMap::from([("3".into(), 20 << 30)]));
-        assert_eq!(n2.gpu_utilization, BTreeMap::from([("3".into(), 87.3)]));
+        assert_eq!(n2.gpu_utilization, BTreeMap::from([("3".into(), 87.123)]));
         // No run time from Slurm: the recordings' span.
         rec.elapsed_seconds = None;
         rec.nodes[0].summary.first_t_unix_ms = Some(1_000);
