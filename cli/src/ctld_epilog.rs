@@ -41,7 +41,7 @@ pub struct CtldEpilogArgs {
     /// The program that stores the AdminComment through slurmdbd's API, keeping its case
     /// (default: slurmwatch-dbd-comment next to this program). Without it, sacctmgr stores
     /// it, and Slurm 22.05's sacctmgr lowercases it, which jobstats' base64 does not survive.
-    #[arg(long)]
+    #[arg(long, value_name = "PATH")]
     pub dbd_comment: Option<std::path::PathBuf>,
 }
 
