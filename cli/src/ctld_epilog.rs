@@ -88,19 +88,6 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
             .saturating_duration_since(Instant::now())
             .min(Duration::from_secs(10)),
     );
-    let comment = match slurmdbd::comment_for(job_id, &answers, elapsed) {
-        None => return Ok(0), // not recorded anywhere (or no node answered: said above)
-        Some(Err(e)) => bail!("job {job_id}: {e}"),
-        Some(Ok(c)) => c,
-    };
-    if args.dry_run {
-        println!("{comment}");
-        return Ok(0);
-    }
-    let recorded = answers
-        .iter()
-        .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
-        .count();
     let helper = args.dbd_comment.or_else(|| {
         let p = std::env::current_exe()
             .ok()?
@@ -113,12 +100,25 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
         (Some(h), Some(c)) if !c.is_empty() => Some((h.as_str(), c.as_str())),
         _ => {
             eprintln!(
-                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}): Slurm 22.05's sacctmgr lowercases the value, which jobstats' readers cannot decode",
+                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}), in the older SW1: format that survives 22.05's lowercasing: jobstats' readers will not read it",
                 if cluster.is_none() { " or no SLURM_CLUSTER_NAME" } else { "" }
             );
             None
         }
     };
+    let comment = match slurmdbd::comment_for(job_id, &answers, elapsed, dbd_comment.is_some()) {
+        None => return Ok(0), // not recorded anywhere (or no node answered: said above)
+        Some(Err(e)) => bail!("job {job_id}: {e}"),
+        Some(Ok(c)) => c,
+    };
+    if args.dry_run {
+        println!("{comment}");
+        return Ok(0);
+    }
+    let recorded = answers
+        .iter()
+        .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
+        .count();
     let programs = slurmdbd::Programs {
         dbd_comment,
         ..slurmdbd::Programs::default()

@@ -474,10 +474,13 @@ fn pause(deadline: Instant) {
 
 /// The AdminComment for the nodes that recorded the job; `None` when none did.
 /// `elapsed_seconds`: the job's run time as Slurm counts it, when known ([`elapsed`]).
+/// `case_kept`: the store keeps the value's case (slurmdbd's API): jobstats' `JS1:` format;
+/// otherwise (sacctmgr) the older `SW1:`, which survives lowercasing.
 pub fn comment_for(
     job_id: u32,
     answers: &[(String, NodeAnswer)],
     elapsed_seconds: Option<u64>,
+    case_kept: bool,
 ) -> Option<Result<String, String>> {
     let mut nodes: Vec<NodeSummary> = Vec::new();
     for (_, a) in answers {
@@ -490,11 +493,16 @@ pub fn comment_for(
         }
     }
     (!nodes.is_empty()).then(|| {
-        record::encode(&JobSummaryRecord {
+        let rec = JobSummaryRecord {
             job_id: job_id.to_string(),
             nodes,
             elapsed_seconds,
-        })
+        };
+        if case_kept {
+            record::encode(&rec)
+        } else {
+            record::encode_legacy(&rec)
+        }
     })
 }
 
@@ -685,6 +693,6 @@ mod tests {
             ("n1".to_string(), NodeAnswer::NotRecorded),
             ("n2".to_string(), NodeAnswer::Failed("down".into())),
         ];
-        assert_eq!(comment_for(1, &answers, None), None);
+        assert_eq!(comment_for(1, &answers, None, true), None);
     }
 }

@@ -254,6 +254,25 @@ pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
     Ok(s)
 }
 
+/// `record` in the older `SW1:` format (base32, any case): for a store through a sacctmgr
+/// that lowercases the value (22.05's), which jobstats' format does not survive but this one
+/// does — slurmwatch's readers keep it; jobstats' readers get nothing from either.
+pub fn encode_legacy(record: &JobSummaryRecord) -> Result<String, String> {
+    let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
+    let packed = z.finish().map_err(|e| e.to_string())?;
+    let s = format!("{LEGACY_PREFIX}{}", base32().encode(&packed));
+    if s.len() > MAX_ENCODED_BYTES {
+        return Err(format!(
+            "the summary is {} bytes encoded, more than the {} an AdminComment is given",
+            s.len(),
+            MAX_ENCODED_BYTES
+        ));
+    }
+    Ok(s)
+}
+
 /// The base64 characters that cover [`encode`]'s gzip header up to the end of its comment
 /// (magic, method, FCOMMENT, mtime 0, XFL, OS, `slurmwatch\0`: 21 bytes).
 const MARK_CHARS: usize = 28;
@@ -522,9 +541,12 @@ pub(crate) mod tests {
     fn an_older_sw1_summary_is_still_read() {
         let mut rec = record();
         rec.elapsed_seconds = None;
-        let s = legacy(&serde_json::to_vec(&rec).unwrap());
-        assert!(is_ours(&s));
+        let s = encode_legacy(&rec).unwrap();
+        assert!(s.starts_with(LEGACY_PREFIX) && is_ours(&s));
         assert_eq!(decode(&s).unwrap(), rec);
+        assert_eq!(legacy(&serde_json::to_vec(&rec).unwrap()), s);
+        // What 22.05's sacctmgr stores, and the other case.
+        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), rec);
         assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), rec);
         assert_eq!(decode_figures(&s).unwrap().len(), 2);
     }
