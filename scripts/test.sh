@@ -25,6 +25,8 @@ cargo build --release --locked -p slurmwatch-plugin --features fault-injection
 cargo build --release --locked -p fake-nvml
 # The TCP shim the CLI and the epilog preload into sacct/sacctmgr (next to them in target/release).
 cargo build --release --locked -p slurmwatch-quickack
+# The store of AdminComment through slurmdbd's API (next to slurmwatch, where ctld-epilog looks).
+cargo build --release --locked -p slurmwatch-dbd-comment
 
 echo "== fast tier"
 # The mutation run over crafted recordings (core/tests/mutation.rs) runs 3000 cases here.

@@ -50,6 +50,11 @@ pub struct CtldEpilogArgs {
     /// Print the AdminComment instead of storing it.
     #[arg(long)]
     pub dry_run: bool,
+    /// The program that stores the AdminComment through slurmdbd's API, keeping its case
+    /// (default: slurmwatch-dbd-comment next to this program). Without it, sacctmgr stores
+    /// it, and Slurm 22.05's sacctmgr lowercases it, which jobstats' base64 does not survive.
+    #[arg(long, value_name = "PATH")]
+    pub dbd_comment: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: CtldEpilogArgs) -> Result<i32> {
@@ -113,7 +118,37 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
             NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded => {}
         }
     }
-    let comment = match slurmdbd::comment_for(job_id, &answers) {
+    let job = slurmdbd::job_ref(
+        job_id,
+        std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
+        std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
+    );
+    let elapsed = slurmdbd::elapsed(
+        "scontrol",
+        &job_id.to_string(),
+        deadline
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_secs(10)),
+    );
+    let helper = args.dbd_comment.or_else(|| {
+        let p = std::env::current_exe()
+            .ok()?
+            .with_file_name("slurmwatch-dbd-comment");
+        p.is_file().then_some(p)
+    });
+    let helper = helper.as_ref().map(|p| p.to_string_lossy().into_owned());
+    let cluster = std::env::var("SLURM_CLUSTER_NAME").ok();
+    let dbd_comment = match (&helper, &cluster) {
+        (Some(h), Some(c)) if !c.is_empty() => Some((h.as_str(), c.as_str())),
+        _ => {
+            eprintln!(
+                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}), in the older SW1: format that survives 22.05's lowercasing: jobstats' readers will not read it",
+                if cluster.is_none() { " or no SLURM_CLUSTER_NAME" } else { "" }
+            );
+            None
+        }
+    };
+    let comment = match slurmdbd::comment_for(job_id, &answers, elapsed, dbd_comment.is_some()) {
         None => return Ok(0), // not recorded anywhere (or no node answered: said above)
         Some(Err(e)) => bail!("job {job_id}: {e}"),
         Some(Ok(c)) => c,
@@ -122,16 +157,15 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
         println!("{comment}");
         return Ok(0);
     }
-    let job = slurmdbd::job_ref(
-        job_id,
-        std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
-        std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
-    );
     let recorded = answers
         .iter()
         .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
         .count();
-    match slurmdbd::store(&job, &comment, slurmdbd::Programs::default(), deadline) {
+    let programs = slurmdbd::Programs {
+        dbd_comment,
+        ..slurmdbd::Programs::default()
+    };
+    match slurmdbd::store(&job, &comment, programs, deadline) {
         Ok(Stored::Written) => {
             eprintln!(
                 "slurmwatch ctld-epilog: job {job}: summary of {recorded} of {} node(s) stored in AdminComment ({} bytes)",

@@ -95,6 +95,7 @@ fn main() {
                         ..Summary::default()
                     },
                 }],
+                elapsed_seconds: None,
             })
             .unwrap()
         })

@@ -261,7 +261,12 @@ fn a_running_job_gives_exact_series_and_null_readings_are_absent() {
     has(format!("cgroup_cpu_total_seconds{{{js}}} 35.345678"));
     has(format!("cgroup_cpus{{{js}}} 4"));
     has(r#"cgroup_uid{cluster="tiger",jobid="42"} 1000"#.to_string());
-    let gl = r#"cluster="tiger",minor_number="3",uuid="GPU-0000abcd",name="NVIDIA A100-SXM4-80GB""#;
+    // jobstats' used memory is rss + shmem: shared memory is already in the working set.
+    has(format!("cgroup_memory_shmem_bytes{{{js}}} 0"));
+    has(format!("cgroup_memory_fail_count{{{js}}} 2"));
+    // The GPU exporter's labels since 0.2.2: jobstats' GPU_EXPORTER_JOBID mode selects the
+    // job's cards by `jobid`.
+    let gl = r#"cluster="tiger",jobid="42",userid="1000",minor_number="3",uuid="GPU-0000abcd",name="NVIDIA A100-SXM4-80GB""#;
     has(format!("nvidia_gpu_jobId{{{gl}}} 42"));
     has(format!("nvidia_gpu_duty_cycle{{{gl}}} 93"));
     has(format!("nvidia_gpu_memory_used_bytes{{{gl}}} {}", 51 * GIB));

@@ -14,6 +14,7 @@ mod hostile_mail;
 mod hostile_readers;
 mod hostile_sacct;
 mod jobs;
+mod jobstats;
 mod mail;
 mod multinode;
 mod package;

@@ -372,6 +372,24 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
     );
     let rss = stack.query(&js("cgroup_memory_rss_bytes"));
     assert!(value(&rss[0]) >= file_ws, "{rss:?}");
+    // jobstats' used memory, as it asks: rss + shmem, else rss. shmem is 0 (the working set
+    // holds shared memory), so the sum is the working set.
+    let sel_js = format!("{{cluster='{CLUSTER}',jobid='{}',step='',task=''}}", job.id);
+    let used = stack.query(&format!(
+        "max_over_time(((cgroup_memory_rss_bytes{sel_js}+cgroup_memory_shmem_bytes{sel_js}) or 1*cgroup_memory_rss_bytes{sel_js})[60s:])"
+    ));
+    assert_eq!(used.len(), 1, "{used:?}");
+    assert_eq!(value(&used[0]), value(&rss[0]), "{used:?} {rss:?}");
+    let shmem = stack.query(&format!("cgroup_memory_shmem_bytes{sel_js}"));
+    assert_eq!(shmem.len(), 1, "{shmem:?}");
+    assert_eq!(value(&shmem[0]), 0.0);
+    // The limit-hit counter of the file's row, as jobstats' dashboard reads it.
+    let fails = stack.query(&format!("cgroup_memory_fail_count{sel_js}"));
+    assert_eq!(fails.len(), 1, "{fails:?}");
+    assert_eq!(
+        value(&fails[0]),
+        row.usage.memory_limit_hits.expect("v1 memory.failcnt read") as f64
+    );
     let cpu = stack.query(&js("cgroup_cpu_total_seconds"));
     assert!(value(&cpu[0]) > 10.0, "{cpu:?}");
     let cpus = stack.query(&js("cgroup_cpus"));
@@ -387,8 +405,9 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
     let (ok, out) = promtool(&text);
     let complaints: Vec<&str> = out
         .lines()
-        // jobstats' own names (nvidia_gpu_jobId) are camelCase: theirs, kept as they are.
-        .filter(|l| !l.contains("nvidia_gpu_job"))
+        // jobstats' own names (nvidia_gpu_jobId in camelCase, cgroup_memory_fail_count with a
+        // `_count` suffix on a gauge) are theirs, kept as they are.
+        .filter(|l| !l.contains("nvidia_gpu_job") && !l.starts_with("cgroup_memory_fail_count"))
         .collect();
     assert!(complaints.is_empty(), "promtool: {out}");
     eprintln!(
@@ -517,10 +536,64 @@ fn prometheus_labels_cards_as_the_job_sees_them_and_keeps_unreadable_power_absen
         total.iter().all(|r| value(r) == (80u64 << 30) as f64),
         "{total:?}"
     );
+    // jobstats' GPU_EXPORTER_JOBID mode (its default): the job's cards by their `jobid`
+    // label, each series of its dashboard and of `jobstats JOB`.
+    let by_jobid = |f: &str, name: &str| {
+        let q = format!(
+            "{f}({name}{{cluster='{CLUSTER}', jobid='{}'}}[60s:])",
+            job.id
+        );
+        let r = stack.query(&q);
+        eprintln!("{q}: {} series", r.len());
+        r
+    };
+    let minor = |r: &Value| -> u32 {
+        r["metric"]["minor_number"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let total = by_jobid("max_over_time", "nvidia_gpu_memory_total_bytes");
+    assert_eq!(total.len(), 2, "{total:?}");
+    assert!(total.iter().all(|r| value(r) == (80u64 << 30) as f64));
+    let used = by_jobid("max_over_time", "nvidia_gpu_memory_used_bytes");
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert!(used.iter().all(|r| value(r) == (51u64 << 30) as f64));
+    let duty = by_jobid("avg_over_time", "nvidia_gpu_duty_cycle");
+    assert_eq!(duty.len(), 2, "{duty:?}");
+    let mut minors: Vec<u32> = duty.iter().map(minor).collect();
+    minors.sort();
+    let mut nvml: Vec<u32> = cards.iter().map(|g| g.card.nvml_index).collect();
+    nvml.sort();
+    assert_eq!(minors, nvml, "minor_number is the NVML index");
+    for r in &duty {
+        assert_eq!(value(r), f64::from(90 + minor(r)), "{r}");
+        assert_eq!(r["metric"]["userid"], job_uid(&job).to_string(), "{r}");
+    }
+    let temp = by_jobid("max_over_time", "nvidia_gpu_temperature_celsius");
+    assert_eq!(temp.len(), 2, "{temp:?}");
+    // Power only from the card that can read it (the odd one is NOT_SUPPORTED).
+    let power = by_jobid("max_over_time", "nvidia_gpu_power_usage_milliwatts");
+    assert_eq!(
+        power.len(),
+        nvml.iter().filter(|i| *i % 2 == 0).count(),
+        "{power:?}"
+    );
+    assert!(power.iter().all(|r| value(r) == 390_000.0), "{power:?}");
     let (ok, out) = promtool(&stack.scrape());
     let complaints: Vec<&str> = out
         .lines()
-        .filter(|l| !l.contains("nvidia_gpu_job"))
+        .filter(|l| !l.contains("nvidia_gpu_job") && !l.starts_with("cgroup_memory_fail_count"))
         .collect();
     assert!(complaints.is_empty(), "promtool (ok={ok}): {out}");
+}
+
+/// The uid the job runs as (its owner's).
+fn job_uid(job: &Job) -> u32 {
+    Reader::open(&spool_file(job.id))
+        .unwrap()
+        .meta()
+        .unwrap()
+        .uid
 }

@@ -1,7 +1,8 @@
 //! Every job's summary in slurmdbd (issue 16): the node serves a finished job's summary on
 //! `slurmwatch metrics --listen` (`GET /jobs/<id>/summary`), the cluster's EpilogSlurmctld
 //! (the shipped contrib/slurmctld-epilog.sh, configured by scripts/cluster.sh to ask
-//! 127.0.0.1:9944) stores it as the job's AdminComment with sacctmgr, and `report`, `history`
+//! 127.0.0.1:9944) stores it as the job's AdminComment (jobstats' `JS1:` format, through
+//! slurmwatch-dbd-comment), and `report`, `history`
 //! and `sizing` read it from sacct with every file moved away. Also: another tool's
 //! AdminComment is left as it was.
 
@@ -184,7 +185,7 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
     for j in &jobs {
         let c = admin_comment(j);
         assert!(
-            c.to_ascii_uppercase().starts_with("SW1:"),
+            c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
             "job {}: {c}",
             j.id
         );

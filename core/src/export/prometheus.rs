@@ -15,7 +15,10 @@
 //!   `uuid`.
 //! - `jobstats`: the series Princeton's jobstats queries, named and labelled as
 //!   cgroup_exporter and its GPU exporter publish them (`cgroup_*{jobid, step="", task=""}`,
-//!   `nvidia_gpu_*{minor_number, uuid, name}` and `nvidia_gpu_jobId`), from the same readings.
+//!   `nvidia_gpu_*{jobid, userid, minor_number, uuid, name}` and `nvidia_gpu_jobId`), from the
+//!   same readings: both of jobstats' GPU modes (`jobid` label, or the `nvidia_gpu_jobId` join)
+//!   answer. `cgroup_memory_shmem_bytes` is 0 (the working set already holds shared memory);
+//!   `cgroup_memory_fail_count` is the limit-hit counter.
 //!   `cgroup_memory_rss_bytes` is the working set (usage − page cache), the figure `--mem`
 //!   must cover; `minor_number` is NVML's index (slurmwatch does not record the device minor).
 
@@ -433,6 +436,8 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
         Family::new("cgroup_cpu_system_seconds", Gauge, "Cumulative CPU system seconds for jobid."),
         Family::new("cgroup_cpus", Gauge, "Number of CPUs in the jobid."),
         Family::new("cgroup_uid", Gauge, "UID number of user running this job."),
+        Family::new("cgroup_memory_shmem_bytes", Gauge, "Memory shared (tmpfs, shm) in bytes (slurmwatch: always 0, because shared memory is already in cgroup_memory_rss_bytes, the working set: rss + shmem is the working set)."),
+        Family::new("cgroup_memory_fail_count", Gauge, "Memory fail count: times the job hit its memory limit (v1 memory.failcnt, v2 memory.events max)."),
         Family::new("nvidia_gpu_memory_total_bytes", Gauge, "Total memory of the GPU device in bytes."),
         Family::new("nvidia_gpu_memory_used_bytes", Gauge, "Memory used by the GPU device in bytes."),
         Family::new("nvidia_gpu_duty_cycle", Gauge, "GPU utilization in percent."),
@@ -477,6 +482,10 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
                     .map(u64::from)),
             );
             f[8].add(&uid_labels, Some(Value::Int(u64::from(job.meta.uid))));
+            // The working set already holds shared memory (see the family's help): jobstats'
+            // rss + shmem is then the working set, not twice the shared pages.
+            f[9].add(&l, u.memory_working_set_bytes.map(|_| Value::Int(0)));
+            f[10].add(&l, int(u.memory_limit_hits));
         }
         for g in &job.gpus {
             // One card, one set of series: jobstats joins them on these labels alone.
@@ -484,19 +493,23 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
                 continue;
             }
             let mut lg = base.clone();
+            // The GPU exporter's labels since 0.2.2: jobstats' GPU_EXPORTER_JOBID mode selects
+            // on `jobid`; its older mode joins on nvidia_gpu_jobId, which carries them too.
+            lg.push(("jobid", job.meta.job_id.to_string()));
+            lg.push(("userid", job.meta.uid.to_string()));
             lg.push(("minor_number", g.card.nvml_index.to_string()));
             lg.push(("uuid", g.card.uuid.clone()));
             if let Some(n) = &g.card.name {
                 lg.push(("name", n.clone()));
             }
             let s = &g.row.sample;
-            f[9].add(&lg, int(g.card.memory_total_bytes));
-            f[10].add(&lg, int(ok(&s.memory_used_bytes)));
-            f[11].add(&lg, int(ok(&s.utilization_percent).map(u64::from)));
-            f[12].add(&lg, int(ok(&s.power_draw_milliwatts).map(u64::from)));
-            f[13].add(&lg, int(ok(&s.temperature_celsius).map(u64::from)));
-            f[14].add(&lg, Some(Value::Int(job.meta.job_id)));
-            f[15].add(&lg, Some(Value::Int(u64::from(job.meta.uid))));
+            f[11].add(&lg, int(g.card.memory_total_bytes));
+            f[12].add(&lg, int(ok(&s.memory_used_bytes)));
+            f[13].add(&lg, int(ok(&s.utilization_percent).map(u64::from)));
+            f[14].add(&lg, int(ok(&s.power_draw_milliwatts).map(u64::from)));
+            f[15].add(&lg, int(ok(&s.temperature_celsius).map(u64::from)));
+            f[16].add(&lg, Some(Value::Int(job.meta.job_id)));
+            f[17].add(&lg, Some(Value::Int(u64::from(job.meta.uid))));
         }
     }
     fams.extend(f);

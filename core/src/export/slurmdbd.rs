@@ -1,8 +1,9 @@
 //! The controller's half of "every job's summary in slurmdbd": run from `EpilogSlurmctld`
 //! (as SlurmUser, on the slurmctld host), it asks each node of the finished job for its
 //! summary over the node's `slurmwatch metrics --listen` endpoint
-//! (`GET /jobs/<id>/summary`), joins them into one `SW1:` string (`report::slurmdbd`) and
-//! stores it as the job's `AdminComment` with `sacctmgr` — as jobstats does. Nothing here
+//! (`GET /jobs/<id>/summary`), joins them into one `JS1:` string in jobstats' format (`report::slurmdbd`) and
+//! stores it as the job's `AdminComment` through slurmdbd's API (`slurmwatch-dbd-comment`,
+//! which keeps its case), or with `sacctmgr` as jobstats does where that is missing. Nothing here
 //! runs on a compute node, so no node's epilog ever calls a Slurm command.
 //!
 //! The request carries this process's munge credential (made as SlurmUser) over the job, the
@@ -367,6 +368,10 @@ pub struct Programs<'a> {
     pub squeue: &'a str,
     pub sacct: &'a str,
     pub sacctmgr: &'a str,
+    /// `slurmwatch-dbd-comment` and the cluster's name: the store through slurmdbd's API,
+    /// which keeps the value's case. Without them, sacctmgr (22.05 lowercases the value,
+    /// which breaks base64).
+    pub dbd_comment: Option<(&'a str, &'a str)>,
 }
 
 impl Default for Programs<'_> {
@@ -375,11 +380,47 @@ impl Default for Programs<'_> {
             squeue: "squeue",
             sacct: "sacct",
             sacctmgr: "sacctmgr",
+            dbd_comment: None,
         }
     }
 }
 
-/// Enough of an AdminComment to tell ours (`SW1:`) from another tool's.
+/// One write of `comment`; `Err` says why not (slurmdbd may not have the job's record yet:
+/// the caller tries again).
+fn write_once(job: &str, comment: &str, programs: Programs, step: Duration) -> Result<(), String> {
+    if let Some((helper, cluster)) = programs.dbd_comment {
+        return match command::run_with_input(
+            helper,
+            &["--cluster", cluster, job],
+            comment.as_bytes(),
+            step,
+        ) {
+            Ok(f) if f.success => Ok(()),
+            Ok(f) => Err(format!("{helper}: {}", f.reason())),
+            Err(e) => Err(e.to_string()),
+        };
+    }
+    let set = format!("AdminComment={comment}");
+    let where_ = format!("jobid={job}");
+    match command::run_dbd_client(
+        programs.sacctmgr,
+        &["-i", "modify", "job", "where", &where_, "set", &set],
+        step,
+    ) {
+        // sacctmgr says "Nothing modified" (exit 0 or 1 by release) until slurmdbd has
+        // the job: try again shortly.
+        Ok(f) if f.success && !f.stdout.contains("Nothing") && !f.stderr.contains("Nothing") => {
+            Ok(())
+        }
+        Ok(f) => Err(format!("sacctmgr: {} {}", f.stdout.trim(), f.reason())
+            .trim()
+            .to_string()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Enough of an AdminComment to tell ours (`JS1:` with our gzip mark, 32 characters; `SW1:`)
+/// from another tool's.
 const COMMENT_PREFIX_CHARS: usize = 64;
 
 /// What one side (slurmctld or slurmdbd) holds as the job's AdminComment.
@@ -468,29 +509,28 @@ pub fn store(
             pause(deadline);
             continue;
         }
-        let set = format!("AdminComment={comment}");
-        let where_ = format!("jobid={job}");
-        match command::run_dbd_client(
-            programs.sacctmgr,
-            &["-i", "modify", "job", "where", &where_, "set", &set],
-            step,
-        ) {
-            // sacctmgr says "Nothing modified" (exit 0 or 1 by release) until slurmdbd has
-            // the job: try again shortly.
-            Ok(f)
-                if f.success && !f.stdout.contains("Nothing") && !f.stderr.contains("Nothing") =>
-            {
-                return Ok(Stored::Written)
-            }
-            Ok(f) => {
-                last = format!("sacctmgr: {} {}", f.stdout.trim(), f.reason())
-                    .trim()
-                    .to_string()
-            }
-            Err(e) => last = e.to_string(),
+        match write_once(job, comment, programs, step) {
+            Ok(()) => return Ok(Stored::Written),
+            Err(e) => last = e,
         }
         pause(deadline);
     }
+}
+
+/// The job's run time as Slurm counts it (`RunTime`, end − start, sacct's `Elapsed`) while
+/// slurmctld still holds the finished job; `None` when it cannot say.
+pub fn elapsed(scontrol: &str, job: &str, timeout: Duration) -> Option<u64> {
+    let f = command::run(scontrol, &["-o", "show", "job", job], timeout).ok()?;
+    if !f.success {
+        return None;
+    }
+    // One line of `Key=Value` words; RunTime's value has no spaces.
+    let run_time = f
+        .stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("RunTime="))?;
+    let s = crate::slurm::units::parse_duration(run_time)?;
+    (s >= 0.0).then(|| s.round() as u64)
 }
 
 /// Two seconds between tries, or what is left of `deadline`.
@@ -501,9 +541,14 @@ fn pause(deadline: Instant) {
 }
 
 /// The AdminComment for the nodes that recorded the job; `None` when none did.
+/// `elapsed_seconds`: the job's run time as Slurm counts it, when known ([`elapsed`]).
+/// `case_kept`: the store keeps the value's case (slurmdbd's API): jobstats' `JS1:` format;
+/// otherwise (sacctmgr) the older `SW1:`, which survives lowercasing.
 pub fn comment_for(
     job_id: u32,
     answers: &[(String, NodeAnswer)],
+    elapsed_seconds: Option<u64>,
+    case_kept: bool,
 ) -> Option<Result<String, String>> {
     let mut nodes: Vec<NodeSummary> = Vec::new();
     for (_, a) in answers {
@@ -516,10 +561,16 @@ pub fn comment_for(
         }
     }
     (!nodes.is_empty()).then(|| {
-        record::encode(&JobSummaryRecord {
+        let rec = JobSummaryRecord {
             job_id: job_id.to_string(),
             nodes,
-        })
+            elapsed_seconds,
+        };
+        if case_kept {
+            record::encode(&rec)
+        } else {
+            record::encode_legacy(&rec)
+        }
     })
 }
 
@@ -540,6 +591,14 @@ mod tests {
         ] {
             assert!(matches!(held(free), Held::Free), "{free:?}");
         }
+        // Ours in jobstats' format, cut to squeue's width.
+        let ours = crate::report::slurmdbd::encode(&crate::report::slurmdbd::JobSummaryRecord {
+            job_id: "42".into(),
+            nodes: vec![crate::report::slurmdbd::tests::node("n1")],
+            elapsed_seconds: None,
+        })
+        .unwrap();
+        assert!(matches!(held(&ours[..COMMENT_PREFIX_CHARS]), Held::Free));
         match held("JS1:H4sIAOtherToolsText                    \n") {
             Held::Others(c) => assert_eq!(c, "JS1:H4sIAOtherToolsText"),
             _ => panic!("another tool's comment taken as free"),
@@ -845,6 +904,6 @@ mod tests {
             ("n1".to_string(), NodeAnswer::NotRecorded),
             ("n2".to_string(), NodeAnswer::Failed("down".into())),
         ];
-        assert_eq!(comment_for(1, &answers), None);
+        assert_eq!(comment_for(1, &answers, None, true), None);
     }
 }

@@ -1,15 +1,24 @@
 //! The job's summary as slurmdbd keeps it: one compact, versioned string in the job's
-//! `AdminComment` (jobstats' convention), readable with `sacct -o AdminComment` from any login
-//! node for as long as accounting keeps the job.
+//! `AdminComment`, in jobstats' own format so that jobstats, Job Defense Shield and reportseff
+//! read it unchanged, readable with `sacct -o AdminComment` from any login node for as long as
+//! accounting keeps the job.
 //!
-//! Format: `SW1:` then unpadded base32 (RFC 4648, written in lower case) of the raw-deflated
-//! JSON of a [`JobSummaryRecord`] (one [`NodeSummary`] per recorded node). The prefix names
-//! the format; the JSON carries the epilog's `summary_version`, so a newer epilog's keys are
-//! ignored by an older reader and an older summary is read with the defaults of what it
-//! lacks. Base32, not base64: `sacctmgr modify job … set AdminComment=` lowercases the value
-//! it stores (seen on 22.05.8, quoted or not), which destroys base64; base32 read
-//! case-insensitively survives it, and keeps `|` and the unit separator out of sacct's
-//! columns.
+//! Format ([`PREFIX`]): `JS1:` then base64 (standard alphabet, padded) of the gzip of one JSON
+//! object ([`JobstatsSummary`]): jobstats' keys exactly (`nodes` → per node `cpus`,
+//! `total_memory`, `used_memory`, `total_time`, and per card `gpu_total_memory`,
+//! `gpu_used_memory`, `gpu_utilization`; top-level `total_time` and `gpus`), filled from the
+//! recording, and slurmwatch's own [`JobSummaryRecord`] under the key `slurmwatch`. The gzip
+//! header carries the comment `slurmwatch` ([`GZIP_MARK`]): the first 32 characters of the
+//! string tell ours from jobstats' own `JS1:` without decoding (squeue shows only a prefix),
+//! and Python's `gzip.decompress` skips it.
+//!
+//! base64 is case-sensitive, and 22.05's `sacctmgr … set AdminComment=` lowercases what it
+//! stores (quoted or not; sacctmgr does it, not slurmdbd): the controller's epilog stores
+//! through slurmdbd's API instead (`slurmwatch-dbd-comment`, `export::slurmdbd::store`),
+//! which keeps the value as given.
+//!
+//! Older summaries, `SW1:` + unpadded base32 (read in either case) of raw-deflated JSON of a
+//! [`JobSummaryRecord`], stay readable.
 //!
 //! Decoding is bounded ([`MAX_JSON_BYTES`] after inflating): AdminComment is writable by
 //! admins and other tools, so a string that is not ours, or is damaged, is refused with one
@@ -25,8 +34,12 @@ use super::{Origin, Recording, StepFigures};
 use crate::analysis::Summary;
 use crate::store::{Event, JobMeta, StepInfo};
 
-/// The prefix of our AdminComment strings (format 1).
-pub const PREFIX: &str = "SW1:";
+/// The prefix of our AdminComment strings: jobstats' format 1.
+pub const PREFIX: &str = "JS1:";
+/// The prefix of the summaries slurmwatch wrote before it wrote jobstats' format (read only).
+pub const LEGACY_PREFIX: &str = "SW1:";
+/// The gzip header's comment that marks a `JS1:` string as slurmwatch's.
+pub const GZIP_MARK: &str = "slurmwatch";
 /// The largest encoded string written: slurmdbd keeps AdminComment in a MariaDB `TEXT`
 /// column (64 KiB); a summary is normally 1–3 KB.
 pub const MAX_ENCODED_BYTES: usize = 60_000;
@@ -52,6 +65,51 @@ pub struct NodeSummary {
 pub struct JobSummaryRecord {
     pub job_id: String,
     pub nodes: Vec<NodeSummary>,
+    /// The job's run time as Slurm counts it (end − start), when the controller knew it:
+    /// jobstats' top-level `total_time`, the denominator of its CPU efficiency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_seconds: Option<u64>,
+}
+
+/// One node in jobstats' keys. A figure the recording does not have is left out, never
+/// written as a number (jobstats writes every key; its readers index the ones they use).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobstatsNode {
+    /// Cores allocated on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    /// The job's memory limit on the node, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_memory: Option<u64>,
+    /// The peak working set on the node, bytes (jobstats: the peak of rss + shmem).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_memory: Option<u64>,
+    /// CPU seconds the job used on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_time: Option<f64>,
+    /// Per card, keyed by its index on the node (nvidia-smi's, jobstats' `minor_number`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_total_memory: BTreeMap<String, u64>,
+    /// The job's own processes' memory on the card at its largest, bytes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_used_memory: BTreeMap<String, u64>,
+    /// The card's mean utilization over the job, percent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_utilization: BTreeMap<String, f64>,
+}
+
+/// The whole JSON of one of our `JS1:` strings: jobstats' keys and ours.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobstatsSummary {
+    pub nodes: BTreeMap<String, JobstatsNode>,
+    /// The job's run time, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_time: Option<u64>,
+    /// Cards recorded, over all nodes.
+    pub gpus: usize,
+    /// slurmwatch's own summary (absent in jobstats' own strings).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurmwatch: Option<JobSummaryRecord>,
 }
 
 /// Why an AdminComment could not be read as ours. Each `Display` is one sentence.
@@ -168,13 +226,73 @@ pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spoole
     ))))
 }
 
+/// Three decimals: jobstats writes one, which moves a short job's CPU efficiency by up to a
+/// percent (0.05 CPU-s of 8 s); three keep its readers' figures equal to the report's.
+fn thousandth(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl JobstatsNode {
+    /// jobstats' figures of one node's summary.
+    pub fn from_summary(n: &NodeSummary) -> JobstatsNode {
+        let s = &n.summary;
+        let mut out = JobstatsNode {
+            cpus: s.cores_allocated.or(n.meta.cores_allocated),
+            total_memory: s.memory_limit_bytes.or(n.meta.memory_allocated_bytes),
+            used_memory: s.peak_working_set_bytes,
+            total_time: s.cpu_usage_seconds_total.map(thousandth),
+            ..JobstatsNode::default()
+        };
+        for (i, g) in s.gpus.iter().enumerate() {
+            let key = g.nvml_index.unwrap_or(i as u32).to_string();
+            if let Some(t) = g.memory_total_bytes {
+                out.gpu_total_memory.insert(key.clone(), t);
+            }
+            if let Some(u) = g.peak_job_memory_bytes {
+                out.gpu_used_memory.insert(key.clone(), u);
+            }
+            if let Some(u) = g.mean_utilization_percent {
+                out.gpu_utilization.insert(key, thousandth(u));
+            }
+        }
+        out
+    }
+}
+
+impl JobstatsSummary {
+    /// jobstats' keys for `record`, with `record` itself under `slurmwatch`.
+    pub fn from_record(record: &JobSummaryRecord) -> JobstatsSummary {
+        // Without Slurm's run time, the recordings' span stands in (within a sampling interval).
+        let span = || {
+            let nodes = || record.nodes.iter().map(|n| &n.summary);
+            let first = nodes().filter_map(|s| s.first_t_unix_ms).min()?;
+            let last = nodes().filter_map(|s| s.last_t_unix_ms).max()?;
+            u64::try_from((last - first + 500) / 1000).ok()
+        };
+        JobstatsSummary {
+            nodes: record
+                .nodes
+                .iter()
+                .map(|n| (n.meta.node.clone(), JobstatsNode::from_summary(n)))
+                .collect(),
+            total_time: record.elapsed_seconds.or_else(span),
+            gpus: record.nodes.iter().map(|n| n.summary.gpus.len()).sum(),
+            slurmwatch: Some(record.clone()),
+        }
+    }
+}
+
 /// The AdminComment string for `record`; `Err` with a sentence when it would not fit.
 pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
-    let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
-    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    let json =
+        serde_json::to_vec(&JobstatsSummary::from_record(record)).map_err(|e| e.to_string())?;
+    let mut z = flate2::GzBuilder::new()
+        .comment(GZIP_MARK)
+        .mtime(0)
+        .write(Vec::new(), flate2::Compression::best());
     std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
     let packed = z.finish().map_err(|e| e.to_string())?;
-    let s = format!("{PREFIX}{}", text_of(&packed));
+    let s = format!("{PREFIX}{}", data_encoding::BASE64.encode(&packed));
     if s.len() > MAX_ENCODED_BYTES {
         return Err(format!(
             "the summary is {} bytes encoded, more than the {} an AdminComment is given",
@@ -185,15 +303,53 @@ pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
     Ok(s)
 }
 
-/// Whether `comment` is one of ours (whatever its case: see the module doc).
-pub fn is_ours(comment: &str) -> bool {
-    comment
-        .get(..PREFIX.len())
-        .is_some_and(|p| p.eq_ignore_ascii_case(PREFIX))
+/// `record` in the older `SW1:` format (base32, any case): for a store through a sacctmgr
+/// that lowercases the value (22.05's), which jobstats' format does not survive but this one
+/// does — slurmwatch's readers keep it; jobstats' readers get nothing from either.
+pub fn encode_legacy(record: &JobSummaryRecord) -> Result<String, String> {
+    let json = serde_json::to_vec(record).map_err(|e| e.to_string())?;
+    let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+    std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
+    let packed = z.finish().map_err(|e| e.to_string())?;
+    let s = format!("{LEGACY_PREFIX}{}", base32().encode(&packed));
+    if s.len() > MAX_ENCODED_BYTES {
+        return Err(format!(
+            "the summary is {} bytes encoded, more than the {} an AdminComment is given",
+            s.len(),
+            MAX_ENCODED_BYTES
+        ));
+    }
+    Ok(s)
 }
 
-/// RFC 4648 base32 without padding, written in lower case and read in either case (sacctmgr
-/// may store either): no upper-cased copy of every comment on the history path.
+/// The base64 characters that cover [`encode`]'s gzip header up to the end of its comment
+/// (magic, method, FCOMMENT, mtime 0, XFL, OS, `slurmwatch\0`: 21 bytes).
+const MARK_CHARS: usize = 28;
+
+/// Whether `comment` is one of ours: a `JS1:` string whose gzip header carries our mark
+/// (exact case: base64 is case-sensitive), or an older `SW1:` one (any case).
+pub fn is_ours(comment: &str) -> bool {
+    let c = comment.trim_start();
+    if c.get(..LEGACY_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(LEGACY_PREFIX))
+    {
+        return true;
+    }
+    let Some(head) = c.strip_prefix(PREFIX).and_then(|b| b.get(..MARK_CHARS)) else {
+        return false;
+    };
+    let Ok(h) = data_encoding::BASE64_NOPAD.decode(head.as_bytes()) else {
+        return false;
+    };
+    // XFL and OS (bytes 8 and 9) depend on the level and the platform: not compared.
+    h.len() == 21
+        && h[..8] == [0x1f, 0x8b, 8, 0x10, 0, 0, 0, 0]
+        && h[10..20] == *GZIP_MARK.as_bytes()
+        && h[20] == 0
+}
+
+/// RFC 4648 base32 without padding, read in either case: older summaries were written in
+/// lower case, and sacctmgr may store either.
 fn base32() -> &'static data_encoding::Encoding {
     static ENCODING: std::sync::LazyLock<data_encoding::Encoding> =
         std::sync::LazyLock::new(|| {
@@ -206,15 +362,38 @@ fn base32() -> &'static data_encoding::Encoding {
     &ENCODING
 }
 
-/// The encoded text of `packed`, in lower case.
-fn text_of(packed: &[u8]) -> String {
-    base32().encode(packed)
+/// Our record inside one of our comments: under `slurmwatch` in a `JS1:` one, the whole JSON
+/// of an older `SW1:` one.
+fn parse<T: serde::de::DeserializeOwned>(comment: &str) -> Result<T, DecodeError> {
+    #[derive(Deserialize)]
+    struct Outer<T> {
+        slurmwatch: T,
+    }
+    let (json, legacy) = unpack(comment)?;
+    let damaged = |e: serde_json::Error| DecodeError::Damaged(format!("JSON: {e}"));
+    if legacy {
+        serde_json::from_slice(&json).map_err(damaged)
+    } else {
+        serde_json::from_slice::<Outer<T>>(&json)
+            .map(|o| o.slurmwatch)
+            .map_err(damaged)
+    }
+}
+
+/// The JSON of one of our `JS1:` comments as jobstats' readers see it.
+pub fn decode_jobstats(comment: &str) -> Result<JobstatsSummary, DecodeError> {
+    let (json, legacy) = unpack(comment)?;
+    if legacy {
+        return Err(DecodeError::Damaged(
+            "an older SW1: summary has no jobstats keys".into(),
+        ));
+    }
+    serde_json::from_slice(&json).map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))
 }
 
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
 pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
-    let rec: JobSummaryRecord = serde_json::from_slice(&unpack(comment)?)
-        .map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
+    let rec: JobSummaryRecord = parse(comment)?;
     if rec.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
@@ -267,8 +446,7 @@ struct FiguresGpu {
 
 /// [`decode`] for the history path: each node's [`NodeFigures`] only.
 pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
-    let rec: FiguresRecord = serde_json::from_slice(&unpack(comment)?)
-        .map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))?;
+    let rec: FiguresRecord = parse(comment)?;
     if rec.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
@@ -290,8 +468,8 @@ pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
         .collect())
 }
 
-/// The JSON inside one of our comments, bounded.
-fn unpack(comment: &str) -> Result<Vec<u8>, DecodeError> {
+/// The JSON inside one of our comments, bounded, and whether it is the older `SW1:` format.
+fn unpack(comment: &str) -> Result<(Vec<u8>, bool), DecodeError> {
     let c = comment.trim();
     if c.is_empty() {
         return Err(DecodeError::Empty);
@@ -299,20 +477,35 @@ fn unpack(comment: &str) -> Result<Vec<u8>, DecodeError> {
     if !is_ours(c) {
         return Err(DecodeError::NotOurs);
     }
-    let packed = base32()
-        .decode(&c.as_bytes()[PREFIX.len()..])
-        .map_err(|e| DecodeError::Damaged(format!("base32: {e}")))?;
+    let legacy = !c.starts_with(PREFIX);
+    let text = &c.as_bytes()[PREFIX.len()..];
+    let packed = if legacy {
+        base32()
+            .decode(text)
+            .map_err(|e| DecodeError::Damaged(format!("base32: {e}")))?
+    } else {
+        data_encoding::BASE64
+            .decode(text)
+            .map_err(|e| DecodeError::Damaged(format!("base64: {e}")))?
+    };
     let mut json = Vec::new();
-    flate2::read::DeflateDecoder::new(&packed[..])
-        .take(MAX_JSON_BYTES + 1)
-        .read_to_end(&mut json)
-        .map_err(|e| DecodeError::Damaged(format!("deflate: {e}")))?;
+    let read = if legacy {
+        flate2::read::DeflateDecoder::new(&packed[..])
+            .take(MAX_JSON_BYTES + 1)
+            .read_to_end(&mut json)
+    } else {
+        flate2::read::GzDecoder::new(&packed[..])
+            .take(MAX_JSON_BYTES + 1)
+            .read_to_end(&mut json)
+    };
+    let what = if legacy { "deflate" } else { "gzip" };
+    read.map_err(|e| DecodeError::Damaged(format!("{what}: {e}")))?;
     if json.len() as u64 > MAX_JSON_BYTES {
         return Err(DecodeError::Damaged(format!(
             "more than {MAX_JSON_BYTES} bytes inflated"
         )));
     }
-    Ok(json)
+    Ok((json, legacy))
 }
 
 #[cfg(test)]
@@ -354,19 +547,57 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn a_record_comes_back_as_it_went() {
-        let rec = JobSummaryRecord {
+    /// An `SW1:` string as slurmwatch wrote them before jobstats' format.
+    fn legacy(json: &[u8]) -> String {
+        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, json).unwrap();
+        format!("{LEGACY_PREFIX}{}", base32().encode(&z.finish().unwrap()))
+    }
+
+    /// A `JS1:` string of `json` with our gzip mark.
+    fn marked(json: &[u8]) -> String {
+        let mut z = flate2::GzBuilder::new()
+            .comment(GZIP_MARK)
+            .write(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, json).unwrap();
+        format!(
+            "{PREFIX}{}",
+            data_encoding::BASE64.encode(&z.finish().unwrap())
+        )
+    }
+
+    fn record() -> JobSummaryRecord {
+        JobSummaryRecord {
             job_id: "42".into(),
             nodes: vec![node("n1"), node("n2")],
-        };
+            elapsed_seconds: Some(600),
+        }
+    }
+
+    #[test]
+    fn a_record_comes_back_as_it_went() {
+        let rec = record();
         let s = encode(&rec).unwrap();
-        assert!(s.starts_with(PREFIX), "{s}");
+        assert!(s.starts_with(PREFIX) && is_ours(&s), "{s}");
         assert!(!s.contains('|') && !s.contains('\n') && !s.contains('\u{1f}'));
         assert_eq!(decode(&format!("{s}\n")).unwrap(), rec);
-        // What sacctmgr stores: the whole string lowercased.
+        // base64 does not survive a change of case: a lowercased string is not taken for ours.
+        assert_eq!(decode(&s.to_ascii_lowercase()), Err(DecodeError::NotOurs));
+    }
+
+    /// Summaries written before jobstats' format are read as they were, in either case.
+    #[test]
+    fn an_older_sw1_summary_is_still_read() {
+        let mut rec = record();
+        rec.elapsed_seconds = None;
+        let s = encode_legacy(&rec).unwrap();
+        assert!(s.starts_with(LEGACY_PREFIX) && is_ours(&s));
+        assert_eq!(decode(&s).unwrap(), rec);
+        assert_eq!(legacy(&serde_json::to_vec(&rec).unwrap()), s);
+        // What 22.05's sacctmgr stores, and the other case.
         assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), rec);
         assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), rec);
+        assert_eq!(decode_figures(&s).unwrap().len(), 2);
     }
 
     #[test]
@@ -378,25 +609,52 @@ pub(crate) mod tests {
             decode("SW1:aGVsbG8="),
             Err(DecodeError::Damaged(_))
         ));
-        // Valid deflate of something that is not a record.
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut z, b"{\"job_id\":\"1\",\"nodes\":[]}").unwrap();
-        let s = format!("{PREFIX}{}", text_of(&z.finish().unwrap()));
+        // jobstats' own summary (gzip without our mark) is another tool's.
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut z, br#"{"nodes":{},"total_time":1,"gpus":0}"#).unwrap();
+        let theirs = format!(
+            "{PREFIX}{}",
+            data_encoding::BASE64.encode(&z.finish().unwrap())
+        );
+        assert!(!is_ours(&theirs));
+        assert_eq!(decode(&theirs), Err(DecodeError::NotOurs));
+        // Marked, but not a record, in either format.
+        let empty = br#"{"job_id":"1","nodes":[]}"#;
         assert_eq!(
-            decode(&s),
+            decode(&legacy(empty)),
             Err(DecodeError::Damaged("no node in it".into()))
         );
+        let wrapped = format!(
+            r#"{{"nodes":{{}},"gpus":0,"slurmwatch":{}}}"#,
+            std::str::from_utf8(empty).unwrap()
+        );
+        assert_eq!(
+            decode(&marked(wrapped.as_bytes())),
+            Err(DecodeError::Damaged("no node in it".into()))
+        );
+        assert!(matches!(
+            decode(&marked(br#"{"nodes":{},"gpus":0}"#)),
+            Err(DecodeError::Damaged(_))
+        ));
+        // Marked, then cut short (a width-limited column).
+        let s = encode(&record()).unwrap();
+        assert!(matches!(decode(&s[..60]), Err(DecodeError::Damaged(_))));
     }
 
-    /// 64 MiB of zeros deflate to ~64 KB: the decoder stops at its bound.
+    /// 64 MiB of spaces gzip to ~64 KB: the decoder stops at its bound.
     #[test]
     fn a_compressed_bomb_is_refused_at_the_bound() {
-        let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::best());
-        let zeros = vec![b' '; 1 << 20];
+        let mut z = flate2::GzBuilder::new()
+            .comment(GZIP_MARK)
+            .write(Vec::new(), flate2::Compression::best());
+        let spaces = vec![b' '; 1 << 20];
         for _ in 0..64 {
-            std::io::Write::write_all(&mut z, &zeros).unwrap();
+            std::io::Write::write_all(&mut z, &spaces).unwrap();
         }
-        let s = format!("{PREFIX}{}", text_of(&z.finish().unwrap()));
+        let s = format!(
+            "{PREFIX}{}",
+            data_encoding::BASE64.encode(&z.finish().unwrap())
+        );
         match decode(&s) {
             Err(DecodeError::Damaged(why)) => assert!(why.contains("inflated"), "{why}"),
             other => panic!("{other:?}"),
@@ -407,6 +665,123 @@ pub(crate) mod tests {
         uid: 1000,
         start_unix: 0,
     };
+    /// jobstats' keys hold the recording's figures: cores, limit, working-set peak, CPU
+    /// seconds per node; each card by its NVML index; the run time and the card count.
+    #[test]
+    fn jobstats_keys_hold_the_recorded_figures() {
+        let mut rec = record();
+        let n2 = &mut rec.nodes[1].summary;
+        n2.cores_allocated = Some(8);
+        n2.memory_limit_bytes = Some(16 << 30);
+        n2.cpu_usage_seconds_total = Some(1234.5678);
+        n2.gpus = vec![
+            crate::analysis::summary::GpuSummary {
+                nvml_index: Some(3),
+                memory_total_bytes: Some(80 << 30),
+                peak_job_memory_bytes: Some(20 << 30),
+                mean_utilization_percent: Some(87.12345),
+                ..Default::default()
+            },
+            // An unreadable card: no figures, not zeros.
+            crate::analysis::summary::GpuSummary {
+                nvml_index: Some(5),
+                ..Default::default()
+            },
+        ];
+        let j = decode_jobstats(&encode(&rec).unwrap()).unwrap();
+        assert_eq!(j.total_time, Some(600));
+        assert_eq!(j.gpus, 2);
+        assert_eq!(j.slurmwatch.as_ref(), Some(&rec));
+        let n1 = &j.nodes["n1"];
+        assert_eq!(
+            (n1.cpus, n1.total_memory, n1.used_memory, n1.total_time),
+            (Some(4), Some(8 << 30), Some(3 << 30), None)
+        );
+        let n2 = &j.nodes["n2"];
+        assert_eq!(
+            (n2.cpus, n2.total_memory, n2.total_time),
+            (Some(8), Some(16 << 30), Some(1234.568))
+        );
+        assert_eq!(
+            n2.gpu_total_memory,
+            BTreeMap::from([("3".into(), 80 << 30)])
+        );
+        assert_eq!(n2.gpu_used_memory, BTreeMap::from([("3".into(), 20 << 30)]));
+        assert_eq!(n2.gpu_utilization, BTreeMap::from([("3".into(), 87.123)]));
+        // No run time from Slurm: the recordings' span.
+        rec.elapsed_seconds = None;
+        rec.nodes[0].summary.first_t_unix_ms = Some(1_000);
+        rec.nodes[1].summary.last_t_unix_ms = Some(61_400);
+        assert_eq!(JobstatsSummary::from_record(&rec).total_time, Some(60));
+    }
+
+    /// What jobstats' readers run, in Python: jobstats' documented decode, Job Defense
+    /// Shield's (`json.loads(gzip.decompress(base64.b64decode(s[4:])))`, no guard) and
+    /// reportseff's efficiencies from it.
+    #[test]
+    fn python_decodes_it_as_jobstats_docs_show() {
+        let mut rec = record();
+        rec.nodes.truncate(1);
+        let s = &mut rec.nodes[0].summary;
+        s.cores_allocated = Some(4);
+        s.memory_limit_bytes = Some(8 << 30);
+        s.cpu_usage_seconds_total = Some(1200.0);
+        s.gpus = vec![crate::analysis::summary::GpuSummary {
+            nvml_index: Some(0),
+            memory_total_bytes: Some(40 << 30),
+            peak_job_memory_bytes: Some(10 << 30),
+            mean_utilization_percent: Some(62.5),
+            ..Default::default()
+        }];
+        let comment = encode(&rec).unwrap();
+        let script = r#"
+import base64, gzip, json, sys
+s = sys.stdin.read().strip()
+assert s[:4] == "JS1:"
+d = json.loads(gzip.decompress(base64.b64decode(s[4:])))
+n = d["nodes"]["n1"]
+cpu = n["total_time"] / n["cpus"] / d["total_time"] * 100
+mem = n["used_memory"] / n["total_memory"] * 100
+gpu = n["gpu_utilization"]["0"]
+gmem = n["gpu_used_memory"]["0"] / n["gpu_total_memory"]["0"] * 100
+print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gpu, gmem]))
+"#;
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        std::io::Write::write_all(child.stdin.as_mut().unwrap(), comment.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            got,
+            serde_json::json!([
+                ["gpus", "nodes", "slurmwatch", "total_time"],
+                [
+                    "cpus",
+                    "gpu_total_memory",
+                    "gpu_used_memory",
+                    "gpu_utilization",
+                    "total_memory",
+                    "total_time",
+                    "used_memory"
+                ],
+                1,
+                600,
+                50.0,
+                37.5,
+                62.5,
+                25.0
+            ])
+        );
+    }
 
     /// The node endpoint runs as root: a spool entry that is a symlink (to a file the root
     /// process must not read for a caller) or a FIFO (that would block an open) is refused,
@@ -452,6 +827,7 @@ pub(crate) mod tests {
         let made = encode(&JobSummaryRecord {
             job_id: "42".into(),
             nodes: vec![node("n1"), with_cards],
+            elapsed_seconds: None,
         })
         .unwrap();
         let real = include_str!("../../tests/fixtures/slurm/admin_comments_real.txt");

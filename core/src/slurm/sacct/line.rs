@@ -54,7 +54,7 @@ pub struct Line {
     /// `TRESUsageInMax` `mem=`: the largest task's (the same figure as `MaxRSS`).
     pub tres_usage_in_max_mem_bytes: Option<u64>,
     pub work_dir: Option<String>,
-    /// `AdminComment`: where slurmwatch's summary of the job lives (`SW1:…`), or another
+    /// `AdminComment`: where slurmwatch's summary of the job lives (`JS1:…`, older `SW1:…`), or another
     /// tool's note; empty on step lines.
     pub admin_comment: Option<String>,
     /// `SubmitLine`: sbatch's command line as typed (job line only; 20.11+).

@@ -61,7 +61,8 @@ pub const FIELDS: &[&str] = &[
     "MaxDiskWrite",
     "WorkDir",
     "SubmitLine",
-    // An AdminComment another tool wrote may hold anything; ours is base32 (report::slurmdbd).
+    // An AdminComment another tool wrote may hold anything; ours is base64 (jobstats'
+    // `JS1:`) or base32 (older `SW1:`) (report::slurmdbd).
     "AdminComment",
     "JobIDRaw",
 ];
