@@ -57,6 +57,65 @@ pub struct CtldEpilogArgs {
     pub dbd_comment: Option<std::path::PathBuf>,
 }
 
+/// The run of the job to ask the nodes for: its uid and start from the arguments, else
+/// EpilogSlurmctld's environment, else Slurm's record of the job (asked only then: a run by
+/// hand).
+fn job_run(job_id: u32, uid: Option<u32>, start: Option<i64>) -> Result<Incarnation> {
+    let mut asked = None;
+    let mut slurms = |pick: fn(&(u32, i64)) -> i64| {
+        asked
+            .get_or_insert_with(|| run_from_slurm(job_id))
+            .map(|r| pick(&r))
+    };
+    let uid = uid
+        .or_else(|| env_number("SLURM_JOB_UID"))
+        .or_else(|| slurms(|r| i64::from(r.0)).and_then(|u| u32::try_from(u).ok()));
+    let start_unix = start
+        .or_else(|| env_number("SLURM_JOB_START_TIME"))
+        .or_else(|| slurms(|r| r.1));
+    let (Some(uid), Some(start_unix)) = (uid, start_unix) else {
+        bail!("no uid or start time for job {job_id}: Slurm does not know the job.\nhint: give --uid and --start (Unix seconds), or run from EpilogSlurmctld");
+    };
+    Ok(Incarnation { uid, start_unix })
+}
+
+/// Each node that gave no usable answer, or a refused one, in one line.
+fn log_failed_nodes(job_id: u32, answers: &[(String, NodeAnswer)]) {
+    for (node, a) in answers {
+        match a {
+            NodeAnswer::Failed(why) => {
+                eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}")
+            }
+            NodeAnswer::Refused(why) => eprintln!(
+                "slurmwatch ctld-epilog: job {job_id}: node {node}: summary refused, not stored: {why}"
+            ),
+            NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded => {}
+        }
+    }
+}
+
+/// `slurmwatch-dbd-comment` (`--dbd-comment`, else next to this executable) and the cluster
+/// it stores for (`SLURM_CLUSTER_NAME`); `None`, said in a line, stores through sacctmgr.
+fn dbd_comment_target(given: Option<std::path::PathBuf>, job: &str) -> Option<(String, String)> {
+    let helper = given.or_else(|| {
+        let p = std::env::current_exe()
+            .ok()?
+            .with_file_name("slurmwatch-dbd-comment");
+        p.is_file().then_some(p)
+    });
+    let cluster = std::env::var("SLURM_CLUSTER_NAME").ok();
+    match (helper, &cluster) {
+        (Some(h), Some(c)) if !c.is_empty() => Some((h.to_string_lossy().into_owned(), c.clone())),
+        _ => {
+            eprintln!(
+                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}), in the older SW1: format that survives 22.05's lowercasing: jobstats' readers will not read it",
+                if cluster.is_none() { " or no SLURM_CLUSTER_NAME" } else { "" }
+            );
+            None
+        }
+    }
+}
+
 pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     let deadline = Instant::now() + Duration::from_secs(args.timeout.max(1));
     let job_id = match args.job {
@@ -76,30 +135,12 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
-    // Slurm's record of the job, asked only for what neither the arguments nor
-    // EpilogSlurmctld's environment give (a run by hand).
-    let mut asked = None;
-    let mut slurms = |pick: fn(&(u32, i64)) -> i64| {
-        asked
-            .get_or_insert_with(|| run_from_slurm(job_id))
-            .map(|r| pick(&r))
-    };
-    let uid = args
-        .uid
-        .or_else(|| env_number("SLURM_JOB_UID"))
-        .or_else(|| slurms(|r| i64::from(r.0)).and_then(|u| u32::try_from(u).ok()));
-    let start_unix = args
-        .start
-        .or_else(|| env_number("SLURM_JOB_START_TIME"))
-        .or_else(|| slurms(|r| r.1));
-    let (Some(uid), Some(start_unix)) = (uid, start_unix) else {
-        bail!("no uid or start time for job {job_id}: Slurm does not know the job.\nhint: give --uid and --start (Unix seconds), or run from EpilogSlurmctld");
-    };
+    let run = job_run(job_id, args.uid, args.start)?;
     let verifier = slurmdbd::Verifier::default();
     let query = slurmdbd::Query {
         template: &args.url,
         job_id,
-        run: Incarnation { uid, start_unix },
+        run,
         nodes: &nodes,
         verifier: &verifier,
     };
@@ -107,17 +148,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     // have the job's record for the first seconds).
     let collect_until = Instant::now() + Duration::from_secs(args.timeout.max(1)) * 2 / 3;
     let answers = slurmdbd::collect(&query, collect_until);
-    for (node, a) in &answers {
-        match a {
-            NodeAnswer::Failed(why) => {
-                eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}")
-            }
-            NodeAnswer::Refused(why) => eprintln!(
-                "slurmwatch ctld-epilog: job {job_id}: node {node}: summary refused, not stored: {why}"
-            ),
-            NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded => {}
-        }
-    }
+    log_failed_nodes(job_id, &answers);
     let job = slurmdbd::job_ref(
         job_id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
@@ -130,24 +161,8 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
             .saturating_duration_since(Instant::now())
             .min(Duration::from_secs(10)),
     );
-    let helper = args.dbd_comment.or_else(|| {
-        let p = std::env::current_exe()
-            .ok()?
-            .with_file_name("slurmwatch-dbd-comment");
-        p.is_file().then_some(p)
-    });
-    let helper = helper.as_ref().map(|p| p.to_string_lossy().into_owned());
-    let cluster = std::env::var("SLURM_CLUSTER_NAME").ok();
-    let dbd_comment = match (&helper, &cluster) {
-        (Some(h), Some(c)) if !c.is_empty() => Some((h.as_str(), c.as_str())),
-        _ => {
-            eprintln!(
-                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}), in the older SW1: format that survives 22.05's lowercasing: jobstats' readers will not read it",
-                if cluster.is_none() { " or no SLURM_CLUSTER_NAME" } else { "" }
-            );
-            None
-        }
-    };
+    let target = dbd_comment_target(args.dbd_comment, &job);
+    let dbd_comment = target.as_ref().map(|(h, c)| (h.as_str(), c.as_str()));
     let comment = match slurmdbd::comment_for(job_id, &answers, elapsed, dbd_comment.is_some()) {
         None => return Ok(0), // not recorded anywhere (or no node answered: said above)
         Some(Err(e)) => bail!("job {job_id}: {e}"),

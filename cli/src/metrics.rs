@@ -59,25 +59,27 @@ pub struct MetricsArgs {
     pub metrics_user: Vec<String>,
 }
 
+/// The spool this node's files are in: `--spool`, else the site's, with `%n` filled by
+/// `--node` or this host's short name.
+fn node_spool(args: &MetricsArgs, site_spool: &std::path::Path) -> Result<PathBuf> {
+    if let Some(s) = &args.spool {
+        return Ok(s.clone());
+    }
+    let node = args
+        .node
+        .clone()
+        .unwrap_or_else(|| slurmwatch_core::sys::short_host_name().unwrap_or_default());
+    slurmwatch_core::options::spool_for_node(site_spool, &node).with_context(|| {
+        format!(
+            "the spool {} names the node (%n) and {node:?} is not a node name: pass --node or --spool",
+            site_spool.display()
+        )
+    })
+}
+
 pub fn run(args: MetricsArgs) -> Result<i32> {
     let config = slurmwatch_core::slurm::plugstack::site_config();
-    let spool = match args.spool.clone() {
-        Some(s) => s,
-        None => {
-            let node = args
-                .node
-                .clone()
-                .unwrap_or_else(|| slurmwatch_core::sys::short_host_name().unwrap_or_default());
-            slurmwatch_core::options::spool_for_node(&config.spool_dir, &node).with_context(
-                || {
-                    format!(
-                        "the spool {} names the node (%n) and {node:?} is not a node name: pass --node or --spool",
-                        config.spool_dir.display()
-                    )
-                },
-            )?
-        }
-    };
+    let spool = node_spool(&args, &config.spool_dir)?;
     let render_opts = prometheus::RenderOptions {
         cluster: args
             .cluster

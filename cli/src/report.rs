@@ -171,21 +171,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let site = crate::site::Site::load()?;
     let controller = ask_controller(&args);
     // sacct first: an array task's file is named by its raw job id.
-    let acct = if args.no_sacct {
-        None
-    } else {
-        let q = sacct::Query {
-            timeout: Duration::from_secs(args.sacct_timeout.max(1)),
-            ..sacct::Query::default()
-        };
-        match ended::wait(Duration::from_secs(args.wait_ended), &ended::PACING, || {
-            q.job(&args.job)
-        }) {
-            Ok(r) => Some(r),
-            Err(SacctError::UnknownJob(_)) => None,
-            Err(e) => bail!("{e}"),
-        }
-    };
+    let acct = ask_sacct(&args)?;
     if let Some(owner) = &args.owner {
         check_owner(&args.job, owner, acct.as_ref())?;
     }
@@ -227,15 +213,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
         &site.thresholds,
     );
     rep.notes.extend(summary_note);
-    for r in recordings.iter().filter(|_| acct.is_some()) {
-        if r.meta.job_id.to_string() != raw_id {
-            rep.notes.push(format!(
-                "The file {} records job {}, not {}: its figures are that job's.",
-                r.path.display(),
-                r.meta.job_id,
-                raw_id
-            ));
-        }
+    if acct.is_some() {
+        note_other_jobs(&mut rep, &recordings, &raw_id);
     }
     if !args.no_log {
         attach_log(
@@ -261,6 +240,39 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     };
     crate::output::print(&out).map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// sacct's record of the job (`None`: sacct does not know it, or `--no-sacct`), waited for
+/// up to `--wait-ended` seconds until slurmdbd has it whole.
+fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
+    if args.no_sacct {
+        return Ok(None);
+    }
+    let q = sacct::Query {
+        timeout: Duration::from_secs(args.sacct_timeout.max(1)),
+        ..sacct::Query::default()
+    };
+    match ended::wait(Duration::from_secs(args.wait_ended), &ended::PACING, || {
+        q.job(&args.job)
+    }) {
+        Ok(r) => Ok(Some(r)),
+        Err(SacctError::UnknownJob(_)) => Ok(None),
+        Err(e) => bail!("{e}"),
+    }
+}
+
+/// A note for each file that records another job than `raw_id` (a file named by hand).
+fn note_other_jobs(rep: &mut report::Report, recordings: &[Recording], raw_id: &str) {
+    for r in recordings {
+        if r.meta.job_id.to_string() != raw_id {
+            rep.notes.push(format!(
+                "The file {} records job {}, not {}: its figures are that job's.",
+                r.path.display(),
+                r.meta.job_id,
+                raw_id
+            ));
+        }
+    }
 }
 
 /// `--owner`: the job is `owner`'s by sacct's record, or the report stops (exit 2). A job

@@ -261,7 +261,15 @@ fn the_report_waits_for_slurmdbd_and_checks_the_owner() {
     let fake = d.path().join("sacct");
     let report = |owner_in_sacct: Option<&str>| {
         let _ = std::fs::remove_file(&calls);
-        exe(&fake, &sacct(owner_in_sacct));
+        // Printed with the delimiter the report asks for, as the real sacct does.
+        exe(
+            &fake,
+            &format!(
+                "d='|'\nfor a in \"$@\"; do case \"$a\" in --delimiter=*) d=\"${{a#--delimiter=}}\";; esac; done\n\
+                 {{ {}\n}} | sed \"s/$(printf '\\037')/$d/g\"",
+                sacct(owner_in_sacct)
+            ),
+        );
         Command::new(env!("CARGO_BIN_EXE_slurmwatch"))
             .args([
                 "report",

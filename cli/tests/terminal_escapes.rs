@@ -7,6 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+use slurmwatch_core::history::fixture::replay;
+
 const FIXTURE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../core/tests/fixtures/store/v1.sqlite"
@@ -107,10 +109,7 @@ fn report_text_shows_a_hostile_name_and_paths_without_their_control_bytes() {
     .collect();
     std::fs::write(d.path().join("sacct.txt"), sacct_text(&header, &[row])).unwrap();
     let sacct = d.path().join("sacct");
-    exe(
-        &sacct,
-        &format!("cat '{}'", d.path().join("sacct.txt").display()),
-    );
+    exe(&sacct, &replay(&d.path().join("sacct.txt"), "\u{1f}"));
     let o = Command::new(env!("CARGO_BIN_EXE_slurmwatch"))
         .arg("report")
         .arg("12345")
@@ -203,10 +202,7 @@ fn history_and_sizing_text_show_a_hostile_name_without_its_control_bytes() {
         .collect();
     std::fs::write(d.path().join("h.txt"), sacct_text(&header, &rows)).unwrap();
     let sacct = d.path().join("sacct");
-    exe(
-        &sacct,
-        &format!("cat '{}'", d.path().join("h.txt").display()),
-    );
+    exe(&sacct, &replay(&d.path().join("h.txt"), "\u{1f}"));
     let run = |cmd: &str| {
         Command::new(env!("CARGO_BIN_EXE_slurmwatch"))
             .args([cmd, "-S", "2026-11-01", "-E", "2026-11-03", "--spool"])

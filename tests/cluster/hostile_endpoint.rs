@@ -557,6 +557,7 @@ for fam, addr in [(socket.AF_INET6, "::"), (socket.AF_INET6, "::1"), (socket.AF_
 /// address of the port) to answer IPv6 clients, and the endpoint itself answers them.
 #[cluster_test(Phase::Cgroup)]
 fn hostile_endpoint_users_listener_beside_the_service_fails() {
+    // submits no job: a user's bind beside the service's, nothing else.
     assert!(
         Path::new("/proc/net/if_inet6").exists(),
         "this host has no IPv6: the attack cannot be performed here"

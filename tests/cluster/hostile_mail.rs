@@ -19,11 +19,11 @@ const WAIT: Duration = Duration::from_secs(90);
 fn wait_gone(job: u32) {
     let end = Instant::now() + WAIT;
     let id = job.to_string();
-    loop {
+    let queued = || {
         let q = run("squeue", &["-h", "-j", &id, "-o", "%i"]);
-        if q.status.success() && stdout(&q).trim().is_empty() {
-            return;
-        }
+        !(q.status.success() && stdout(&q).trim().is_empty())
+    };
+    while queued() {
         assert!(
             Instant::now() < end,
             "job {job} still queued after {WAIT:?}"
