@@ -339,7 +339,7 @@ fn hostile_endpoint_flood_by_a_user_does_not_silence_it() {
     assert_eq!(done.state, "COMPLETED", "{}", job.output());
     let c = admin_comment(&job);
     assert!(
-        c.to_ascii_uppercase().starts_with("SW1:"),
+        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
         "job {}: {c}",
         job.id
     );
@@ -400,7 +400,7 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let c = admin_comment(&job);
     assert!(
-        c.to_ascii_uppercase().starts_with("SW1:"),
+        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
         "job {}: {c}",
         job.id
     );
