@@ -20,7 +20,9 @@ use slurmwatch_core::report::slurmdbd::Incarnation;
 use slurmwatch_core::slurm::munge;
 use slurmwatch_tests::*;
 
-use crate::slurmdbd::{admin_comment, admin_comment_now, Server, CTLD_LOG, SUMMARY_PORT};
+use crate::slurmdbd::{
+    admin_comment, admin_comment_now, Server, CTLD_LOG, PORT_HELD, SUMMARY_PORT,
+};
 
 const WAIT: Duration = Duration::from_secs(300);
 /// What the issue asks of the endpoint under a flood.
@@ -346,11 +348,13 @@ fn hostile_endpoint_flood_by_a_user_does_not_silence_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Attack 3, the summary missed: the endpoint is down when the job ends and comes back 8 s
+/// Attack 3, the summary missed: the endpoint is down when the job ends and comes back 4 s
 /// later; the controller asks again within its bound and stores the summary.
 #[cluster_test(Phase::Cgroup)]
 fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
     let _p = shared_plugstack();
+    // The port stays ours from now on: no other test's server answers in the window.
+    let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
     let offset = ctld_log_offset();
     let job = Submit::new(&format!("hep3r{}", tag()), "sleep 3")
         .arg("--slurmwatch=1")
@@ -379,7 +383,8 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let t = Instant::now();
-    std::thread::sleep(Duration::from_secs(8));
+    // Within the test cluster's retry window (SLURMWATCH_TIMEOUT=15: 10 s of asking again).
+    std::thread::sleep(Duration::from_secs(4));
     let job_lines = || -> Vec<String> {
         let log = std::fs::read(CTLD_LOG).unwrap_or_default();
         String::from_utf8_lossy(log.get(offset..).unwrap_or_default())
@@ -396,7 +401,7 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
         "the EpilogSlurmctld ended within {:?} of the job: {early:?}",
         t.elapsed()
     );
-    let _server = Server::start();
+    let _server = Server::start_held("127.0.0.1", held);
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let c = admin_comment(&job);
     assert!(

@@ -25,7 +25,7 @@ pub struct Server(
     #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
 );
 
-static PORT_HELD: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub static PORT_HELD: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Nothing else listens on the summary port: a leftover listener (a killed test run's server)
 /// would answer in place of the one a test starts.
@@ -43,7 +43,12 @@ impl Server {
 
     /// Listening on `ip` (e.g. `0.0.0.0`, as a site runs it for a remote controller).
     pub fn start_on(ip: &str) -> Server {
-        let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
+        Server::start_held(ip, PORT_HELD.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// As [`Server::start_on`], for a test that already holds the port (it kept it free
+    /// before starting the server).
+    pub fn start_held(ip: &str, held: std::sync::MutexGuard<'static, ()>) -> Server {
         assert_port_free();
         let child = Command::new(slurmwatch_bin())
             .args(["metrics", "--spool", SPOOL, "--listen"])
