@@ -18,7 +18,7 @@ use slurmwatch_core::slurm::{command, hostlist, sacct};
 EpilogSlurmctld's environment; each node must serve `slurmwatch metrics --listen` (the URL
 below). Requests carry this user's munge credential (run as SlurmUser or root: munge must
 run here) and replies are accepted only with root's munge credential over them. A node that
-does not answer is asked again every 2 s within the time given. See docs/admin.md.
+is busy (HTTP 503) is asked again every 2 s within the time given. See docs/admin.md.
 
 Examples:
   slurmwatch ctld-epilog                                   # from EpilogSlurmctld
@@ -83,7 +83,7 @@ fn job_run(job_id: u32, uid: Option<u32>, start: Option<i64>) -> Result<Incarnat
 fn log_failed_nodes(job_id: u32, answers: &[(String, NodeAnswer)]) {
     for (node, a) in answers {
         match a {
-            NodeAnswer::Failed(why) => {
+            NodeAnswer::Failed(why) | NodeAnswer::Busy(why) => {
                 eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}")
             }
             NodeAnswer::Refused(why) => eprintln!(

@@ -348,14 +348,16 @@ fn hostile_endpoint_flood_by_a_user_does_not_silence_it() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Attack 3, the summary missed: the endpoint is down when the job ends and comes back 4 s
-/// later; the controller asks again within its bound and stores the summary.
+/// Attack 3, the summary nearly missed: the node's endpoint is busy (503, as past its caps)
+/// when the job ends and free 4 s later; the controller asks again within its bound and
+/// stores the summary.
 #[cluster_test(Phase::Cgroup)]
-fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
+fn hostile_endpoint_busy_at_the_end_is_stored_by_the_retry() {
     let _p = shared_plugstack();
     // The port stays ours from now on: no other test's server answers in the window.
     let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
     let offset = ctld_log_offset();
+    let busy = Busy::start();
     let job = Submit::new(&format!("hep3r{}", tag()), "sleep 3")
         .arg("--slurmwatch=1")
         .arg("--mem=256M")
@@ -363,10 +365,6 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
         .arg("5")
         .user(USER1)
         .submit();
-    assert!(
-        std::net::TcpListener::bind(("127.0.0.1", SUMMARY_PORT)).is_ok(),
-        "port {SUMMARY_PORT} is held: the endpoint must be down when the job ends"
-    );
     // Ended as slurmctld sees it: its EpilogSlurmctld runs now, and the job stays COMPLETING
     // until that ends (sacct may learn of the end later still).
     let t = Instant::now();
@@ -383,7 +381,7 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let t = Instant::now();
-    // Within the test cluster's retry window (SLURMWATCH_TIMEOUT=15: 10 s of asking again).
+    // Within the controller's retry window (two thirds of SLURMWATCH_TIMEOUT).
     std::thread::sleep(Duration::from_secs(4));
     let job_lines = || -> Vec<String> {
         let log = std::fs::read(CTLD_LOG).unwrap_or_default();
@@ -393,13 +391,20 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
             .map(String::from)
             .collect()
     };
-    // Missed: the EpilogSlurmctld has found no endpoint, and has neither stored nor given up
-    // (it logs one line per job when it ends).
+    // Busy: the EpilogSlurmctld was answered 503 and has neither stored nor given up (it
+    // logs one line per job when it ends).
     let early = job_lines();
     assert!(
         early.is_empty(),
         "the EpilogSlurmctld ended within {:?} of the job: {early:?}",
         t.elapsed()
+    );
+    let busy_answers = busy.stop();
+    assert!(
+        busy_answers
+            .iter()
+            .any(|r| r.starts_with(&format!("GET /jobs/{}/summary?", job.id))),
+        "the controller never asked while the node was busy: {busy_answers:?}"
     );
     let _server = Server::start_held("127.0.0.1", held);
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
@@ -419,6 +424,49 @@ fn hostile_endpoint_missed_summary_is_stored_by_the_retry() {
         lines.iter().any(|l| l.contains("stored in AdminComment")),
         "{lines:?}"
     );
+}
+
+/// The summary port answering every request `503`, as an endpoint past its connection caps
+/// does; [`Busy::stop`] closes it and gives the request lines it answered.
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Busy {
+    fn start() -> Busy {
+        use std::io::{BufRead, Write};
+        use std::sync::atomic::Ordering;
+        let l = std::net::TcpListener::bind(("127.0.0.1", SUMMARY_PORT))
+            .unwrap_or_else(|e| panic!("port {SUMMARY_PORT}: {e}"));
+        l.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut asked = Vec::new();
+            while !stopping.load(Ordering::SeqCst) {
+                let Ok((c, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(&c).read_line(&mut line);
+                let _ = (&c).write_all(
+                    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n",
+                );
+                asked.push(line);
+            }
+            asked
+        });
+        Busy { stop, thread }
+    }
+
+    fn stop(self) -> Vec<String> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.thread.join().unwrap()
+    }
 }
 
 /// Whether any `slurmwatch ctld-epilog` is running (the EpilogSlurmctld of a job).
