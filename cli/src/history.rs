@@ -16,8 +16,6 @@ use slurmwatch_core::slurm::sacct::{self, Kept, Window};
 
 use crate::progress::Progress;
 
-const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
-
 #[derive(clap::Args, Clone)]
 pub struct WindowArgs {
     /// Start of the window: 2026-11-01, 2026-11-01T08:00, now-7d, 12h (ago), @UNIX.
@@ -38,9 +36,11 @@ pub struct WindowArgs {
     /// Workloads shown; the rest are totalled, not dropped.
     #[arg(long, value_name = "N", default_value_t = history::DEFAULT_TOP)]
     pub top: usize,
-    /// Where the plugin writes per-job files (their working-set peaks size --mem).
-    #[arg(long, value_name = "DIR", default_value = DEFAULT_SPOOL)]
-    pub spool: PathBuf,
+    /// Where the plugin writes per-job files (their working-set peaks size --mem); default:
+    /// the site's plugstack.conf `spool=` (`%n`: each job's nodes). The site's `archive=` is
+    /// always searched.
+    #[arg(long, value_name = "DIR")]
+    pub spool: Option<PathBuf>,
     /// Also look for recorded files here (an archive directory; repeatable).
     #[arg(long, value_name = "DIR")]
     pub archive: Vec<PathBuf>,
@@ -133,8 +133,7 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         timeout: Duration::from_secs(w.sacct_timeout.max(1)),
         ..sacct::Query::default()
     };
-    let mut dirs = vec![w.spool.clone()];
-    dirs.extend(w.archive.iter().cloned());
+    let dirs = slurmwatch_core::site::Site::here().record_dirs(w.spool.as_deref(), &w.archive);
     // Streamed: each job becomes a run as sacct prints it; sacct's text is never held.
     let mut runs = history::Runs::new(Some(&dirs));
     let progress = Progress::start("sacct", "jobs");

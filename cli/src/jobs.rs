@@ -152,8 +152,8 @@ pub fn run(args: JobsArgs) -> anyhow::Result<i32> {
         eprintln!("slurmwatch: sacct shows no job of that selection.");
         return Ok(1);
     }
-    let site = slurmwatch_core::slurm::plugstack::site_config();
-    let spool = args.spool.clone().unwrap_or(site.spool_dir);
+    let site = slurmwatch_core::site::Site::here();
+    let spool = args.spool.as_deref().unwrap_or(site.spool_template());
     let rows: Vec<Row> = records
         .iter()
         .map(|acct| {
@@ -161,8 +161,8 @@ pub fn run(args: JobsArgs) -> anyhow::Result<i32> {
             // As the report: the job's files, else its summary in slurmdbd, else sacct. A
             // damaged file costs its row the recording, not the table.
             let mut recs = match crate::report::site_recordings(
-                &spool,
-                site.archive_template.as_deref(),
+                spool,
+                site.archive_template(),
                 &args.archive,
                 &raw,
                 Some(acct),

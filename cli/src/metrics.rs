@@ -12,6 +12,7 @@ use clap::Args;
 use slurmwatch_core::export::live::{self, FileState, GatherOptions};
 use slurmwatch_core::export::{http, prometheus, textfile};
 use slurmwatch_core::report::slurmdbd::{self, Incarnation, Spooled};
+use slurmwatch_core::site::Site;
 use slurmwatch_core::slurm::{conf, munge};
 
 #[derive(Args)]
@@ -60,15 +61,16 @@ pub struct MetricsArgs {
 }
 
 /// The spool this node's files are in: `--spool`, else the site's, with `%n` filled by
-/// `--node` or this host's short name.
-fn node_spool(args: &MetricsArgs, site_spool: &std::path::Path) -> Result<PathBuf> {
+/// `--node` or this node's name (`slurmwatch_core::site`).
+fn node_spool(args: &MetricsArgs, site: &Site) -> Result<PathBuf> {
     if let Some(s) = &args.spool {
         return Ok(s.clone());
     }
+    let site_spool = site.spool_template();
     let node = args
         .node
         .clone()
-        .unwrap_or_else(|| slurmwatch_core::sys::short_host_name().unwrap_or_default());
+        .unwrap_or_else(|| site.node.clone().unwrap_or_default());
     slurmwatch_core::options::spool_for_node(site_spool, &node).with_context(|| {
         format!(
             "the spool {} names the node (%n) and {node:?} is not a node name: pass --node or --spool",
@@ -78,16 +80,13 @@ fn node_spool(args: &MetricsArgs, site_spool: &std::path::Path) -> Result<PathBu
 }
 
 pub fn run(args: MetricsArgs) -> Result<i32> {
-    let config = slurmwatch_core::slurm::plugstack::site_config();
-    let spool = node_spool(&args, &config.spool_dir)?;
+    let site = Site::here();
+    let spool = node_spool(&args, site)?;
     let render_opts = prometheus::RenderOptions {
-        cluster: args
-            .cluster
-            .clone()
-            .or_else(|| conf::value_in(&conf::path(), "ClusterName")),
+        cluster: args.cluster.clone().or_else(|| site.cluster.clone()),
         jobstats: args.jobstats,
     };
-    let max_interval = config.max_interval_seconds;
+    let max_interval = site.plugin.max_interval_seconds;
     // Each failing file is named on stderr once per process, not at every scrape.
     let mut reported: HashSet<(PathBuf, String)> = HashSet::new();
     // Ended and unreadable files are not reopened until they change (see `Verdicts`).

@@ -338,16 +338,10 @@ fn find_recordings(
         }
         return Ok((out, String::new()));
     }
-    let site = slurmwatch_core::slurm::plugstack::site_config();
-    let spool = args.spool.clone().unwrap_or(site.spool_dir);
-    site_recordings(
-        &spool,
-        site.archive_template.as_deref(),
-        &args.archive,
-        raw_id,
-        acct,
-    )
-    .with_context(|| format!("cannot report on job {} from its file", args.job))
+    let site = slurmwatch_core::site::Site::here();
+    let spool = args.spool.as_deref().unwrap_or(site.spool_template());
+    site_recordings(spool, site.archive_template(), &args.archive, raw_id, acct)
+        .with_context(|| format!("cannot report on job {} from its file", args.job))
 }
 
 /// The summary the controller stored in the job's AdminComment, as recordings (one per

@@ -664,16 +664,15 @@ fn recorded_here(id: &str) -> Option<PathBuf> {
     if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let cfg = slurmwatch_core::slurm::plugstack::site_config();
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let node = host.trim().split('.').next().unwrap_or("").to_string();
+    let site = slurmwatch_core::site::Site::here();
+    let node = site.node.clone().unwrap_or_default();
     let w = locate::Wanted {
         job_id: id,
         nodes: std::slice::from_ref(&node),
         user: None,
         uid: None,
     };
-    locate::node_files(&w, &node, &cfg.spool_dir, None)
+    locate::node_files(&w, &node, site.spool_template(), None)
         .into_iter()
         .find(|p| p.is_file())
 }
@@ -855,12 +854,12 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
 /// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
 /// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
-    let cfg = slurmwatch_core::slurm::plugstack::site_config();
+    let site = slurmwatch_core::site::Site::here();
     let name = slurmwatch_core::store::paths::live_name(e.job_id);
     let nodes = job_nodes(e, None);
     if nodes.is_empty() {
         // No node known (yet): the plain spool file is the only candidate.
-        return vec![(String::new(), vec![cfg.spool_dir.join(&name)])];
+        return vec![(String::new(), vec![site.spool_template().join(&name)])];
     }
     let job_id = e.job_id.to_string();
     let w = locate::Wanted {
@@ -873,7 +872,7 @@ fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
         .iter()
         .map(|node| {
             let paths =
-                locate::node_files(&w, node, &cfg.spool_dir, cfg.archive_template.as_deref());
+                locate::node_files(&w, node, site.spool_template(), site.archive_template());
             (node.clone(), paths)
         })
         .collect()

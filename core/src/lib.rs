@@ -18,6 +18,7 @@ pub mod recording;
 pub mod render;
 pub mod report;
 pub mod sample;
+pub mod site;
 pub mod slurm;
 pub mod snapshot;
 pub mod snapshot_merge;

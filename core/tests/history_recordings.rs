@@ -13,6 +13,10 @@ const T0: i64 = 1_800_000_000_000;
 const MIB: u64 = 1 << 20;
 
 fn write_node(dir: &Path, node: &str, ws_mib: u64, cpu_s: u64) {
+    write_node_named(dir, "501.sqlite", node, ws_mib, cpu_s);
+}
+
+fn write_node_named(dir: &Path, name: &str, node: &str, ws_mib: u64, cpu_s: u64) {
     std::fs::create_dir_all(dir).unwrap();
     let meta = JobMeta {
         job_id: 501,
@@ -28,7 +32,7 @@ fn write_node(dir: &Path, node: &str, ws_mib: u64, cpu_s: u64) {
         started_unix_ms: T0,
         incarnation: None,
     };
-    let mut w = Writer::create(&dir.join("501.sqlite"), &meta).unwrap();
+    let mut w = Writer::create(&dir.join(name), &meta).unwrap();
     w.begin_step("batch", T0, Some(1)).unwrap();
     for i in 0..3u64 {
         let mut r = SampleRow::empty(T0 + i as i64 * 5000, Series::Job, SampleKind::Periodic);
@@ -97,4 +101,47 @@ fn only_the_runs_own_nodes_are_merged() {
     let r = runs[0].recorded.as_ref().unwrap();
     assert_eq!(r.nodes_recorded, 1);
     assert_eq!(r.peak_working_set_bytes, Some(100 * MIB));
+}
+
+/// The site's `archive=` template (`%u`, `%j`, `%n`) is expanded per run, as the plugin wrote
+/// it: a login host with no spool sizes from the archive. A directory under the template that
+/// is not the run user's own (writable by others: a squat in a shared base) is not read.
+#[test]
+fn the_archive_template_is_expanded_per_run_and_a_squat_is_not_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = tempfile::tempdir().unwrap();
+    // The test runs as some user: its own name stands for the job's user.
+    let me = slurmwatch_core::sys::current_user_name().unwrap();
+    let job_dir = d.path().join(&me).join("501");
+    write_node_named(&job_dir, "501.n1.sqlite", "n1", 100, 8);
+    write_node_named(&job_dir, "501.n2.sqlite", "n2", 300, 6);
+    for p in [d.path().join(&me), job_dir.clone()] {
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let template = d.path().join("%u/%j");
+    let mut runs = vec![run(&["n1", "n2"])];
+    runs[0].user = Some(me.clone());
+    assert_eq!(
+        attach_recordings(&mut runs, std::slice::from_ref(&template)),
+        1
+    );
+    let r = runs[0]
+        .recorded
+        .as_ref()
+        .expect("recorded from the archive");
+    assert_eq!(r.nodes_recorded, 2);
+    assert_eq!(r.peak_working_set_bytes, Some(300 * MIB));
+    // Another user's name in the run: its directory does not exist, nothing is read.
+    let mut runs = vec![run(&["n1", "n2"])];
+    runs[0].user = Some("nobody".into());
+    assert_eq!(
+        attach_recordings(&mut runs, std::slice::from_ref(&template)),
+        0
+    );
+    // The user's directory writable by others (a squat): refused.
+    std::fs::set_permissions(d.path().join(&me), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let mut runs = vec![run(&["n1", "n2"])];
+    runs[0].user = Some(me);
+    assert_eq!(attach_recordings(&mut runs, &[template]), 0);
+    assert!(runs[0].recorded.is_none());
 }

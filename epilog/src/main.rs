@@ -10,14 +10,14 @@
 //! ```text
 //! slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]
 //! ```
-//! The job id defaults to `SLURM_JOB_ID` (set in the epilog's environment by slurmd).
+//! The job id defaults to `SLURM_JOB_ID` (set in the epilog's environment by slurmd); the
+//! spool to the site's (`spool=` on the plugstack line slurmstepd reads: `slurmwatch_core::site`).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use slurmwatch_core::analysis::summary;
 
-const DEFAULT_SPOOL: &str = "/var/spool/slurmwatch";
 /// The epilog returns within this bound whatever the file holds (statement deadlines inside
 /// the summariser) or the filesystem does: the work runs on a thread, and the process exits
 /// 0 when the bound passes (exiting ends the thread).
@@ -48,16 +48,20 @@ fn main() {
 
 /// `Ok(Some(msg))` for a note worth logging, `Err` for a failure; both exit 0.
 fn run() -> Result<Option<String>, String> {
-    let mut spool = PathBuf::from(DEFAULT_SPOOL);
+    let mut spool: Option<PathBuf> = None;
     let mut job: Option<String> = None;
     let mut quiet = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--spool" => spool = PathBuf::from(args.next().ok_or("--spool needs a directory")?),
+            "--spool" => {
+                spool = Some(PathBuf::from(
+                    args.next().ok_or("--spool needs a directory")?,
+                ))
+            }
             "--quiet" => quiet = true,
             "-h" | "--help" => {
-                println!("usage: slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]  (JOBID defaults to $SLURM_JOB_ID; %n in DIR is $SLURMD_NODENAME)");
+                println!("usage: slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]  (JOBID defaults to $SLURM_JOB_ID, DIR to plugstack.conf's spool=; %n in DIR is $SLURMD_NODENAME)");
                 return Ok(None);
             }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
@@ -74,6 +78,12 @@ fn run() -> Result<Option<String>, String> {
     let job_id: u32 = job
         .parse()
         .map_err(|_| format!("{job:?} is not a job id"))?;
+    // The site's spool, as slurmstepd's plugstack line names it (`slurmwatch_core::site`).
+    let mut spool = spool.unwrap_or_else(|| {
+        slurmwatch_core::site::Site::here()
+            .spool_template()
+            .to_path_buf()
+    });
     // `spool=…/%n` (several slurmd on one host): slurmd gives its epilog its node name.
     if spool.to_str().is_some_and(|s| s.contains('%')) {
         let node = std::env::var("SLURMD_NODENAME")

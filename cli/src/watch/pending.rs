@@ -49,7 +49,7 @@ fn history_of(e: &QueueEntry) -> History {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
-    let dirs = vec![slurmwatch_core::slurm::plugstack::site_config().spool_dir];
+    let dirs = slurmwatch_core::site::Site::here().record_dirs(None, &[]);
     gather::history(&e.user, &e.name, &dirs, now)
 }
 

@@ -38,12 +38,11 @@ impl Files {
     /// The site's spool (`spool=` in plugstack.conf, or `spool` when given) and archive
     /// (`archive=`), then `extra` directories.
     pub fn site(spool: Option<&Path>, extra: &[PathBuf]) -> Files {
-        let site = crate::slurm::plugstack::site_config();
-        let spool = spool.map(Path::to_path_buf).unwrap_or(site.spool_dir);
-        let mut dirs = vec![spool.display().to_string()];
-        dirs.extend(site.archive_template);
-        dirs.extend(extra.iter().map(|d| d.display().to_string()));
-        dirs.dedup();
+        let dirs = crate::site::Site::here()
+            .record_dirs(spool, extra)
+            .iter()
+            .map(|d| d.display().to_string())
+            .collect();
         Files { dirs, slurm: None }
     }
 }

@@ -300,6 +300,11 @@ pub struct Recordings {
     /// Keyed by the path's bytes, with FNV: hashing a `Path` (component by component, with
     /// SipHash) twice per run was a seventh of a million-job window's analysis.
     listed: FastMap<OsString, Option<Names>>,
+    /// Users' uids by name (`%U`), looked up once each.
+    uids: FastMap<String, Option<u32>>,
+    /// Whether each directory below a template's fixed prefix may be read (see
+    /// [`Recordings::owned_by`]), checked once each.
+    owned: FastMap<OsString, bool>,
 }
 
 impl Recordings {
@@ -307,6 +312,8 @@ impl Recordings {
         Recordings {
             dirs: dirs.to_vec(),
             listed: FastMap::default(),
+            uids: FastMap::default(),
+            owned: FastMap::default(),
         }
     }
 
@@ -332,6 +339,73 @@ impl Recordings {
         self.listing(dir).is_none_or(|n| n.contains(name))
     }
 
+    /// The directories `dir` names for `run`: itself, or a template expanded for each of the
+    /// run's nodes — a spool's `%n` (several slurmd on one host), an archive's `%u`, `%U`,
+    /// `%j`, `%n` (the site's `archive=`). Below an archive template's fixed prefix every
+    /// directory must be the run user's or root's and writable by no one else, as the plugin
+    /// makes them: a directory another user made in a shared base is not read.
+    fn dirs_for(&mut self, dir: &Path, run: &Run) -> Vec<PathBuf> {
+        let Some(t) = dir.to_str().filter(|d| d.contains('%')) else {
+            return vec![dir.to_path_buf()];
+        };
+        let names_the_user = t.replace("%%", "").replace("%n", "").contains('%');
+        if !names_the_user {
+            return run
+                .node_names
+                .iter()
+                .filter_map(|n| crate::options::spool_for_node(dir, n))
+                .collect();
+        }
+        let (Some(user), Ok(job_id)) = (run.user.as_deref(), run.raw_id.parse::<u32>()) else {
+            return Vec::new();
+        };
+        let uid = *self
+            .uids
+            .entry(user.to_string())
+            .or_insert_with(|| crate::sys::user_uid(user));
+        let Some(uid) = uid else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for node in &run.node_names {
+            let ids = crate::options::TemplateIds {
+                user,
+                uid,
+                job_id,
+                node,
+            };
+            let Some((mut d, below)) = crate::options::archive_dir_parts(t, &ids) else {
+                continue;
+            };
+            let mut ok = true;
+            for c in below {
+                d.push(c);
+                ok = ok && self.owned_by(&d, uid);
+            }
+            if ok && !out.contains(&d) {
+                out.push(d);
+            }
+        }
+        out
+    }
+
+    /// Whether `dir` is a directory (not a link) of `uid` or root that no one else can write;
+    /// a missing one is fine (nothing is read from it).
+    fn owned_by(&mut self, dir: &Path, uid: u32) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        *self
+            .owned
+            .entry(dir.as_os_str().to_owned())
+            .or_insert_with(|| match std::fs::symlink_metadata(dir) {
+                Ok(m) => {
+                    m.file_type().is_dir()
+                        && (m.uid() == uid || m.uid() == 0)
+                        && m.mode() & 0o022 == 0
+                }
+                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+            })
+    }
+
     /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
     pub fn attach(&mut self, run: &mut Run) -> bool {
         // The summary from slurmdbd came with sacct's answer: no file to open.
@@ -344,16 +418,7 @@ impl Recordings {
         let mut candidates: Vec<PathBuf> = Vec::new();
         let dirs = std::mem::take(&mut self.dirs);
         for dir in &dirs {
-            // A spool with `%n` (several slurmd on one host) is one directory per node.
-            let per_node: Vec<PathBuf> = if dir.to_str().is_some_and(|d| d.contains('%')) {
-                run.node_names
-                    .iter()
-                    .filter_map(|n| crate::options::spool_for_node(dir, n))
-                    .collect()
-            } else {
-                vec![dir.clone()]
-            };
-            for d in per_node {
+            for d in self.dirs_for(dir, run) {
                 if self.listing(&d).is_some_and(|n| n.is_empty()) {
                     continue; // most runs of a window: no recording anywhere to look at
                 }

@@ -1,5 +1,6 @@
-//! The site's slurmwatch line in Slurm's plugstack configuration: the one reader the CLI's
-//! live view, `report`, `history` and `doctor` all use (the spool and archive they look in).
+//! The site's slurmwatch line in Slurm's plugstack configuration: the one reader of it, for
+//! `doctor` and for the site's configuration (`crate::site`: the spool and archive every
+//! command looks in).
 //!
 //! Slurm's rules, followed here: the plugstack file is `PlugStackConfig=` in slurm.conf, else
 //! `plugstack.conf` beside slurm.conf (`SLURM_CONF` names slurm.conf); an `include PATTERN`
@@ -10,7 +11,6 @@
 use std::path::{Path, PathBuf};
 
 use super::conf;
-use crate::options::PluginConfig;
 
 /// The plugstack file slurmstepd reads, given slurm.conf's path.
 pub fn plugstack_path(slurm_conf: &Path) -> PathBuf {
@@ -87,14 +87,6 @@ fn expand_include(including: &Path, pattern: &str) -> Vec<PathBuf> {
     };
     files.sort();
     files
-}
-
-/// The site's settings as this node's slurmstepd sees them: the slurmwatch line's arguments
-/// from the plugstack file slurm.conf names (defaults when there is no readable line).
-pub fn site_config() -> PluginConfig {
-    find_line(&plugstack_path(&conf::path()))
-        .and_then(|l| PluginConfig::parse(&l.args).ok())
-        .unwrap_or_default()
 }
 
 #[cfg(test)]
