@@ -12,6 +12,9 @@ use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
 use slurmwatch_core::report::slurmdbd::Incarnation;
 use slurmwatch_core::slurm::{command, hostlist, sacct};
 
+/// The controller's bound when neither `--timeout` nor the site file gives one.
+const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
+
 #[derive(Args)]
 #[command(
     after_help = "Slurm sets SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_UID and SLURM_JOB_START_TIME in \
@@ -40,13 +43,15 @@ pub struct CtldEpilogArgs {
     /// --start and the environment, Slurm's record of the job (squeue, else sacct) gives them.
     #[arg(long)]
     pub start: Option<i64>,
-    /// Where a node serves a job's summary; {node} and {job} are filled in.
-    #[arg(long, default_value = slurmdbd::DEFAULT_URL)]
-    pub url: String,
+    /// Where a node serves a job's summary; {node} and {job} are filled in (default: the
+    /// site file's [summary] url, else http://{node}:9944/jobs/{job}/summary).
+    #[arg(long)]
+    pub url: Option<String>,
     /// The most seconds spent, collection and store together (slurmdbd may not have the
-    /// job's record for the first seconds).
-    #[arg(long, default_value_t = 60)]
-    pub timeout: u64,
+    /// job's record for the first seconds; default: the site file's [summary]
+    /// timeout_seconds, else 60).
+    #[arg(long)]
+    pub timeout: Option<u64>,
     /// Print the AdminComment instead of storing it.
     #[arg(long)]
     pub dry_run: bool,
@@ -117,7 +122,18 @@ fn dbd_comment_target(given: Option<std::path::PathBuf>, job: &str) -> Option<(S
 }
 
 pub fn run(args: CtldEpilogArgs) -> Result<i32> {
-    let deadline = Instant::now() + Duration::from_secs(args.timeout.max(1));
+    let site = crate::site::Site::load()?;
+    let url = args
+        .url
+        .or(site.summary_url)
+        .unwrap_or_else(|| slurmdbd::DEFAULT_URL.to_string());
+    let timeout = Duration::from_secs(
+        args.timeout
+            .or(site.summary_timeout_seconds)
+            .unwrap_or(DEFAULT_TIMEOUT_SECONDS)
+            .max(1),
+    );
+    let deadline = Instant::now() + timeout;
     let job_id = match args.job {
         Some(j) => j,
         None => match std::env::var("SLURM_JOB_ID").ok().and_then(|j| j.parse().ok()) {
@@ -138,7 +154,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     let run = job_run(job_id, args.uid, args.start)?;
     let verifier = slurmdbd::Verifier::default();
     let query = slurmdbd::Query {
-        template: &args.url,
+        template: &url,
         job_id,
         run,
         nodes: &nodes,
@@ -146,7 +162,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     };
     // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
     // have the job's record for the first seconds).
-    let collect_until = Instant::now() + Duration::from_secs(args.timeout.max(1)) * 2 / 3;
+    let collect_until = Instant::now() + timeout * 2 / 3;
     let answers = slurmdbd::collect(&query, collect_until);
     log_failed_nodes(job_id, &answers);
     let job = slurmdbd::job_ref(

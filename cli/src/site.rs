@@ -1,5 +1,7 @@
-//! The site file (docs/reference/site.md): the findings' thresholds and a site's sentence and
-//! link per finding code. Read by the CLI alone (never the plugin or the epilogs), parsed
+//! The site file (docs/reference/site.md): the findings' thresholds, a site's sentence and
+//! link per finding code, and where the controller asks nodes for a job's summary
+//! (`[summary]`; with the plugstack line read by `slurmwatch_core::site`, the site's one
+//! configuration). Read by the CLI alone (never the plugin or the epilogs), parsed
 //! strictly: an unknown key or code, a wrong type or a value out of range is one sentence
 //! naming the file and the line, and exit 2 — a site's typo never silently changes a report.
 
@@ -25,7 +27,14 @@ const MAX_NOTE_CHARS: usize = 500;
 pub struct Site {
     pub thresholds: Thresholds,
     notes: BTreeMap<String, SiteNote>,
+    /// `[summary] url`: where a node serves a job's summary (`{node}`, `{job}` filled in).
+    pub summary_url: Option<String>,
+    /// `[summary] timeout_seconds`: the controller's bound, collection and store together.
+    pub summary_timeout_seconds: Option<u64>,
 }
+
+/// The bounds of `[summary] timeout_seconds`: slurmctld holds the job COMPLETING meanwhile.
+const SUMMARY_TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 5..=600;
 
 impl Site {
     /// The site file named by [`ENV`], else [`DEFAULT_PATH`] when it exists. A file that was
@@ -99,6 +108,7 @@ impl Site {
             })?;
             (key.set)(&mut site.thresholds, n);
         }
+        summary(&raw.summary, &mut site, &at)?;
         for (code, note) in &raw.notes {
             let c = code.get_ref();
             if !analysis::CODES.contains(&c.as_str()) {
@@ -137,6 +147,35 @@ impl Site {
 /// Where a site-file error is: its byte span in the file, and what is wrong there.
 type ErrorAt<'a> = dyn Fn(Option<std::ops::Range<usize>>, &str) -> String + 'a;
 
+/// `[summary]`: an `http://` URL template with `{job}`, a bound within its range.
+fn summary(raw: &RawSummary, site: &mut Site, at: &ErrorAt) -> Result<(), String> {
+    if let Some(u) = &raw.url {
+        let t = u.get_ref();
+        if !t.starts_with("http://") || !t.contains("{job}") || t.chars().any(char::is_whitespace) {
+            return Err(at(
+                Some(u.span()),
+                "[summary] url must be an http:// address with {job} (and {node}) and no spaces",
+            ));
+        }
+        site.summary_url = Some(u.get_ref().clone());
+    }
+    if let Some(t) = &raw.timeout_seconds {
+        if !SUMMARY_TIMEOUT_RANGE.contains(t.get_ref()) {
+            return Err(at(
+                Some(t.span()),
+                &format!(
+                    "[summary] timeout_seconds must be {} to {}, not {}",
+                    SUMMARY_TIMEOUT_RANGE.start(),
+                    SUMMARY_TIMEOUT_RANGE.end(),
+                    t.get_ref()
+                ),
+            ));
+        }
+        site.summary_timeout_seconds = Some(*t.get_ref() as u64);
+    }
+    Ok(())
+}
+
 /// A note's `text` is one printable line of 1 to [`MAX_NOTE_CHARS`] characters, its `url` an
 /// http(s) address without spaces: both are printed to users as they are.
 fn check_note(c: &str, n: &RawNote, at: &ErrorAt) -> Result<(), String> {
@@ -172,6 +211,15 @@ struct RawFile {
     thresholds: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     #[serde(default)]
     notes: BTreeMap<Spanned<String>, Spanned<RawNote>>,
+    #[serde(default)]
+    summary: RawSummary,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSummary {
+    url: Option<Spanned<String>>,
+    timeout_seconds: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -187,6 +235,31 @@ mod tests {
 
     fn parse(text: &str) -> Result<Site, String> {
         Site::parse(Path::new("/etc/slurmwatch/site.toml"), text)
+    }
+
+    #[test]
+    fn the_summary_endpoint_and_its_bound() {
+        let s = parse(
+            "[summary]\nurl = \"http://{node}.ib:9955/jobs/{job}/summary\"\ntimeout_seconds = 30\n",
+        )
+        .unwrap();
+        assert_eq!(
+            s.summary_url.as_deref(),
+            Some("http://{node}.ib:9955/jobs/{job}/summary")
+        );
+        assert_eq!(s.summary_timeout_seconds, Some(30));
+        let e = parse("[summary]\nurl = \"https://{node}/jobs/{job}\"\n").unwrap_err();
+        assert!(
+            e.contains("line 2: [summary] url must be an http:// address"),
+            "{e}"
+        );
+        let e = parse("[summary]\ntimeout_seconds = 3600\n").unwrap_err();
+        assert!(
+            e.contains("timeout_seconds must be 5 to 600, not 3600"),
+            "{e}"
+        );
+        let e = parse("[summary]\nport = 1\n").unwrap_err();
+        assert!(e.contains("unknown field `port`"), "{e}");
     }
 
     #[test]
