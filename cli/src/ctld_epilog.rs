@@ -13,7 +13,7 @@ use slurmwatch_core::report::slurmdbd::Incarnation;
 use slurmwatch_core::slurm::{command, hostlist, sacct};
 
 /// The controller's bound when neither `--timeout` nor the site file gives one.
-const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
 
 #[derive(Args)]
 #[command(
@@ -84,15 +84,16 @@ fn job_run(job_id: u32, uid: Option<u32>, start: Option<i64>) -> Result<Incarnat
     Ok(Incarnation { uid, start_unix })
 }
 
-/// Each node that gave no usable answer, or a refused one, in one line.
-fn log_failed_nodes(job_id: u32, answers: &[(String, NodeAnswer)]) {
+/// Each node that gave no usable answer, or a refused one, in one line naming the job, the
+/// node and why (what an admin looks for when a summary is missing).
+fn log_failed_nodes(who: &str, job: &str, answers: &[(String, NodeAnswer)]) {
     for (node, a) in answers {
         match a {
             NodeAnswer::Failed(why) | NodeAnswer::Busy(why) => {
-                eprintln!("slurmwatch ctld-epilog: job {job_id}: node {node}: {why}")
+                eprintln!("slurmwatch {who}: job {job}: node {node}: no summary: {why}")
             }
             NodeAnswer::Refused(why) => eprintln!(
-                "slurmwatch ctld-epilog: job {job_id}: node {node}: summary refused, not stored: {why}"
+                "slurmwatch {who}: job {job}: node {node}: summary refused, not stored: {why}"
             ),
             NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded => {}
         }
@@ -101,14 +102,21 @@ fn log_failed_nodes(job_id: u32, answers: &[(String, NodeAnswer)]) {
 
 /// `slurmwatch-dbd-comment` (`--dbd-comment`, else next to this executable) and the cluster
 /// it stores for (`SLURM_CLUSTER_NAME`); `None`, said in a line, stores through sacctmgr.
-fn dbd_comment_target(given: Option<std::path::PathBuf>, job: &str) -> Option<(String, String)> {
+pub(crate) fn dbd_comment_target(
+    given: Option<std::path::PathBuf>,
+    job: &str,
+) -> Option<(String, String)> {
     let helper = given.or_else(|| {
         let p = std::env::current_exe()
             .ok()?
             .with_file_name("slurmwatch-dbd-comment");
         p.is_file().then_some(p)
     });
-    let cluster = std::env::var("SLURM_CLUSTER_NAME").ok();
+    // slurmctld names the cluster to its EpilogSlurmctld; by hand, slurm.conf does.
+    let cluster = std::env::var("SLURM_CLUSTER_NAME")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .or_else(|| slurmwatch_core::site::Site::here().cluster.clone());
     match (helper, &cluster) {
         (Some(h), Some(c)) if !c.is_empty() => Some((h.to_string_lossy().into_owned(), c.clone())),
         _ => {
@@ -152,19 +160,6 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
     let run = job_run(job_id, args.uid, args.start)?;
-    let verifier = slurmdbd::Verifier::default();
-    let query = slurmdbd::Query {
-        template: &url,
-        job_id,
-        run,
-        nodes: &nodes,
-        verifier: &verifier,
-    };
-    // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
-    // have the job's record for the first seconds).
-    let collect_until = Instant::now() + timeout * 2 / 3;
-    let answers = slurmdbd::collect(&query, collect_until);
-    log_failed_nodes(job_id, &answers);
     let job = slurmdbd::job_ref(
         job_id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
@@ -173,45 +168,144 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
     let elapsed = slurmdbd::elapsed(
         "scontrol",
         &job_id.to_string(),
-        deadline
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_secs(10)),
+        timeout.min(Duration::from_secs(10)),
     );
     let target = dbd_comment_target(args.dbd_comment, &job);
-    let dbd_comment = target.as_ref().map(|(h, c)| (h.as_str(), c.as_str()));
-    let comment = match slurmdbd::comment_for(job_id, &answers, elapsed, dbd_comment.is_some()) {
-        None => return Ok(0), // not recorded anywhere (or no node answered: said above)
-        Some(Err(e)) => bail!("job {job_id}: {e}"),
-        Some(Ok(c)) => c,
+    let how = How {
+        url: &url,
+        dbd_comment: target.as_ref().map(|(h, c)| (h.as_str(), c.as_str())),
+        dry_run: args.dry_run,
+        who: "ctld-epilog",
     };
-    if args.dry_run {
-        println!("{comment}");
-        return Ok(0);
+    let one = OneJob {
+        job_id,
+        job: &job,
+        nodes: &nodes,
+        run,
+        elapsed,
+    };
+    match summarise_and_store(&one, &how, deadline)? {
+        Done::Printed(comment) => println!("{comment}"),
+        // Most jobs of a site that records on request: nothing to say.
+        Done::NotRecorded => {}
+        done => eprintln!("slurmwatch ctld-epilog: job {job}: {}", done.said()),
+    }
+    Ok(0)
+}
+
+/// How a job's summary is collected and stored (the EpilogSlurmctld's and the backfill's).
+pub(crate) struct How<'a> {
+    /// The nodes' summary URL template.
+    pub url: &'a str,
+    /// `slurmwatch-dbd-comment` and the cluster, else sacctmgr.
+    pub dbd_comment: Option<(&'a str, &'a str)>,
+    /// Print the AdminComment instead of storing it.
+    pub dry_run: bool,
+    /// The command, in log lines.
+    pub who: &'a str,
+}
+
+/// One finished job to collect and store.
+pub(crate) struct OneJob<'a> {
+    pub job_id: u32,
+    /// As sacctmgr and sacct name it ([`slurmdbd::job_ref`]).
+    pub job: &'a str,
+    pub nodes: &'a [String],
+    pub run: Incarnation,
+    pub elapsed: Option<u64>,
+}
+
+/// What became of one job's summary.
+pub(crate) enum Done {
+    /// Every node answered, and none holds a recording of the job.
+    NotRecorded,
+    /// Nothing recorded among the answers, and this many nodes gave none (each logged).
+    Unanswered(usize),
+    Printed(String),
+    Stored {
+        recorded: usize,
+        nodes: usize,
+        bytes: usize,
+    },
+    /// Another tool's AdminComment, left as it was (its first characters).
+    LeftOthers(String),
+}
+
+impl Done {
+    /// The log line's text after `job N: `.
+    pub(crate) fn said(&self) -> String {
+        match self {
+            Done::NotRecorded => "recorded on none of its nodes; nothing stored".into(),
+            Done::Unanswered(n) => {
+                format!("{n} node(s) gave no answer and no other holds a recording; nothing stored")
+            }
+            Done::Printed(c) => format!("{} bytes printed, not stored", c.len()),
+            Done::Stored {
+                recorded,
+                nodes,
+                bytes,
+            } => format!(
+                "summary of {recorded} of {nodes} node(s) stored in AdminComment ({bytes} bytes)"
+            ),
+            Done::LeftOthers(c) => {
+                format!("AdminComment already holds another tool's text ({c}…); left as it was")
+            }
+        }
+    }
+}
+
+/// Asks the job's nodes (a busy one again within two thirds of the time left), logs each
+/// node without a usable answer with its reason, joins the answers and stores them by
+/// `deadline`.
+pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) -> Result<Done> {
+    let verifier = slurmdbd::Verifier::default();
+    let query = slurmdbd::Query {
+        template: how.url,
+        job_id: one.job_id,
+        run: one.run,
+        nodes: one.nodes,
+        verifier: &verifier,
+    };
+    // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
+    // have the job's record for the first seconds).
+    let collect_until = Instant::now() + deadline.saturating_duration_since(Instant::now()) * 2 / 3;
+    let answers = slurmdbd::collect(&query, collect_until);
+    log_failed_nodes(how.who, one.job, &answers);
+    let comment =
+        match slurmdbd::comment_for(one.job_id, &answers, one.elapsed, how.dbd_comment.is_some()) {
+            None => {
+                let unanswered = answers
+                    .iter()
+                    .filter(|(_, a)| {
+                        !matches!(a, NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded)
+                    })
+                    .count();
+                return Ok(match unanswered {
+                    0 => Done::NotRecorded,
+                    n => Done::Unanswered(n),
+                });
+            }
+            Some(Err(e)) => bail!("job {}: {e}", one.job),
+            Some(Ok(c)) => c,
+        };
+    if how.dry_run {
+        return Ok(Done::Printed(comment));
     }
     let recorded = answers
         .iter()
         .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
         .count();
     let programs = slurmdbd::Programs {
-        dbd_comment,
+        dbd_comment: how.dbd_comment,
         ..slurmdbd::Programs::default()
     };
-    match slurmdbd::store(&job, &comment, programs, deadline) {
-        Ok(Stored::Written) => {
-            eprintln!(
-                "slurmwatch ctld-epilog: job {job}: summary of {recorded} of {} node(s) stored in AdminComment ({} bytes)",
-                nodes.len(),
-                comment.len()
-            );
-            Ok(0)
-        }
-        Ok(Stored::LeftOthers(c)) => {
-            eprintln!(
-                "slurmwatch ctld-epilog: job {job}: AdminComment already holds another tool's text ({}…); left as it was",
-                c.chars().take(12).collect::<String>()
-            );
-            Ok(0)
-        }
+    match slurmdbd::store(one.job, &comment, programs, deadline) {
+        Ok(Stored::Written) => Ok(Done::Stored {
+            recorded,
+            nodes: one.nodes.len(),
+            bytes: comment.len(),
+        }),
+        Ok(Stored::LeftOthers(c)) => Ok(Done::LeftOthers(c.chars().take(12).collect())),
         Err(e) => bail!("{e}"),
     }
 }

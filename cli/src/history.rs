@@ -104,7 +104,7 @@ pub fn parse_when(s: &str, now: i64) -> Option<i64> {
     sacct::parse_time(&full)
 }
 
-fn now_unix() -> i64 {
+pub(crate) fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

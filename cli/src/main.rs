@@ -4,6 +4,7 @@
 //! that cannot answer; 128+N on signal.
 
 mod cards;
+mod ctld_backfill;
 mod ctld_epilog;
 mod doctor;
 mod generate;
@@ -59,6 +60,9 @@ enum Command {
     /// For EpilogSlurmctld (slurmctld host): collect the finished job's summary from its
     /// nodes and store it as its AdminComment in slurmdbd.
     CtldEpilog(ctld_epilog::CtldEpilogArgs),
+    /// On the slurmctld host: store the summaries missing for a window of finished jobs (a
+    /// node's endpoint was down when they ended).
+    CtldBackfill(ctld_backfill::CtldBackfillArgs),
     /// Write man pages or print shell completions (for packagers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -73,6 +77,7 @@ fn main() {
         Some(Command::Cards(args)) => cards::run(args),
         Some(Command::Metrics(args)) => metrics::run(args),
         Some(Command::CtldEpilog(args)) => ctld_epilog::run(args),
+        Some(Command::CtldBackfill(args)) => ctld_backfill::run(args),
         Some(Command::History(args)) => history::run_history(args),
         Some(Command::Sizing(args)) => history::run_sizing(args),
         Some(Command::Generate(args)) => {
@@ -189,7 +194,7 @@ mod reference {
             );
         }
         // The walk saw the CLI (a broken parse would compare nothing with nothing).
-        assert_eq!(documented.len(), 9, "{documented:?}");
+        assert_eq!(documented.len(), 10, "{documented:?}");
         assert!(documented.iter().all(|(_, rows)| !rows.is_empty()));
     }
 }

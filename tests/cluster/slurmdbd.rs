@@ -650,3 +650,117 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
         assert_eq!(stdout(&o).trim(), "", "job {}: stored", j.id);
     }
 }
+
+/// Issue 36, part 3: the node's endpoint is down when a recorded job ends. The controller's
+/// EpilogSlurmctld logs the job, the node and why, and stores nothing; once the endpoint is
+/// back, `slurmwatch ctld-backfill` over the window stores the job's summary, and `report`
+/// reads it from slurmdbd with the job's file moved away.
+#[cluster_test(Phase::Cgroup)]
+fn slurmdbd_backfill_stores_a_summary_missed_while_the_endpoint_was_down() {
+    let _p = shared_plugstack();
+    // The port stays free (no test's server) until this test starts its own.
+    let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
+    assert_port_free();
+    let offset = std::fs::metadata(CTLD_LOG).map_or(0, |m| m.len() as usize);
+    let since = format!("@{}", now() - 5);
+    let job = Submit::new(&format!("dbdbf{}", tag()), &work(2))
+        .arg("--slurmwatch=1")
+        .arg("--mem=512M")
+        .arg("-t")
+        .arg("5")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    // The EpilogSlurmctld ran (the job is no longer COMPLETING once it has) and said why.
+    let node = stdout(&run(
+        "sacct",
+        &[
+            "-j",
+            &job.id.to_string(),
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "NodeList",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let t = Instant::now();
+    let lines = loop {
+        let log = std::fs::read(CTLD_LOG).unwrap_or_default();
+        let lines: Vec<String> = String::from_utf8_lossy(log.get(offset..).unwrap_or_default())
+            .lines()
+            .filter(|l| l.contains(&format!("job {}:", job.id)))
+            .map(String::from)
+            .collect();
+        if !lines.is_empty() || t.elapsed() > Duration::from_secs(90) {
+            break lines;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(&format!("node {node}: no summary: ")) && l.contains("refused")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        admin_comment_now(&job),
+        "",
+        "nothing stored while the node was down"
+    );
+
+    let _server = Server::start_held("127.0.0.1", held);
+    let until = format!("@{}", now() + 5);
+    let o = Command::new(slurmwatch_bin())
+        .args(["ctld-backfill", "--since", &since, "--until", &until])
+        .args(["--jobs", &job.id.to_string()])
+        .args([
+            "--url",
+            &format!("http://127.0.0.1:{SUMMARY_PORT}/jobs/{{job}}/summary"),
+        ])
+        .output()
+        .expect("run slurmwatch ctld-backfill");
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains(&format!(
+            "job {}: summary of 1 of 1 node(s) stored in AdminComment",
+            job.id
+        )),
+        "{out}"
+    );
+    assert!(
+        out.contains("1 finished job(s) without a summary in the window: 1 stored"),
+        "{out}"
+    );
+    let c = admin_comment(&job);
+    assert!(
+        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+        "job {}: {c}",
+        job.id
+    );
+    let with_file = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
+    assert_eq!(with_file["source"], "recorded_file");
+    let away = std::env::temp_dir().join(format!("slurmwatch-bf-{}", std::process::id()));
+    let _gone = FilesAway::new(&[job.id], &away);
+    let r = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
+    assert_eq!(r["source"], "slurmdbd_summary", "{:#}", r["notes"]);
+    assert_eq!(
+        r["memory"]["peak_working_set_bytes"],
+        with_file["memory"]["peak_working_set_bytes"]
+    );
+    // Asked again: nothing is missing any more, and nothing is overwritten.
+    let o = Command::new(slurmwatch_bin())
+        .args(["ctld-backfill", "--since", &since, "--until", &until])
+        .args(["--jobs", &job.id.to_string()])
+        .output()
+        .expect("run slurmwatch ctld-backfill");
+    assert!(
+        stdout(&o).contains("0 finished job(s) without a summary"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(admin_comment_now(&job), c);
+}
