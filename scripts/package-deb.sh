@@ -59,8 +59,11 @@ cat > "$stage/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
 # See slurmwatch-plugin(8) for every argument; 'slurmwatch doctor' checks the set-up.
 #optional /usr/lib/$multiarch/slurm-wlm/slurmwatch.so default=off spool=/var/spool/slurmwatch
 CONF
+# The node service (slurmwatch metrics --listen), installed inactive, and its settings.
+install -D -m 0644 contrib/slurmwatch-node.service "$stage/lib/systemd/system/slurmwatch-node.service"
+install -D -m 0644 contrib/node.conf "$stage/etc/slurmwatch/node.conf"
 install -d "$stage/DEBIAN"
-echo "/etc/slurm/plugstack.conf.d/slurmwatch.conf" > "$stage/DEBIAN/conffiles"
+printf '%s\n' /etc/slurm/plugstack.conf.d/slurmwatch.conf /etc/slurmwatch/node.conf > "$stage/DEBIAN/conffiles"
 cat > "$stage/DEBIAN/control" <<CONTROL
 Package: slurmwatch
 Version: $pkg_version

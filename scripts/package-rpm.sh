@@ -47,6 +47,9 @@ install -D -m 0755 contrib/slurmwatch-mail.sh "$root/usr/share/slurmwatch/slurmw
 # without a site file the report uses the defaults.
 install -D -m 0644 contrib/site.toml "$root/usr/share/slurmwatch/site.toml.example"
 install -d -m 0755 "$root/var/spool/slurmwatch"
+# The node service (slurmwatch metrics --listen), installed inactive, and its settings.
+install -D -m 0644 contrib/slurmwatch-node.service "$root/usr/lib/systemd/system/slurmwatch-node.service"
+install -D -m 0644 contrib/node.conf "$root/etc/slurmwatch/node.conf"
 install -d "$root/etc/slurm/plugstack.conf.d"
 cat > "$root/etc/slurm/plugstack.conf.d/slurmwatch.conf" <<CONF
 # slurmwatch (built for Slurm $slurm_mm). Not active: remove the '#' below to enable it on
@@ -82,6 +85,8 @@ cp -a $root/. %{buildroot}/
 %doc /usr/share/doc/slurmwatch
 %dir /var/spool/slurmwatch
 %config(noreplace) /etc/slurm/plugstack.conf.d/slurmwatch.conf
+/usr/lib/systemd/system/slurmwatch-node.service
+%config(noreplace) /etc/slurmwatch/node.conf
 SPEC
 mkdir -p "$outdir"
 rm -f "$outdir"/slurmwatch-*.rpm

@@ -4,7 +4,8 @@
 
 use slurmwatch_tests::*;
 use std::path::Path;
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 const INSTALLED_SO: &str = "/usr/lib/x86_64-linux-gnu/slurm-wlm/slurmwatch.so";
 
@@ -67,6 +68,7 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
     let site = std::fs::read_to_string("/usr/share/slurmwatch/site.toml.example")
         .expect("the site file's example is installed");
     assert!(site.contains("#[thresholds]") && site.contains("#[notes.gpu_idle]"));
+    node_service_is_installed_inactive_and_least_privileged();
     let m8 = run("man", &["-l", "/usr/share/man/man8/slurmwatch-plugin.8.gz"]);
     assert!(
         stdout(&m8).contains("archive"),
@@ -196,6 +198,8 @@ fn check_rpm(dir: &str, mm: &str, next: &str) {
         "/usr/share/slurmwatch/slurmwatch-mail.sh",
         "/usr/share/slurmwatch/grafana/slurmwatch-job.json",
         "/usr/share/slurmwatch/site.toml.example",
+        "/usr/lib/systemd/system/slurmwatch-node.service",
+        "/etc/slurmwatch/node.conf",
     ] {
         assert!(
             files.lines().any(|l| l.starts_with(want)),
@@ -204,7 +208,8 @@ fn check_rpm(dir: &str, mm: &str, next: &str) {
     }
     let conf = stdout(&run("rpm", &["-qp", "--configfiles", &f]));
     assert!(
-        conf.contains("/etc/slurm/plugstack.conf.d/slurmwatch.conf"),
+        conf.contains("/etc/slurm/plugstack.conf.d/slurmwatch.conf")
+            && conf.contains("/etc/slurmwatch/node.conf"),
         "{conf}"
     );
     let req = stdout(&run("rpm", &["-qpR", &f]));
@@ -261,4 +266,78 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// The node service as the .deb installs it (issue 36, part 3): not enabled; systemd accepts
+/// the unit; systemd's own score of its sandbox (`systemd-analyze security`, 0 best, 10 worst)
+/// stays at "OK" or better; and its command line, with the shipped settings, starts an
+/// endpoint that serves root. (There is no systemd on the test bed to run it under.)
+fn node_service_is_installed_inactive_and_least_privileged() {
+    const UNIT: &str = "/lib/systemd/system/slurmwatch-node.service";
+    assert!(exists(Path::new(UNIT)), "{UNIT} is not installed");
+    assert!(
+        !exists(Path::new(
+            "/etc/systemd/system/multi-user.target.wants/slurmwatch-node.service"
+        )),
+        "the package must not enable the node service"
+    );
+    let v = run("systemd-analyze", &["verify", "--man=no", UNIT]);
+    assert!(
+        v.status.success() && stderr(&v).trim().is_empty(),
+        "systemd-analyze verify: {}{}",
+        stdout(&v),
+        stderr(&v)
+    );
+    let s = run("systemd-analyze", &["security", "--offline=yes", UNIT]);
+    let text = stdout(&s) + &stderr(&s);
+    let score: f64 = text
+        .split("Overall exposure level for slurmwatch-node.service: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level: {text}"));
+    eprintln!("systemd-analyze security: exposure {score} (of 10)");
+    assert!(score <= 2.5, "exposure {score}: {text}");
+    // The unit's command line with the shipped settings (a free port in place of 9944).
+    let unit = std::fs::read_to_string(UNIT).unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("ExecStart");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = format!(
+        ". /etc/slurmwatch/node.conf; SLURMWATCH_LISTEN=127.0.0.1:{port}; exec {}",
+        exec.replace("${SLURMWATCH_LISTEN}", "$SLURMWATCH_LISTEN")
+    );
+    let mut child = Command::new("sh")
+        .args(["-c", &script])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let answer = loop {
+        let o = run(
+            "curl",
+            &[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                &format!("http://127.0.0.1:{port}/metrics"),
+            ],
+        );
+        let code = stdout(&o);
+        if code == "200" || t.elapsed() > Duration::from_secs(10) {
+            break code;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(answer, "200", "{script}");
 }
