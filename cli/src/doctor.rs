@@ -2,6 +2,7 @@
 //! Exit 0 only when the node is ready to record jobs.
 
 mod checks;
+mod endpoints;
 
 use checks::{Check, Verdict};
 use slurmwatch_core::slurm::{command, conf, plugstack};
@@ -17,6 +18,51 @@ pub struct DoctorArgs {
     /// /etc/slurm/plugstack.conf).
     #[arg(long, value_name = "FILE")]
     pub plugstack: Option<PathBuf>,
+    /// On the slurmctld host (as SlurmUser or root): check that every node's summary
+    /// endpoint answers the controller (the site file's [summary] url, else --url), instead
+    /// of this node's set-up.
+    #[arg(long)]
+    pub endpoints: bool,
+    /// With --endpoints: the nodes to ask (a Slurm host list; default: every node sinfo lists).
+    #[arg(long, value_name = "NODES", requires = "endpoints")]
+    pub nodes: Option<String>,
+    /// With --endpoints: the summary URL ({node} and {job} filled in).
+    #[arg(long, requires = "endpoints")]
+    pub url: Option<String>,
+}
+
+/// `--endpoints`: one check per node of the cluster (or `--nodes`).
+fn endpoint_checks(args: &DoctorArgs) -> anyhow::Result<Vec<Check>> {
+    let site = crate::site::Site::load()?;
+    let url = args
+        .url
+        .clone()
+        .or(site.summary_url)
+        .unwrap_or_else(|| slurmwatch_core::export::slurmdbd::DEFAULT_URL.to_string());
+    let list = match &args.nodes {
+        Some(l) => l.clone(),
+        None => {
+            let f = command::run("sinfo", &["-h", "-N", "-o", "%N"], Duration::from_secs(20))
+                .map_err(|e| anyhow::anyhow!("cannot list the nodes: {e}.\nhint: give --nodes"))?;
+            if !f.success {
+                anyhow::bail!(
+                    "cannot list the nodes: sinfo failed: {}.\nhint: give --nodes",
+                    f.reason()
+                );
+            }
+            let mut nodes: Vec<&str> = f.stdout.split_whitespace().collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            nodes.join(",")
+        }
+    };
+    let nodes = slurmwatch_core::slurm::hostlist::expand(&list)
+        .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
+    Ok(endpoints::check_endpoints(
+        &url,
+        &nodes,
+        &Default::default(),
+    ))
 }
 
 fn plugin_version(path: &Path) -> Option<u32> {
@@ -100,6 +146,15 @@ fn sacct_check(r: Result<(), (String, bool)>) -> Check {
 }
 
 pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
+    if args.endpoints {
+        let checks = endpoint_checks(&args)?;
+        return print_checks(
+            &checks,
+            args.json,
+            "every node's endpoint answers the controller",
+            "NOT every node's endpoint answers: fix the FAIL lines above",
+        );
+    }
     let conf = args
         .plugstack
         .unwrap_or_else(|| plugstack::plugstack_path(&conf::path()));
@@ -117,12 +172,27 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
     checks.push(checks::check_cgroup(Path::new("/sys/fs/cgroup")));
     checks.push(check_nvml());
     checks.push(check_sacct());
-    let ready = checks::ready(&checks);
-    if args.json {
+    print_checks(
+        &checks,
+        args.json,
+        "this node is ready to record jobs",
+        "this node is NOT ready: fix the FAIL lines above",
+    )
+}
+
+/// The checks as lines (or JSON) and the last line's verdict; exit 0 only when none failed.
+fn print_checks(
+    checks: &[Check],
+    json: bool,
+    ready_line: &str,
+    not_ready_line: &str,
+) -> anyhow::Result<i32> {
+    let ready = checks::ready(checks);
+    if json {
         let v = serde_json::json!({ "schema": 1, "ready": ready, "checks": checks });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        for c in &checks {
+        for c in checks {
             let word = match c.verdict {
                 Verdict::Ok => "ok  ",
                 Verdict::Note => "note",
@@ -134,14 +204,7 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
                 println!("{word}  {:<15} {} — fix: {}", c.name, c.finding, c.fix);
             }
         }
-        println!(
-            "{}",
-            if ready {
-                "this node is ready to record jobs"
-            } else {
-                "this node is NOT ready: fix the FAIL lines above"
-            }
-        );
+        println!("{}", if ready { ready_line } else { not_ready_line });
     }
     Ok(if ready { 0 } else { 1 })
 }

@@ -55,3 +55,56 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
         );
     }
 }
+
+/// Issue 36, part 3: `doctor --endpoints` on the controller asks every node sinfo lists, as
+/// the EpilogSlurmctld does: each node's line says whether its endpoint answers the
+/// controller's credential, and the exit code whether all did.
+#[cluster_test(Phase::Cgroup)]
+fn doctor_endpoints_names_each_node_and_whether_it_answers() {
+    use crate::slurmdbd::{Server, PORT_HELD, SUMMARY_PORT};
+    let url = format!("http://127.0.0.1:{SUMMARY_PORT}/jobs/{{job}}/summary");
+    let doctor_endpoints = || {
+        let o = std::process::Command::new(slurmwatch_bin())
+            .args(["doctor", "--endpoints", "--url", &url])
+            .output()
+            .expect("run slurmwatch doctor --endpoints");
+        (o.status.code().unwrap_or(-1), stdout(&o) + &stderr(&o))
+    };
+    let nodes: Vec<String> = {
+        let mut n: Vec<String> = stdout(&run("sinfo", &["-h", "-N", "-o", "%N"]))
+            .split_whitespace()
+            .map(String::from)
+            .collect();
+        n.sort();
+        n.dedup();
+        n
+    };
+    assert!(!nodes.is_empty());
+    let held = PORT_HELD.lock().unwrap_or_else(|e| e.into_inner());
+    // No endpoint: every node named as giving no answer.
+    let (code, text) = doctor_endpoints();
+    assert_eq!(code, 1, "{text}");
+    for n in &nodes {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("FAIL  endpoint")
+                    && l.contains(&format!("{n} gives no answer"))),
+            "{n}: {text}"
+        );
+    }
+    // Up: every node answers the controller.
+    let _server = Server::start_held("127.0.0.1", held);
+    let (code, text) = doctor_endpoints();
+    assert_eq!(code, 0, "{text}");
+    for n in &nodes {
+        assert!(
+            text.lines().any(|l| l.starts_with("ok    endpoint")
+                && l.contains(&format!("{n} answers the controller"))),
+            "{n}: {text}"
+        );
+    }
+    assert!(
+        text.contains("every node's endpoint answers the controller"),
+        "{text}"
+    );
+}
