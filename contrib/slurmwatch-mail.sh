@@ -8,7 +8,8 @@
 # time-limit warnings) passes through untouched. The arguments always reach the real mailer
 # unchanged, and the mail is always sent: a report that fails, crashes or outlasts its time
 # (SLURMWATCH_MAIL_TIMEOUT seconds, plus the wait for slurmdbd; then killed) is left out, never
-# waited for.
+# waited for. A mail of a recorded job is held (at most SLURMWATCH_MAIL_HOLD seconds) until
+# the EpilogSlurmctld has stored its summary, so the report has the recorded figures.
 # Which job, and whose, come from the environment slurmctld gives MailProg (SLURM_JOB_ID,
 # SLURM_ARRAY_JOB_ID/SLURM_ARRAY_TASK_ID, SLURM_JOB_USER, SLURM_JOB_MAIL_TYPE; docs/admin.md),
 # never from the subject's text: after `Name=` it is the job's name, which its user chose and
@@ -19,6 +20,8 @@
 #   SLURMWATCH_BIN=/usr/bin/slurmwatch
 #   SLURMWATCH_MAIL_TIMEOUT=20          # seconds the report may take
 #   SLURMWATCH_MAIL_SACCT_WAIT=10       # seconds to wait for slurmdbd's end record
+#   SLURMWATCH_MAIL_HOLD=90             # seconds a mail may wait for the job's summary
+#   SLURMWATCH_REPORT_BIN=              # the program that writes the report (default SLURMWATCH_BIN)
 conf=${SLURMWATCH_MAIL_CONF:-/etc/slurm/slurmwatch-mail.conf}
 # shellcheck source=/dev/null
 [ -r "$conf" ] && . "$conf"
@@ -65,7 +68,7 @@ esac
 [ -n "$one" ] && [ -n "$user" ] || job=
 digits "$limit" || limit=20
 
-if [ -z "$job" ] || [ ! -x "$bin" ] || ! command -v timeout >/dev/null 2>&1; then
+if [ -z "$job" ] || [ ! -x "$bin" ]; then
   exec "$mailer" "$@"
 fi
 tmp=$(mktemp -d 2>/dev/null) || exec "$mailer" "$@"
@@ -73,21 +76,26 @@ if ! cat > "$tmp/body"; then
   rm -rf "$tmp"
   exec "$mailer" "$@" </dev/null
 fi
-# Slurm mails as the job ends, often before slurmdbd has the job's whole record: the report
-# asks sacct every 2 s until it has (at most SLURMWATCH_MAIL_SACCT_WAIT seconds); its last
-# answer is the report's, so the wait costs slurmdbd no query of its own. `--owner`: no report
-# unless sacct's record says the job is the user's Slurm named. Bounded: SIGTERM after the
-# wait and the limit, SIGKILL 2 s later. Only a report that exited 0 is appended.
+# `slurmwatch mail-hold` queues the mail on this controller (StateSaveLocation/slurmwatch-mail)
+# and returns at once; a detached deliverer sends it once the EpilogSlurmctld has stored the
+# job's summary in slurmdbd (or at most SLURMWATCH_MAIL_HOLD seconds later), with the report
+# appended: Slurm mails as the job ends, before the summary is there, and the controller has
+# no spool. The report asks sacct every 2 s until slurmdbd has the job's end record (at most
+# SLURMWATCH_MAIL_SACCT_WAIT seconds), runs at most SLURMWATCH_MAIL_TIMEOUT seconds more, and
+# is left out when it fails. `--owner`: no report unless sacct says the job is the user's Slurm
+# named. Without the queue (no EpilogSlurmctld of ours), it does all that now and sends.
 wait_s=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
 digits "$wait_s" || wait_s=10
-if timeout -k 2 $((limit + wait_s)) "$bin" report --no-log --sacct-timeout "$limit" \
-  --wait-ended "$wait_s" --owner "$user" "$job" \
-  >"$tmp/report" 2>/dev/null </dev/null && [ -s "$tmp/report" ]; then
-  if { cat "$tmp/body" && { [ ! -s "$tmp/body" ] || echo; } && head -c 262144 "$tmp/report"; } >"$tmp/mail"; then
-    mv "$tmp/mail" "$tmp/body" 2>/dev/null
-  fi
-fi
-"$mailer" "$@" <"$tmp/body"
+hold=${SLURMWATCH_MAIL_HOLD:-90}
+digits "$hold" || hold=90
+"$bin" mail-hold --job "$job" --user "$user" --hold "$hold" --report-timeout "$limit" \
+  --sacct-wait "$wait_s" --report-bin "${SLURMWATCH_REPORT_BIN:-$bin}" -- "$mailer" "$@" <"$tmp/body"
 rc=$?
+# 0: queued or sent; 1: the mailer refused it (as it would have anyway). Anything else is
+# slurmwatch failing (a crash, a signal, a bad install): the mail goes as Slurm wrote it.
+if [ "$rc" -gt 1 ]; then
+  "$mailer" "$@" <"$tmp/body"
+  rc=$?
+fi
 rm -rf "$tmp"
 exit $rc

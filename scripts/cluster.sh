@@ -234,10 +234,11 @@ SLURMWATCH_BIN=$REPO/target/release/slurmwatch
 SLURMWATCH_MAIL_TIMEOUT=20
 case "\$*" in
   *" Name=swmail-fail "*) export SLURMWATCH_SITE_FILE=/nonexistent/site.toml ;; # report exits 2
-  *" Name=swmail-crash "*) SLURMWATCH_BIN=$ETC/test-report-crash.sh ;;
-  *" Name=swmail-hang "*) SLURMWATCH_BIN=$ETC/test-report-hang.sh SLURMWATCH_MAIL_TIMEOUT=3 SLURMWATCH_MAIL_SACCT_WAIT=0 ;;
+  *" Name=swmail-crash "*) SLURMWATCH_REPORT_BIN=$ETC/test-report-crash.sh ;;
+  *" Name=swmail-hang "*) SLURMWATCH_REPORT_BIN=$ETC/test-report-hang.sh SLURMWATCH_MAIL_TIMEOUT=3 SLURMWATCH_MAIL_SACCT_WAIT=0 ;;
   *" Name=swmail-nobin "*) SLURMWATCH_BIN=/nonexistent/slurmwatch ;;
   *" Name=swmail-site "*) export SLURMWATCH_SITE_FILE=$ETC/test-site.toml ;;
+  *" Name=swmail-nospool"*) SLURMWATCH_REPORT_BIN=$ETC/test-report-nospool.sh ;;
 esac
 CONF
   # A site file for the mail of one test job: a threshold that says walltime_slack for a
@@ -259,6 +260,9 @@ MAILER
 d=$MAIL_DIR
 MAILER
   cat >> "$ETC/test-mailer.sh" <<'MAILER'
+# A mail server that refuses (tests/cluster/mail.rs): mails of `swmail-nospool-lost` jobs
+# while $d/.refuse exists.
+case "$*" in *" Name=swmail-nospool-lost "*) [ -e "$d/.refuse" ] && exit 75 ;; esac
 f=$d/.$$.tmp
 { for a in "$@"; do printf '%s\n' "$a"; done; echo; cat; } >"$f" && mv "$f" "$d/$(date +%s%N).$$.mail"
 MAILER
@@ -272,7 +276,13 @@ kill -SEGV $$
 echo partial
 exec sleep 600
 ' >"$ETC/test-report-hang.sh"
-  chmod 0755 "$ETC/test-mailer.sh" "$ETC/test-report-crash.sh" "$ETC/test-report-hang.sh"
+  # The report as on a controller without a spool (a real site's): the job's file is out of
+  # its reach, so only what slurmdbd holds can be in the mail.
+  printf '#!/bin/sh
+# The report with no spool in reach (tests/cluster/mail.rs).
+exec %s "$@" --spool /nonexistent/slurmwatch-spool
+' "$REPO/target/release/slurmwatch" >"$ETC/test-report-nospool.sh"
+  chmod 0755 "$ETC/test-mailer.sh" "$ETC/test-report-crash.sh" "$ETC/test-report-hang.sh" "$ETC/test-report-nospool.sh"
 }
 
 install_plugin() { # SO ARGS...

@@ -130,6 +130,41 @@ pub(crate) fn dbd_comment_target(
 }
 
 pub fn run(args: CtldEpilogArgs) -> Result<i32> {
+    let job = settled_ref(args.job).filter(|_| !args.dry_run);
+    let outcome = store_summary(args);
+    // Whatever the outcome: the job's held end-of-job mail goes now (`mail_hold`).
+    if let Some(job) = job {
+        settle(&job);
+    }
+    outcome
+}
+
+/// The job as the MailProg wrapper names it (`SLURM_ARRAY_*` from EpilogSlurmctld's
+/// environment), when known.
+fn settled_ref(given: Option<u32>) -> Option<String> {
+    let id = given.or_else(|| std::env::var("SLURM_JOB_ID").ok()?.parse().ok())?;
+    Some(slurmdbd::job_ref(
+        id,
+        std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
+        std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
+    ))
+}
+
+/// Marks the job settled in the held mails' queue (`slurmwatch_core::mailq`), on this
+/// controller's StateSaveLocation; said in one line when it cannot be.
+fn settle(job: &str) {
+    let Some(dir) = slurmwatch_core::site::Site::here()
+        .state_save_location
+        .as_deref()
+    else {
+        return;
+    };
+    if let Err(e) = slurmwatch_core::mailq::Queue::under(dir).settle(job) {
+        eprintln!("slurmwatch ctld-epilog: job {job}: {e}; its held mail goes at its bound");
+    }
+}
+
+fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
     let site = crate::site::Site::load()?;
     let url = args
         .url

@@ -10,6 +10,7 @@ mod doctor;
 mod generate;
 mod history;
 mod jobs;
+mod mail_hold;
 mod metrics;
 mod output;
 mod progress;
@@ -63,6 +64,9 @@ enum Command {
     /// On the slurmctld host: store the summaries missing for a window of finished jobs (a
     /// node's endpoint was down when they ended).
     CtldBackfill(ctld_backfill::CtldBackfillArgs),
+    /// For the MailProg wrapper: hold the end-of-job mail until the job's summary is stored.
+    #[command(hide = true)]
+    MailHold(mail_hold::MailHoldArgs),
     /// Write man pages or print shell completions (for packagers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -78,6 +82,7 @@ fn main() {
         Some(Command::Metrics(args)) => metrics::run(args),
         Some(Command::CtldEpilog(args)) => ctld_epilog::run(args),
         Some(Command::CtldBackfill(args)) => ctld_backfill::run(args),
+        Some(Command::MailHold(args)) => mail_hold::run(args),
         Some(Command::History(args)) => history::run_history(args),
         Some(Command::Sizing(args)) => history::run_sizing(args),
         Some(Command::Generate(args)) => {

@@ -7,7 +7,7 @@
 //!   slurmstepd reads it (`PlugStackConfig=` in slurm.conf, `include` globs followed:
 //!   [`crate::slurm::plugstack`]); its defaults where no line is readable (a login host with
 //!   slurm.conf but the plugin not installed).
-//! - cluster: slurm.conf's `ClusterName`.
+//! - cluster: slurm.conf's `ClusterName`; the controller's own directory: `StateSaveLocation`.
 //! - node: `SLURMD_NODENAME` (what slurmd gives its epilog; a host may run several slurmd),
 //!   else this host's short name. It fills `%n` in a spool template.
 //!
@@ -29,6 +29,9 @@ pub struct Site {
     pub cluster: Option<String>,
     /// This host's node name (`SLURMD_NODENAME`, else the short host name).
     pub node: Option<String>,
+    /// slurm.conf's `StateSaveLocation`: on the controller, SlurmUser's own directory (the
+    /// held mails' queue, `crate::mailq`).
+    pub state_save_location: Option<PathBuf>,
 }
 
 impl Site {
@@ -54,6 +57,7 @@ impl Site {
             plugin,
             cluster: conf::value_in(slurm_conf, "ClusterName"),
             node,
+            state_save_location: conf::value_in(slurm_conf, "StateSaveLocation").map(PathBuf::from),
         }
     }
 
@@ -103,7 +107,10 @@ mod tests {
         let spank = d.path().join("spank/plugstack.conf");
         write(
             &conf,
-            &format!("ClusterName=tiger\nPlugStackConfig={}\n", spank.display()),
+            &format!(
+                "ClusterName=tiger\nStateSaveLocation=/var/spool/slurmctld\nPlugStackConfig={}\n",
+                spank.display()
+            ),
         );
         write(&spank, "include plugstack.conf.d/*.conf\n");
         write(
@@ -112,6 +119,10 @@ mod tests {
         );
         let s = Site::resolve(&conf, Some("gpu-07".into()));
         assert_eq!(s.cluster.as_deref(), Some("tiger"));
+        assert_eq!(
+            s.state_save_location.as_deref(),
+            Some(Path::new("/var/spool/slurmctld"))
+        );
         assert_eq!(s.spool_template(), Path::new("/local/sw/%n"));
         assert_eq!(s.spool_here(), Some(PathBuf::from("/local/sw/gpu-07")));
         assert_eq!(s.archive_template(), Some("/shared/sw/%u"));

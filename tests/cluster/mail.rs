@@ -219,3 +219,162 @@ fn mail_is_delivered_unchanged_and_promptly_when_the_report_fails() {
         assert!(late_ms < 15_000, "{name}: mail {late_ms} ms after the end");
     }
 }
+
+/// The held mails' queue on the test cluster's controller (StateSaveLocation/slurmwatch-mail).
+const MAIL_QUEUE: &str = "/var/spool/slurmctld/slurmwatch-mail";
+
+/// The queue is in use once an EpilogSlurmctld of ours has settled a job: a job without
+/// mail, waited for until its EpilogSlurmctld has run.
+fn queue_in_use() {
+    let settled = std::path::Path::new(MAIL_QUEUE).join("settled");
+    if settled.is_dir() {
+        return;
+    }
+    let job = Submit::new("swmail-warm", "true").user(USER1).submit();
+    job.wait(WAIT);
+    let end = std::time::Instant::now() + WAIT;
+    while !settled.join(job.id.to_string()).exists() {
+        assert!(
+            std::time::Instant::now() < end,
+            "job {} never settled",
+            job.id
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// Issue 36, part 4: at a site the controller has no spool (the report here is made with the
+/// spool out of its reach, scripts/cluster.sh's `swmail-nospool`), and Slurm mails as the job
+/// ends, before the EpilogSlurmctld has stored the summary. The mail is held until it has, and
+/// carries the recorded figures from slurmdbd, within the stated bound.
+#[cluster_test(Phase::Cgroup)]
+fn mail_is_held_until_the_summary_is_stored_and_carries_it() {
+    let _p = shared_plugstack();
+    let _server = crate::slurmdbd::Server::start();
+    queue_in_use();
+    let job = Submit::new(
+        "swmail-nospool",
+        "python3 -c \"import time; a = bytearray(200 << 20); time.sleep(3)\"",
+    )
+    .arg("--mail-type=END")
+    .arg("--slurmwatch=1")
+    .arg("--mem=512M")
+    .arg("-t")
+    .arg("5")
+    .user(USER1)
+    .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let ended_ms = now_ms();
+    let m = ended_mail(job.id, Duration::from_secs(150));
+    assert_slurms_arguments(&m, &job, "swmail-nospool");
+    let late_ms = m.sent_unix_ms - ended_ms;
+    eprintln!(
+        "job {}: mail {late_ms} ms after sacct showed its end",
+        job.id
+    );
+    // The bound: SLURMWATCH_MAIL_HOLD (90 s) and the report's own limit and wait (30 s).
+    assert!(late_ms < 120_000, "mail {late_ms} ms after the end");
+    let stored = crate::slurmdbd::admin_comment_now(&job);
+    assert!(
+        slurmwatch_core::report::slurmdbd::is_ours(&stored),
+        "{stored}"
+    );
+    assert!(
+        m.body
+            .contains("Source: the job's summary in slurmdbd (AdminComment"),
+        "{}",
+        m.body
+    );
+    // The recorded working-set peak, as the file has it, and the #SBATCH advice from it.
+    let from_file = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
+    let peak = from_file["memory"]["peak_working_set_bytes"]
+        .as_f64()
+        .unwrap();
+    assert!(peak > 200.0 * 1048576.0, "{peak}");
+    let from_dbd = cli_json(&[
+        "report",
+        &job.id.to_string(),
+        "--json",
+        "--no-log",
+        "--spool",
+        "/nonexistent/slurmwatch-spool",
+    ]);
+    assert_eq!(from_dbd["source"], "slurmdbd_summary");
+    assert_eq!(
+        from_dbd["memory"]["peak_working_set_bytes"].as_f64(),
+        Some(peak)
+    );
+    assert!(m.body.contains("#SBATCH --mem="), "{}", m.body);
+    // Sent, so no longer queued.
+    let left: Vec<_> = std::fs::read_dir(std::path::Path::new(MAIL_QUEUE).join("queue"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(
+        !left
+            .iter()
+            .any(|n| n.to_string_lossy().contains(&format!(".{}.", job.id))),
+        "{left:?}"
+    );
+}
+
+/// Nothing is lost: the mail server refuses a held mail; it stays queued, and once the server
+/// takes mail again, the next MailProg run (another job's mail) sends it.
+#[cluster_test(Phase::Cgroup)]
+fn a_held_mail_the_mailer_refused_is_sent_by_the_next_mail() {
+    let _p = shared_plugstack();
+    queue_in_use();
+    let refuse = std::path::Path::new(MAIL_DIR).join(".refuse");
+    std::fs::write(&refuse, "").unwrap();
+    let job = Submit::new("swmail-nospool-lost", "true")
+        .arg("--mail-type=END")
+        .arg("-t")
+        .arg("5")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED");
+    // Queued, refused by the mailer, given back to the queue.
+    let queue = std::path::Path::new(MAIL_QUEUE).join("queue");
+    let id = format!(".{}.", job.id);
+    let entry = || {
+        std::fs::read_dir(&queue).ok().and_then(|d| {
+            d.flatten().map(|e| e.path()).find(|p| {
+                p.to_string_lossy().contains(&id) && p.extension().is_some_and(|x| x == "json")
+            })
+        })
+    };
+    let end = std::time::Instant::now() + WAIT;
+    let held = loop {
+        // Given back once its deliverer's mailer failed (no deliverer holds it any more).
+        let delivering = run("pgrep", &["-f", "mail-hold --deliver"])
+            .status
+            .success();
+        if let (Some(p), false) = (entry(), delivering) {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "job {}'s mail never queued",
+            job.id
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    std::fs::remove_file(&refuse).unwrap();
+    // Ten minutes on (its deliverer long gone), another job's mail comes.
+    let ten_min_ago = SystemTime::now() - Duration::from_secs(600);
+    std::fs::File::options()
+        .write(true)
+        .open(&held)
+        .unwrap()
+        .set_modified(ten_min_ago)
+        .unwrap();
+    let next = mailed("swmail-next", false);
+    next.wait(WAIT);
+    let m = ended_mail(job.id, WAIT);
+    assert_eq!(m.args[0], "-s");
+    assert!(
+        m.args[1].contains("Name=swmail-nospool-lost Ended"),
+        "{:?}",
+        m.args
+    );
+    assert!(entry().is_none(), "still queued after it was sent");
+}
