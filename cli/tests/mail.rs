@@ -1,6 +1,8 @@
 //! contrib/slurmwatch-mail.sh, Slurm's MailProg wrapper: which subjects get the report, and
 //! that the mail always reaches the real mailer unchanged (arguments, body) and promptly,
-//! whatever the report does. A fake `slurmwatch` and a capturing mailer stand in.
+//! whatever the report does; and, where the controller's queue is in use, that the mail is
+//! held until the job is settled. The real `slurmwatch mail-hold`, a fake report program and a
+//! capturing mailer.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -30,11 +32,49 @@ const ENDED_ENV: &[(&str, &str)] = &[
 ];
 
 /// Runs the wrapper as Slurm does (`-s SUBJECT user`, `body` on stdin, only `env` and PATH in
-/// its environment) with `report` as the fake slurmwatch's script. A `sacct` first on PATH
-/// fails if called: the wrapper leaves sacct to the report.
+/// its environment) with `report` as the fake report program's script, and a slurm.conf with
+/// no StateSaveLocation (no queue: sent at once). A `sacct` first on PATH fails if called:
+/// the wrapper leaves sacct to the report.
 fn mail(subject: &str, env: &[(&str, &str)], body: &str, report: &str, timeout_s: u32) -> Sent {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
+    std::fs::write(p.join("slurm.conf"), "ClusterName=t\n").unwrap();
+    mail_in(p, subject, env, body, report, timeout_s)
+}
+
+/// [`mail`] in `p`, whose `slurm.conf` the wrapper's slurmwatch reads; waits for the mailer.
+fn mail_in(
+    p: &Path,
+    subject: &str,
+    env: &[(&str, &str)],
+    body: &str,
+    report: &str,
+    timeout_s: u32,
+) -> Sent {
+    let (took, p) = start_mail(p, subject, env, body, report, timeout_s);
+    let read = |n: &str| std::fs::read_to_string(p.join(n)).ok();
+    Sent {
+        // NUL-separated: a subject may hold a newline (a job's name).
+        args: read("args")
+            .expect("the mailer was called")
+            .split_terminator('\0')
+            .map(str::to_string)
+            .collect(),
+        body: read("body").unwrap(),
+        report_args: read("report_args"),
+        took,
+    }
+}
+
+/// Runs the wrapper to its exit; how long it took.
+fn start_mail<'a>(
+    p: &'a Path,
+    subject: &str,
+    env: &[(&str, &str)],
+    body: &str,
+    report: &str,
+    timeout_s: u32,
+) -> (Duration, &'a Path) {
     exe(
         &p.join("sacct"),
         "echo called > \"$(dirname \"$0\")/sacct_called\"; exit 1",
@@ -47,14 +87,15 @@ fn mail(subject: &str, env: &[(&str, &str)], body: &str, report: &str, timeout_s
         ),
     );
     exe(
-        &p.join("slurmwatch"),
+        &p.join("report"),
         &format!("echo \"$@\" > {}/report_args\n{report}", p.display()),
     );
     std::fs::write(
         p.join("conf"),
         format!(
-            "SLURMWATCH_MAILER={0}/mailer\nSLURMWATCH_BIN={0}/slurmwatch\nSLURMWATCH_MAIL_TIMEOUT={timeout_s}\nSLURMWATCH_MAIL_SACCT_WAIT=0\n",
-            p.display()
+            "SLURMWATCH_MAILER={0}/mailer\nSLURMWATCH_BIN={1}\nSLURMWATCH_REPORT_BIN={0}/report\nSLURMWATCH_MAIL_TIMEOUT={timeout_s}\nSLURMWATCH_MAIL_SACCT_WAIT=0\nSLURMWATCH_MAIL_HOLD=5\n",
+            p.display(),
+            env!("CARGO_BIN_EXE_slurmwatch")
         ),
     )
     .unwrap();
@@ -70,6 +111,7 @@ fn mail(subject: &str, env: &[(&str, &str)], body: &str, report: &str, timeout_s
         .env_clear()
         .envs(env.iter().copied())
         .env("SLURMWATCH_MAIL_CONF", p.join("conf"))
+        .env("SLURM_CONF", p.join("slurm.conf"))
         .env("PATH", path)
         .stdin(Stdio::piped())
         .spawn()
@@ -88,18 +130,7 @@ fn mail(subject: &str, env: &[(&str, &str)], body: &str, report: &str, timeout_s
         !p.join("sacct_called").exists(),
         "the wrapper asked sacct itself"
     );
-    let read = |n: &str| std::fs::read_to_string(p.join(n)).ok();
-    Sent {
-        // NUL-separated: a subject may hold a newline (a job's name).
-        args: read("args")
-            .expect("the mailer was called")
-            .split_terminator('\0')
-            .map(str::to_string)
-            .collect(),
-        body: read("body").unwrap(),
-        report_args: read("report_args"),
-        took,
-    }
+    (took, p)
 }
 
 const ENDED: &str = "Slurm Job_id=123 Name=a b Ended, Run time 00:00:05, COMPLETED, ExitCode 0";
@@ -308,4 +339,65 @@ fn the_report_waits_for_slurmdbd_and_checks_the_owner() {
         String::from_utf8_lossy(&o.stdout)
     );
     assert!(err.contains("belongs to \"swuser1\""), "{err}");
+}
+
+/// Where the controller's queue is in use (an EpilogSlurmctld of ours settled a job before),
+/// the wrapper returns at once and the mail waits, with its report, until the job is settled;
+/// it then goes within the deliverer's half-second look.
+#[test]
+fn the_mail_is_held_until_the_job_is_settled() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let state = p.join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::write(
+        p.join("slurm.conf"),
+        format!("ClusterName=t\nStateSaveLocation={}\n", state.display()),
+    )
+    .unwrap();
+    let q = slurmwatch_core::mailq::Queue::under(&state);
+    q.settle("1").unwrap(); // an earlier job: the queue is in use
+    let (took, _) = start_mail(p, ENDED, ENDED_ENV, "", "echo 'Job 123 report'", 20);
+    assert!(
+        took < Duration::from_secs(2),
+        "the wrapper waited: {took:?}"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!p.join("args").exists(), "sent before the job was settled");
+    q.settle("123").unwrap();
+    let t = Instant::now();
+    while !p.join("body").exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "not sent once settled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        std::fs::read_to_string(p.join("body")).unwrap(),
+        "Job 123 report\n"
+    );
+    let left = std::fs::read_dir(state.join("slurmwatch-mail/queue"))
+        .unwrap()
+        .count();
+    assert_eq!(left, 0, "the sent mail is still queued");
+    // Never settled (no EpilogSlurmctld ran for it): sent at the hold's bound (5 s here).
+    let e = [
+        ("SLURM_JOB_ID", "124"),
+        ("SLURM_JOB_USER", "alice"),
+        ("SLURM_JOB_MAIL_TYPE", "Ended"),
+    ];
+    let subject = ENDED.replace("123", "124");
+    std::fs::remove_file(p.join("body")).unwrap();
+    let t = Instant::now();
+    start_mail(p, &subject, &e, "", "echo R", 20);
+    while !p.join("body").exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(9),
+            "not sent at the bound"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(t.elapsed() >= Duration::from_secs(4), "{:?}", t.elapsed());
 }
