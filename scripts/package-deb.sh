@@ -30,6 +30,8 @@ install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch" "$stage/usr/bin/slurmw
 # The TCP shim the CLI preloads into sacct/sacctmgr (core/src/slurm/quickack.rs finds it here).
 install -D -m 0644 "$CARGO_TARGET_DIR/release/libslurmwatch_quickack.so" "$stage/usr/lib/slurmwatch/libslurmwatch_quickack.so"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch-epilog" "$stage/usr/sbin/slurmwatch-epilog"
+# The AdminComment's store through slurmdbd's API, next to slurmwatch where ctld-epilog looks.
+[ -z "$dbd_comment" ] || install -D -m 0755 "$dbd_comment" "$stage/usr/bin/slurmwatch-dbd-comment"
 "$CARGO_TARGET_DIR/release/slurmwatch" generate man "$stage/man"
 for page in "$stage"/man/*.1; do install -D -m 0644 "$page" "$stage/usr/share/man/man1/$(basename "$page")"; done
 install -D -m 0644 "$stage/man/slurmwatch-plugin.8" "$stage/usr/share/man/man8/slurmwatch-plugin.8"

@@ -69,6 +69,13 @@ fn the_deb_installs_records_a_job_and_removes_cleanly() {
         .expect("the site file's example is installed");
     assert!(site.contains("#[thresholds]") && site.contains("#[notes.gpu_idle]"));
     node_service_is_installed_inactive_and_least_privileged();
+    // The AdminComment's store (issue 38), where ctld-epilog looks for it, and it runs.
+    let dbd = run("/usr/bin/slurmwatch-dbd-comment", &[]);
+    assert!(
+        stderr(&dbd).contains("hint: slurmwatch-dbd-comment --cluster NAME JOBID"),
+        "{}",
+        stderr(&dbd)
+    );
     let m8 = run("man", &["-l", "/usr/share/man/man8/slurmwatch-plugin.8.gz"]);
     assert!(
         stdout(&m8).contains("archive"),
@@ -206,6 +213,14 @@ fn check_rpm(dir: &str, mm: &str, next: &str) {
             "{want} missing:\n{files}"
         );
     }
+    // The AdminComment's store links the release's own libslurm: in the host release's only.
+    assert_eq!(
+        files
+            .lines()
+            .any(|l| l == "/usr/bin/slurmwatch-dbd-comment"),
+        mm == "22.05",
+        "{mm}: {files}"
+    );
     let conf = stdout(&run("rpm", &["-qp", "--configfiles", &f]));
     assert!(
         conf.contains("/etc/slurm/plugstack.conf.d/slurmwatch.conf")
