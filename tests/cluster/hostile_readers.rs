@@ -233,10 +233,11 @@ fn node_of(job: u32) -> String {
 /// swuser1's own 0700 directory with the file of swuser1's real job `mine` on `node` (one
 /// healthy card, `real`); the base, that directory, and the window's start.
 fn archive_with_a_real_job(mine: &Job, node: &str, real: &str) -> (PathBuf, PathBuf, String) {
+    // Named by the job: tests in one process share its pid and tag, and run at once.
     let base = PathBuf::from(format!(
         "/dev/shm/slurmwatch-it-arch-{}-{}",
         std::process::id(),
-        tag()
+        mine.id
     ));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir(&base).unwrap();
