@@ -21,6 +21,10 @@ scripts/package-rpm.sh 26.05
 echo "== build at ${SECONDS} s"
 # The test build of the plugin can be asked by a job to panic (fault-injection feature).
 cargo build --release --locked -p slurmwatch-plugin --features fault-injection
+# The cluster tiers' plugin, kept apart: the VM tier builds each release's plugin in the same
+# target directory (scripts/vm/plugin.sh).
+mkdir -p target/cluster-plugin
+cp -f target/release/libslurmwatch.so target/cluster-plugin/libslurmwatch.so
 # The fake NVML library (tests/fake-nvml) that GPU jobs on the test cluster load.
 cargo build --release --locked -p fake-nvml
 # The TCP shim the CLI and the epilog preload into sacct/sacctmgr (next to them in target/release).
@@ -35,7 +39,7 @@ MUTATION_CASES=3000 cargo test --locked --workspace
 # Afterwards: no cluster, or (KEEP_CLUSTER=1) the single-node one, as before the tests.
 stop() {
   if [ "${KEEP_CLUSTER:-0}" = 1 ]; then
-    scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+    scripts/cluster.sh up cgroup target/cluster-plugin/libslurmwatch.so
   else
     scripts/cluster.sh down
   fi
@@ -52,7 +56,7 @@ rm -rf /tmp/slurmwatch-it
 PROC_MODULES="recorder:: efficiency:: plugin:: report:: cli:: gpu:: jobs:: history:: doctor:: harness::"
 for mode in ${MODES:-cgroup proc}; do
   echo "== cluster tier ($mode mode) at ${SECONDS} s"
-  scripts/cluster.sh up "$mode" target/release/libslurmwatch.so
+  scripts/cluster.sh up "$mode" target/cluster-plugin/libslurmwatch.so
   if [ "$mode" = proc ]; then
     # shellcheck disable=SC2086 # a list of filters
     cargo test --locked --test cluster -- --ignored --test-threads=2 $PROC_MODULES
@@ -61,10 +65,10 @@ for mode in ${MODES:-cgroup proc}; do
   fi
 done
 echo "== cluster tier (2 nodes on this machine) at ${SECONDS} s"
-NODES=2 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+NODES=2 scripts/cluster.sh up cgroup target/cluster-plugin/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode
 echo "== cluster tier (3 nodes on this machine) at ${SECONDS} s"
-NODES=3 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
+NODES=3 scripts/cluster.sh up cgroup target/cluster-plugin/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode_three
 # Every phase-gated test ran somewhere (only meaningful when every phase above ran).
 if [ -z "${MODES:-}" ]; then scripts/check-phases.sh; fi

@@ -29,9 +29,11 @@ hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\)/\1/p' "$hdr/roo
 got=$((16#${hex:0:2})).$(printf %02d $((16#${hex:2:2}))).$((16#${hex:4:2}))
 case "$got" in "$release".*) ;; *) vdie "headers say Slurm '$got', expected $release.x" ;; esac
 
-# One build directory for every release (dependencies compile once); build.rs reruns when
-# SLURM_INCLUDE_DIR changes, so only the plugin crate is rebuilt per release.
-export CARGO_TARGET_DIR=$target/vm-build
+# The one build directory (dependencies compile once for the host's build and every release's);
+# build.rs reruns when SLURM_INCLUDE_DIR changes, so only the plugin crate is rebuilt per
+# release. It leaves that release's plugin in target/release: callers that need the host's
+# (scripts/test.sh) keep their own copy.
+export CARGO_TARGET_DIR=$target
 SLURM_INCLUDE_DIR=$hdr/root/usr/include cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 mkdir -p "$target/slurm-$release"
 cp -f "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$target/slurm-$release/libslurmwatch.so.new"

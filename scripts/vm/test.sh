@@ -14,13 +14,16 @@ target=${CARGO_TARGET_DIR:-target}
 t_all=$SECONDS
 
 scripts/vm/deps.sh
-# The CLI runs in the guests as built here (Debian 12's glibc is older than trixie's and sid's).
-CARGO_TARGET_DIR=$target/vm-build cargo build --release --locked -p slurmwatch-cli -p slurmwatch-quickack ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
-cli=$target/vm-build/release/slurmwatch
-# The plugin built for the host's Slurm (22.05): each guest's doctor must name it as refused.
-CARGO_TARGET_DIR=$target/vm-build cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+# The CLI runs in the guests as built here (Debian 12's glibc is older than trixie's and sid's),
+# in the one target directory the packages and the test builds share (nothing compiles twice).
+CARGO_TARGET_DIR=$target cargo build --release --locked -p slurmwatch-cli -p slurmwatch-quickack ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 mkdir -p "$target/slurm-host"
-cp -f "$target/vm-build/release/libslurmwatch.so" "$target/slurm-host/libslurmwatch.so"
+cli=$target/slurm-host/slurmwatch
+cp -f "$target/release/slurmwatch" "$cli"
+cp -f "$target/release/libslurmwatch_quickack.so" "$target/slurm-host/libslurmwatch_quickack.so"
+# The plugin built for the host's Slurm (22.05): each guest's doctor must name it as refused.
+CARGO_TARGET_DIR=$target cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+cp -f "$target/release/libslurmwatch.so" "$target/slurm-host/libslurmwatch.so"
 
 fail=0
 for rel in "${releases[@]}"; do
@@ -38,7 +41,7 @@ for rel in "${releases[@]}"; do
   mkdir -p "$run/share"
   cp scripts/vm/guest-run.sh "$run/share/run.sh"
   cp scripts/vm/guest-tests.py "$run/share/tests.py"
-  cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$target/vm-build/release/libslurmwatch_quickack.so" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
+  cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$target/slurm-host/libslurmwatch_quickack.so" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
   cp "$target/slurm-host/libslurmwatch.so" "$run/share/slurmwatch-22.05.so"
   t1=$SECONDS
   if scripts/vm/boot.sh "$suite" "$run/share" "${VM_TIMEOUT:-1500}"; then :; else
