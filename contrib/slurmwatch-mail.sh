@@ -88,7 +88,7 @@ wait_s=${SLURMWATCH_MAIL_SACCT_WAIT:-10}
 digits "$wait_s" || wait_s=10
 hold=${SLURMWATCH_MAIL_HOLD:-90}
 digits "$hold" || hold=90
-"$bin" mail-hold --job "$job" --user "$user" --hold "$hold" --report-timeout "$limit" \
+"$bin" mail-hold --job "$job" --job-id "$id" --user "$user" --hold "$hold" --report-timeout "$limit" \
   --sacct-wait "$wait_s" --report-bin "${SLURMWATCH_REPORT_BIN:-$bin}" -- "$mailer" "$@" <"$tmp/body"
 rc=$?
 # 0: queued or sent; 1: the mailer refused it (as it would have anyway). Anything else is

@@ -130,24 +130,31 @@ pub(crate) fn dbd_comment_target(
 }
 
 pub fn run(args: CtldEpilogArgs) -> Result<i32> {
-    let job = settled_ref(args.job).filter(|_| !args.dry_run);
+    let names = settled_names(args.job).filter(|_| !args.dry_run);
     let outcome = store_summary(args);
     // Whatever the outcome: the job's held end-of-job mail goes now (`mail_hold`).
-    if let Some(job) = job {
+    for job in names.into_iter().flatten() {
         settle(&job);
     }
     outcome
 }
 
-/// The job as the MailProg wrapper names it (`SLURM_ARRAY_*` from EpilogSlurmctld's
-/// environment), when known.
-fn settled_ref(given: Option<u32>) -> Option<String> {
+/// The job's own id, and its array name (`SLURM_ARRAY_*` from EpilogSlurmctld's environment)
+/// when it has one: the held mail is looked for under either (an array's first task gets its
+/// EpilogSlurmctld without the array's variables; 22.05).
+fn settled_names(given: Option<u32>) -> Option<Vec<String>> {
     let id = given.or_else(|| std::env::var("SLURM_JOB_ID").ok()?.parse().ok())?;
-    Some(slurmdbd::job_ref(
+    let named = slurmdbd::job_ref(
         id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
         std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
-    ))
+    );
+    let own = id.to_string();
+    Some(if named == own {
+        vec![own]
+    } else {
+        vec![own, named]
+    })
 }
 
 /// Marks the job settled in the held mails' queue (`slurmwatch_core::mailq`), on this

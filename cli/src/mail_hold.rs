@@ -26,6 +26,9 @@ pub struct MailHoldArgs {
     /// The job, as sacct names it (123, or 123_4 for an array task).
     #[arg(long, required_unless_present = "deliver")]
     pub job: Option<String>,
+    /// The job's own id (SLURM_JOB_ID), when it differs from --job (an array task).
+    #[arg(long, value_name = "ID")]
+    pub job_id: Option<String>,
     /// The job's user, as slurmctld named it to MailProg.
     #[arg(long, required_unless_present = "deliver")]
     pub user: Option<String>,
@@ -90,7 +93,8 @@ pub fn run(args: MailHoldArgs) -> Result<i32> {
         bail!("no mailer.\nhint: slurmwatch mail-hold --job ID --user U -- /usr/bin/mail -s SUBJECT ADDRESS");
     }
     let body = read_body();
-    let entry = mailq::entry(&job, &user, args.mailer.clone(), body);
+    let mut entry = mailq::entry(&job, &user, args.mailer.clone(), body);
+    entry.job_id = args.job_id.clone().filter(|id| *id != job);
     if let Some(q) = queue.as_ref().filter(|q| q.in_use()) {
         // Mails a dead deliverer left, sent now (oldest first), each by a deliverer of its own.
         let stale_after =
@@ -170,7 +174,7 @@ fn deliver(q: &Queue, path: &Path, args: &MailHoldArgs) -> i32 {
         return 0;
     };
     let until_ms = entry.queued_unix_ms + (args.hold as i64) * 1000;
-    while !q.is_settled(&entry.job) && now_ms() < until_ms {
+    while !q.entry_settled(&entry) && now_ms() < until_ms {
         std::thread::sleep(SETTLED_POLL);
     }
     let body = with_report(&entry, args);

@@ -32,6 +32,10 @@ pub const MAX_BODY_BYTES: usize = 1 << 20;
 pub struct Entry {
     /// The job as sacct names it (`123`, `123_4`).
     pub job: String,
+    /// The job's own id (an array task's differs from `123_4`): the EpilogSlurmctld of an
+    /// array's first task knows only it (seen on 22.05: no `SLURM_ARRAY_*` there).
+    #[serde(default)]
+    pub job_id: Option<String>,
     /// The job's user, as slurmctld named it to MailProg.
     pub user: String,
     /// The real mailer and Slurm's arguments to it, unchanged.
@@ -128,6 +132,11 @@ impl Queue {
         is_job_ref(job)
             && std::fs::symlink_metadata(self.settled_dir().join(job))
                 .is_ok_and(|m| m.file_type().is_file())
+    }
+
+    /// Whether the entry's job is settled, under either of its names.
+    pub fn entry_settled(&self, e: &Entry) -> bool {
+        self.is_settled(&e.job) || e.job_id.as_deref().is_some_and(|id| self.is_settled(id))
     }
 
     /// Writes `entry` (atomically: a temporary name, then a rename) and returns its path.
@@ -235,6 +244,7 @@ impl Queue {
 pub fn entry(job: &str, user: &str, argv: Vec<String>, body: String) -> Entry {
     Entry {
         job: job.to_string(),
+        job_id: None,
         user: user.to_string(),
         argv,
         body,
@@ -294,6 +304,12 @@ mod tests {
         q.settle("42").unwrap();
         assert!(q.in_use() && q.is_settled("42") && !q.is_settled("43"));
         assert!(q.settle("../x").is_err());
+        // An array task settled under its own id only.
+        let mut t = entry("50_1", "alice", vec!["m".into()], String::new());
+        t.job_id = Some("51".into());
+        assert!(!q.entry_settled(&t));
+        q.settle("51").unwrap();
+        assert!(q.entry_settled(&t));
     }
 
     #[test]
