@@ -10,6 +10,8 @@
 #
 #   scripts/bench-history.sh                 # SIZES="10000 100000 1000000" RUNS=3
 #   SIZES="10000 100000" RUNS=1 scripts/bench-history.sh
+#   SUMMARIES=1 scripts/bench-history.sh     # every job with a JS1: summary in AdminComment
+#                                            # (real ones, cycled), as a site that stores them
 #
 # No Slurm needed and none touched. The answers are generated once into
 # target/bench-history/<N>/ (about 0.7 KB of sacct text per job: 0.7 GB for 10^6) and
@@ -17,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=$(realpath -m "${CARGO_TARGET_DIR:-target}")
-work=$target/bench-history
+work=$target/bench-history${SUMMARIES:+-summaries}
+summaries=${SUMMARIES:+$PWD/core/tests/fixtures/slurm/admin_comments_js1_real.txt}
 SIZES=${SIZES:-"10000 100000 1000000"}
 RUNS=${RUNS:-3}
 export TZ=UTC # the generator's times and slurmwatch's reading of them agree
@@ -48,7 +51,8 @@ for n in $SIZES; do
     rm -rf "$d"
     mkdir -p "$d"
     echo "bench-history: generating $n jobs into $d ..." >&2
-    "$gen" "$n" "$d"
+    # shellcheck disable=SC2086 # no file: no argument
+    "$gen" "$n" "$d" $summaries
     cat > "$d/sacct" << EOF
 #!/bin/sh
 # The bench's sacct: the pre-generated answer of the chunk that -S names, split by the
@@ -80,6 +84,12 @@ EOF
     jobs=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"]["jobs"])' "$d/$cmd.json")
     if [ "$jobs" != "$n" ]; then
       echo "bench-history: $cmd read $jobs jobs of $n" >&2
+      exit 1
+    fi
+    # With summaries, every job's figures came from its AdminComment.
+    used=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["window"]["slurmdbd_summaries"])' "$d/$cmd.json")
+    if [ -n "${SUMMARIES:-}" ] && [ "$used" != "$n" ]; then
+      echo "bench-history: $cmd used $used summaries of $n jobs" >&2
       exit 1
     fi
     wall=$(printf '%s\n' "${ts[@]}" | cut -d' ' -f1 | median)

@@ -4,8 +4,11 @@
 //! (`DIR/chunk-<-S value>.txt`, split by the unit separator), so a fake `sacct` can answer
 //! each call with a file.
 //!
-//! `history_bench_data N DIR` writes the chunk files and `DIR/window` (`since until`, Unix
-//! seconds, for `-S @since -E @until`). `history_bench_data replay FILE DELIMITER` prints a
+//! `history_bench_data N DIR [SUMMARIES]` writes the chunk files and `DIR/window` (`since
+//! until`, Unix seconds, for `-S @since -E @until`). With `SUMMARIES` (a file of `JS1:`
+//! AdminComments, one per line: core/tests/fixtures/slurm/admin_comments_js1_real.txt, real
+//! ones from the test cluster's slurmdbd), every job carries one of them, cycled, as a site
+//! whose controller stores every job's summary. `history_bench_data replay FILE DELIMITER` prints a
 //! chunk file split by `DELIMITER` instead, as sacct prints it when asked `--delimiter=` (the
 //! reader asks a fresh random one per call): the fake's part, at memory speed, so serving
 //! the answer costs next to nothing beside what is measured. A job is in every chunk it ran during, as sacct lists
@@ -37,6 +40,18 @@ fn main() -> std::io::Result<()> {
         eprintln!("usage: history_bench_data N DIR");
         std::process::exit(2);
     };
+    let summaries: Vec<String> = match args.next() {
+        Some(f) => std::fs::read_to_string(f)?
+            .lines()
+            .filter(|l| l.starts_with("JS1:"))
+            .map(String::from)
+            .collect(),
+        None => Vec::new(),
+    };
+    let admin_comment = sacct::FIELDS
+        .iter()
+        .position(|f| *f == "AdminComment")
+        .expect("AdminComment is asked");
     let dir = PathBuf::from(dir);
     std::fs::create_dir_all(&dir)?;
     let (since, until) = (T0, T0 + DAYS * 86400);
@@ -67,13 +82,15 @@ fn main() -> std::io::Result<()> {
             if start >= *to || end < *from {
                 continue;
             }
-            for r in &rows {
+            for (row, r) in rows.iter().enumerate() {
                 line.clear();
                 for (k, c) in columns.iter().enumerate() {
                     if k > 0 {
                         line.push('\u{1f}');
                     }
-                    if let Some(c) = c {
+                    if k == admin_comment && row == 0 && !summaries.is_empty() {
+                        line.push_str(&summaries[i % summaries.len()]);
+                    } else if let Some(c) = c {
                         line.push_str(&r[*c]);
                     }
                 }
