@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use slurmwatch_core::export::slurmdbd;
 use slurmwatch_core::report::slurmdbd::Incarnation;
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, Kept, Record, Window};
@@ -107,17 +106,7 @@ fn missing(r: &Record) -> Option<Missing> {
 }
 
 pub fn run(args: CtldBackfillArgs) -> Result<i32> {
-    let site = crate::site::Site::load()?;
-    let url = args
-        .url
-        .or(site.summary_url)
-        .unwrap_or_else(|| slurmdbd::DEFAULT_URL.to_string());
-    let per_job = Duration::from_secs(
-        args.timeout
-            .or(site.summary_timeout_seconds)
-            .unwrap_or(ctld_epilog::DEFAULT_TIMEOUT_SECONDS)
-            .max(1),
-    );
+    let (url, per_job) = crate::site::summary_endpoint(args.url, args.timeout)?;
     let now = crate::history::now_unix();
     let (Some(since), Some(until)) = (
         crate::history::parse_when(&args.since, now),

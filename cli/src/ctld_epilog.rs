@@ -12,9 +12,6 @@ use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
 use slurmwatch_core::report::slurmdbd::Incarnation;
 use slurmwatch_core::slurm::{command, hostlist, sacct};
 
-/// The controller's bound when neither `--timeout` nor the site file gives one.
-pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
-
 #[derive(Args)]
 #[command(
     after_help = "Slurm sets SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_JOB_UID and SLURM_JOB_START_TIME in \
@@ -172,17 +169,7 @@ fn settle(job: &str) {
 }
 
 fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
-    let site = crate::site::Site::load()?;
-    let url = args
-        .url
-        .or(site.summary_url)
-        .unwrap_or_else(|| slurmdbd::DEFAULT_URL.to_string());
-    let timeout = Duration::from_secs(
-        args.timeout
-            .or(site.summary_timeout_seconds)
-            .unwrap_or(DEFAULT_TIMEOUT_SECONDS)
-            .max(1),
-    );
+    let (url, timeout) = crate::site::summary_endpoint(args.url, args.timeout)?;
     let deadline = Instant::now() + timeout;
     let job_id = match args.job {
         Some(j) => j,

@@ -33,12 +33,7 @@ pub struct DoctorArgs {
 
 /// `--endpoints`: one check per node of the cluster (or `--nodes`).
 fn endpoint_checks(args: &DoctorArgs) -> anyhow::Result<Vec<Check>> {
-    let site = crate::site::Site::load()?;
-    let url = args
-        .url
-        .clone()
-        .or(site.summary_url)
-        .unwrap_or_else(|| slurmwatch_core::export::slurmdbd::DEFAULT_URL.to_string());
+    let (url, _) = crate::site::summary_endpoint(args.url.clone(), None)?;
     let list = match &args.nodes {
         Some(l) => l.clone(),
         None => {

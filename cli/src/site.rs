@@ -33,6 +33,27 @@ pub struct Site {
     pub summary_timeout_seconds: Option<u64>,
 }
 
+/// The controller's bound when neither a flag nor the site file gives one.
+pub const DEFAULT_SUMMARY_TIMEOUT_SECONDS: u64 = 60;
+
+/// The summary endpoint and the controller's bound, each from its flag, else the site file,
+/// else the default: the one rule `ctld-epilog`, `ctld-backfill` and `doctor --endpoints`
+/// follow.
+pub fn summary_endpoint(
+    url: Option<String>,
+    timeout_seconds: Option<u64>,
+) -> anyhow::Result<(String, std::time::Duration)> {
+    let site = Site::load()?;
+    let url = url
+        .or(site.summary_url)
+        .unwrap_or_else(|| slurmwatch_core::export::slurmdbd::DEFAULT_URL.to_string());
+    let timeout = timeout_seconds
+        .or(site.summary_timeout_seconds)
+        .unwrap_or(DEFAULT_SUMMARY_TIMEOUT_SECONDS)
+        .max(1);
+    Ok((url, std::time::Duration::from_secs(timeout)))
+}
+
 /// The bounds of `[summary] timeout_seconds`: slurmctld holds the job COMPLETING meanwhile.
 const SUMMARY_TIMEOUT_RANGE: std::ops::RangeInclusive<i64> = 5..=600;
 
