@@ -61,6 +61,7 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
 /// controller's credential, and the exit code whether all did.
 #[cluster_test(Phase::Cgroup)]
 fn doctor_endpoints_names_each_node_and_whether_it_answers() {
+    let _p = shared_plugstack();
     use crate::slurmdbd::{Server, PORT_HELD, SUMMARY_PORT};
     let url = format!("http://127.0.0.1:{SUMMARY_PORT}/jobs/{{job}}/summary");
     let doctor_endpoints = || {
