@@ -1,8 +1,9 @@
 //! What reading the jobs' summaries from slurmdbd costs `history` and `sizing`: each job's
 //! `SW1:` AdminComment decoded in full (`report::slurmdbd::decode`, the report's path) and
 //! as the history path reads it (`history::Recorded::from_admin_comment`, the figures only).
-//! The comments are real ones, captured from the test cluster's slurmdbd
-//! (core/tests/fixtures/slurm/admin_comments_real.txt), cycled over `ADMIN_JOBS` jobs
+//! The comments are real ones, captured from the test cluster's slurmdbd, in both formats:
+//! jobstats' `JS1:` (core/tests/fixtures/slurm/admin_comments_js1_real.txt, what is stored
+//! now) and the older `SW1:` (admin_comments_real.txt), each cycled over `ADMIN_JOBS` jobs
 //! (default 100,000). Both paths must give the same figures for every comment, or it stops.
 //!
 //! `cargo run --release -p slurmwatch-core --example admin_comment_cost`
@@ -41,10 +42,23 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    let real: Vec<String> = include_str!("../tests/fixtures/slurm/admin_comments_real.txt")
-        .lines()
-        .map(str::to_string)
-        .collect();
+    for (format, file) in [
+        (
+            "JS1:",
+            include_str!("../tests/fixtures/slurm/admin_comments_js1_real.txt"),
+        ),
+        (
+            "SW1:",
+            include_str!("../tests/fixtures/slurm/admin_comments_real.txt"),
+        ),
+    ] {
+        cost(format, file, jobs);
+    }
+}
+
+/// Both decodes over `jobs` comments cycled from `file`'s lines.
+fn cost(format: &str, file: &str, jobs: usize) {
+    let real: Vec<String> = file.lines().map(str::to_string).collect();
     for c in &real {
         let r = Recorded::from_admin_comment(c).expect("a real comment decodes");
         let full = figures_of_full(c);
@@ -77,7 +91,7 @@ fn main() {
     let lean_s = t.elapsed().as_secs_f64();
     assert_eq!(n, m);
     println!(
-        "{jobs} real AdminComments ({:.0} bytes each, {} distinct): full decode {:.2} s ({:.1} µs a job); history's figures-only decode {:.2} s ({:.1} µs a job)",
+        "{jobs} real {format} AdminComments ({:.0} bytes each, {} distinct): full decode {:.2} s ({:.1} µs a job); history's figures-only decode {:.2} s ({:.1} µs a job)",
         bytes as f64 / jobs as f64,
         real.len(),
         full_s,
