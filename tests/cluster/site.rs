@@ -662,3 +662,65 @@ fn site_doctor_on_ctl_says_every_node_answers() {
         assert_eq!(o.status.code(), Some(0), "doctor on {n}:\n{text}");
     }
 }
+
+/// The live view of a running two-node job, as its user asks for it: on c1 (its own node's
+/// file in the spool there) and on login (no spool: each node's figures reached from there),
+/// every node reporting the memory its task holds.
+#[cluster_test(Phase::Site)]
+fn site_live_view_on_a_compute_host_and_from_login() {
+    on_login();
+    let _p = shared_plugstack();
+    let job = Submit::new("site-live", &two_node_script(30))
+        .user(USER1)
+        .submit();
+    let _cancel = CancelOnDrop(job.id);
+    job.wait_running(WAIT);
+    let end = Instant::now() + WAIT;
+    while !(job.dir.join("holding-c1").exists() && job.dir.join("holding-c2").exists()) {
+        assert!(Instant::now() < end, "job {} never held its memory", job.id);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The file's 1-s rows catch up with the held memory.
+    std::thread::sleep(Duration::from_secs(3));
+    let id = job.id.to_string();
+    let live = |host: &str| -> Value {
+        let text = on_ok(
+            host,
+            &["runuser", "-u", USER1, "--", SW, &id, "--once", "--json"],
+        );
+        json(&text, &format!("the live view on {host}"))
+    };
+    let on_c1 = live("c1");
+    let from_login = live("login");
+    for (host, v) in [("c1", &on_c1), ("login", &from_login)] {
+        let nodes = v["nodes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{host}: {v:#}"));
+        let mut names: Vec<&str> = nodes.iter().filter_map(|n| n["node"].as_str()).collect();
+        names.sort();
+        assert_eq!(names, ["c1", "c2"], "{host}: {v:#}");
+        for n in nodes {
+            let node = n["node"].as_str().unwrap();
+            assert_eq!(n["reporting"], true, "{host}, {node}: {n:#}");
+            let ws = n["memory"]["working_set_bytes"].as_f64().unwrap_or(0.0) / MIB;
+            let held = held_mib(&job, node);
+            assert!(
+                (held..held + 50.0).contains(&ws),
+                "{host}, {node}: working set {ws:.1} MiB, {held} MiB held ({})",
+                n["source"]
+            );
+            eprintln!(
+                "live view on {host}: {node} {ws:.1} MiB via {}",
+                n["source"]
+            );
+        }
+    }
+    // On c1 its own node is read from the spool there.
+    let c1 = on_c1["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "c1")
+        .unwrap();
+    assert_eq!(c1["source"], "plugin_file", "{c1:#}");
+}
