@@ -219,6 +219,30 @@ impl Drop for ArchiveAway {
     }
 }
 
+/// `job`'s archive copy from `node` on the shared directory, once it holds the epilog's
+/// summary (the epilog refreshes the copy after writing it).
+fn wait_archived(job: u32, node: &str) {
+    let copy = PathBuf::from(format!("{ARCHIVE_BASE}/{USER1}/{job}.{node}.sqlite"));
+    let t = Instant::now();
+    loop {
+        let summarised = rusqlite::Connection::open_with_flags(
+            &copy,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .and_then(|c| c.query_row("SELECT count(*) FROM summary", [], |r| r.get::<_, i64>(0)))
+        .is_ok_and(|n| n > 0);
+        if summarised {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{}: no archive copy with the epilog's summary",
+            copy.display()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// `slurmwatch report JOB --json` on login.
 fn report(job: u32) -> Value {
     sw_json(&["report", &job.to_string(), "--json", "--no-log"])
@@ -301,6 +325,8 @@ fn site_two_node_job_report_on_login_equals_each_hosts_recording() {
         );
         recorded.push((node, p));
     }
+    wait_archived(job.id, "c1");
+    wait_archived(job.id, "c2");
     let from_archive = report(job.id);
     assert_eq!(
         from_archive["source"], "recorded_file",
