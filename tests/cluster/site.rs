@@ -225,9 +225,10 @@ fn wait_archived(job: u32, node: &str) {
     let copy = PathBuf::from(format!("{ARCHIVE_BASE}/{USER1}/{job}.{node}.sqlite"));
     let t = Instant::now();
     loop {
+        // Immutable: nothing written beside the user's file (no -shm, no lock).
         let summarised = rusqlite::Connection::open_with_flags(
-            &copy,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            format!("file:{}?immutable=1", copy.display()),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
         )
         .and_then(|c| c.query_row("SELECT count(*) FROM summary", [], |r| r.get::<_, i64>(0)))
         .is_ok_and(|n| n > 0);
