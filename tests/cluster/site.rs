@@ -465,7 +465,8 @@ fn site_sizing_on_login_sizes_mem_from_the_recorded_peaks() {
         .map(|i| {
             Submit::new(&format!("site{tag}-run-{}", i + 1), &work(i))
                 .arg("--slurmwatch=1")
-                .arg("--mem=512M")
+                // Below the largest peak plus the headroom (166 MiB + 20 %): sizing raises it.
+                .arg("--mem=184M")
                 .arg("-t")
                 .arg("5")
                 .user(USER1)
@@ -517,7 +518,8 @@ fn site_sizing_on_login_sizes_mem_from_the_recorded_peaks() {
             slurmwatch_core::units::bytes(max)
         )
     );
-    // The largest peak plus the headroom, as a flag (the request, 512M, is well above it).
+    // The largest peak plus the headroom, as a flag: above the request, raised to it.
+    assert_eq!(mem["verdict"], "raise", "{mem:#}");
     let need =
         (max as f64 * (1.0 + slurmwatch_core::analysis::MEM_HEADROOM_PERCENT / 100.0)) as u64;
     assert_eq!(
