@@ -21,7 +21,7 @@
 # Measured 2026-12-07 on this 2-core machine (`time` of the flock line, everything already
 # built, the lock free): 59.8 s wall (up 8 s, the 6 tests 35.3 s, down 15 s; a first run:
 # up 14 s, 64 s in all). Building first from a tree with only the tests changed: the .deb
-# ~30 s (release CLI and plugin up to date), the test binary ~2 min from cold.
+# ~30 s (release CLI and plugin up to date), the test binary 1.5 min from cold.
 #
 # Hosts (bridge swsite0, 10.77.0.0/24, names in the hosts' own /etc/hosts):
 #   ctl    10.77.0.10  slurmctld, slurmdbd (the machine's MariaDB over its unix socket), the
