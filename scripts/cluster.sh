@@ -27,70 +27,16 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 CTLD_SUMMARY_PORT=9944
 # Where the test cluster's stand-in mailer keeps each mail (tests/cluster/mail.rs).
 MAIL_DIR=/var/spool/slurmwatch-test-mail
-DB_USER=slurm
-DB_PASS=slurmwatch-test
-TEST_USERS=(swuser1 swuser2)
-# The first line of every config file this script writes; a slurm.conf without it is a real
-# cluster's, and this script will not overwrite it, kill its steps or wipe its state.
-MARKER="# Written by slurmwatch's scripts/cluster.sh. Test cluster only."
 # The file under plugstack.conf.d holding the test cluster's slurmwatch line (sorted before
 # the package's own, commented slurmwatch.conf; tests/harness rewrites it).
 LINE_FILE=plugstack.conf.d/00-test-cluster.conf
 
-# The daemons started here must not inherit the caller's descriptors: a flock(1) lock held
-# around this script would otherwise stay held by mariadbd for as long as it runs. (Bash
-# reads this script through fd 255: that one stays.)
-for fd in /proc/$$/fd/*; do
-  fd=${fd##*/}
-  if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then eval "exec $fd>&-"; fi
-done
-
-# The daemons started here must not inherit the caller's descriptors: a flock(1) lock held
-# around this script would otherwise stay held by mariadbd for as long as it runs. (Bash
-# reads this script through fd 255: that one stays.)
-for fd in /proc/$$/fd/*; do
-  fd=${fd##*/}
-  if [ "$fd" -gt 2 ] && [ "$fd" -lt 255 ]; then eval "exec $fd>&-"; fi
-done
-
-log() { echo "cluster: $*" >&2; }
-die() { echo "cluster: $*" >&2; exit 1; }
-
-# Refuses to act on a machine whose slurm.conf this script did not write.
-ensure_ours() {
-  local conf="$ETC/slurm.conf"
-  [ -e "$conf" ] || return 0
-  # (Earlier versions wrote the mode into the marker line: the prefix is what counts.)
-  case "$(head -n 1 "$conf")" in "# Written by slurmwatch's scripts/cluster.sh"*) return 0 ;; esac
-  die "$conf was not written by this script (its first line is not \"$MARKER\"): refusing to overwrite it, kill slurmstepd or wipe slurmctld's state on what looks like a real cluster. On a test machine, move it away first."
-}
-
-wait_for() { # NAME LOG TIMEOUT_S COMMAND...
-  local name=$1 logf=$2 t=$3; shift 3
-  local end=$((SECONDS + t))
-  until "$@" >/dev/null 2>&1; do
-    if ((SECONDS >= end)); then
-      echo "cluster: $name not ready after ${t}s; last lines of $logf:" >&2
-      tail -n 20 "$logf" >&2 2>/dev/null || true
-      exit 1
-    fi
-    sleep 0.2
-  done
-}
-
-stop_pidfile() { # NAME PIDFILE
-  local pidf=$2 pid
-  [ -f "$pidf" ] || return 0
-  pid=$(cat "$pidf" 2>/dev/null || true)
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  rm -f "$pidf"
-}
-
-mem_mb() { awk '/MemTotal/ {printf "%d", $2/1024*0.85}' /proc/meminfo; }
+# What scripts/site.sh starts the same way (MariaDB, munge, users, the common slurm.conf).
+LOG_PREFIX=cluster
+# shellcheck source=scripts/slurm-common.sh
+. "$REPO/scripts/slurm-common.sh"
+# The daemons started here must not inherit the caller's descriptors (a flock(1) lock).
+close_inherited_fds
 
 # Four GPUs as count-style GRES, so Slurm itself sets CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS
 # for `--gres=gpu:N` (the fake NVML in tests/fake-nvml serves their readings). Slurm only
@@ -124,53 +70,23 @@ write_configs() { # MODE
   local mode=$1 cpus
   cpus=$(nproc)
   mkdir -p "$ETC" "$LOGDIR" "$RUN" /var/spool/slurmctld /var/spool/slurmd
-  local track
-  if [ "$mode" = cgroup ]; then
-    track="ProctrackType=proctrack/cgroup
-TaskPlugin=task/cgroup,task/affinity
-JobAcctGatherType=jobacct_gather/cgroup
-PrologFlags=Contain"
-  else
-    track="ProctrackType=proctrack/linuxproc
-TaskPlugin=task/affinity
-JobAcctGatherType=jobacct_gather/linux"
-  fi
   cat > "$ETC/slurm.conf" <<CONF
 $MARKER
 # Mode: $mode.
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
+$(common_slurm_conf)
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd$(multi && echo /%n)
 SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd$(multi && echo -%n).pid
 SlurmctldLogFile=$LOGDIR/slurmctld.log
 SlurmdLogFile=$LOGDIR/slurmd$(multi && echo -%n).log
-SlurmdDebug=info
-SlurmctldDebug=info
 # Slurm's mail through the shipped MailProg wrapper, to a stand-in mailer that keeps each mail
 # in $MAIL_DIR (settings and the tests' faults in $ETC/slurmwatch-mail.conf; tests/cluster/mail.rs).
 MailProg=$ETC/slurmwatch-mail.sh
-ReturnToService=2
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-# Jobs without --mem get 1 GiB per CPU, not the whole node, so tests can run side by side.
-DefMemPerCPU=1024
-$track
-JobAcctGatherFrequency=task=1
-AccountingStorageType=accounting_storage/slurmdbd
+$(tracking_lines "$mode")
 AccountingStorageHost=127.0.0.1
-AccountingStoreFlags=job_comment
-JobCompType=jobcomp/none
-KillWait=5
-MinJobAge=30
-InactiveLimit=0
-Waittime=0
 PlugStackConfig=$ETC/plugstack.conf
 # Each finished job's summary into slurmdbd (AdminComment): the shipped wrapper, with its
 # settings in $ETC/slurmwatch-ctld.conf. Without a node serving summaries it stores nothing.
@@ -189,25 +105,8 @@ CONF
     ensure_gpu_devices
     echo "Name=gpu File=/dev/nvidia[0-$((FAKE_GPUS - 1))]" > "$ETC/gres.conf"
   fi
-  cat > "$ETC/cgroup.conf" <<CONF
-CgroupPlugin=autodetect
-ConstrainCores=yes
-ConstrainRAMSpace=yes
-CONF
-  cat > "$ETC/slurmdbd.conf" <<CONF
-AuthType=auth/munge
-DbdHost=localhost
-DbdAddr=127.0.0.1
-SlurmUser=root
-PidFile=$RUN/slurmdbd.pid
-LogFile=$LOGDIR/slurmdbd.log
-StorageType=accounting_storage/mysql
-StorageHost=localhost
-StorageLoc=slurm_acct_db
-StorageUser=$DB_USER
-StoragePass=$DB_PASS
-CONF
-  chmod 600 "$ETC/slurmdbd.conf"
+  write_cgroup_conf "$ETC/cgroup.conf"
+  write_slurmdbd_conf "$ETC/slurmdbd.conf" localhost 127.0.0.1 "$RUN" "$LOGDIR"
   install -m 0755 "$REPO/contrib/slurmctld-epilog.sh" "$ETC/slurmctld-epilog.sh"
   # A site's 60 s. Most tests' jobs end with no endpoint on the port: refused, not asked
   # again (asking for the bound held every such job COMPLETING 40 s and tripled the tier).
@@ -301,45 +200,12 @@ install_plugin() { # SO ARGS...
   echo "optional $PLUGIN_DIR/slurmwatch.so spool=$SPOOL $*" > "$ETC/$LINE_FILE"
 }
 
-start_munge() {
-  if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then return; fi
-  install -d -o munge -g munge -m 0755 /run/munge
-  install -d -o munge -g munge -m 0700 /var/log/munge /var/lib/munge
-  [ -f /etc/munge/munge.key ] || mungekey --create --keyfile /etc/munge/munge.key
-  chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key
-  runuser -u munge -- /usr/sbin/munged --force
-  wait_for munged /var/log/munge/munged.log 20 sh -c 'munge -n | unmunge'
-}
-
-start_mariadb() {
-  if mariadb-admin ping >/dev/null 2>&1; then return; fi
-  install -d -o mysql -g mysql /run/mysqld
-  if [ ! -d /var/lib/mysql/mysql ]; then
-    mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
-  fi
-  setsid /usr/sbin/mariadbd --user=mysql --skip-networking --socket=/run/mysqld/mysqld.sock \
-    --pid-file=/run/mysqld/mysqld.pid --innodb-buffer-pool-size=256M \
-    --innodb-lock-wait-timeout=900 --log-error=/var/log/slurm/mariadb.log \
-    </dev/null >/dev/null 2>&1 &
-  wait_for mariadbd "$LOGDIR/mariadb.log" 60 mariadb-admin ping
-  mariadb -e "CREATE USER IF NOT EXISTS '$DB_USER'@'localhost' IDENTIFIED BY '$DB_PASS';
-              GRANT ALL ON slurm_acct_db.* TO '$DB_USER'@'localhost'; FLUSH PRIVILEGES;"
-}
-
 start_slurm() {
   if ! sacctmgr -n list cluster >/dev/null 2>&1; then
     /usr/sbin/slurmdbd
     wait_for slurmdbd "$LOGDIR/slurmdbd.log" 60 sacctmgr -n list cluster
   fi
-  sacctmgr -n list cluster format=cluster | grep -qw "$CLUSTER" || sacctmgr -i add cluster "$CLUSTER" >/dev/null
-  # Accounts for the partition-access tests: swuser1 may use `research`, swuser2 may not.
-  sacctmgr -n list account format=account | grep -qw research || sacctmgr -i add account research cluster="$CLUSTER" >/dev/null
-  sacctmgr -n list account format=account | grep -qw general || sacctmgr -i add account general cluster="$CLUSTER" >/dev/null
-  local u
-  for u in root "${TEST_USERS[@]}"; do
-    sacctmgr -n list user "$u" format=user | grep -qw "$u" || sacctmgr -i add user "$u" account=general cluster="$CLUSTER" >/dev/null
-  done
-  sacctmgr -n list assoc user=swuser1 account=research format=user | grep -qw swuser1 || sacctmgr -i add user swuser1 account=research cluster="$CLUSTER" >/dev/null
+  add_accounts "$CLUSTER"
   /usr/sbin/slurmctld
   wait_for slurmctld "$LOGDIR/slurmctld.log" 60 scontrol ping
   local n
@@ -358,12 +224,6 @@ start_slurm() {
   done
 }
 
-ensure_users() {
-  for u in "${TEST_USERS[@]}"; do
-    id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
-  done
-}
-
 stop_slurm() {
   local f
   for f in "$RUN"/slurmd*.pid; do [ -e "$f" ] && stop_pidfile slurmd "$f"; done
@@ -373,7 +233,7 @@ stop_slurm() {
 }
 
 cmd=${1:-}
-case "$cmd" in up|down|wipe|reinstall) ensure_ours ;; esac
+case "$cmd" in up|down|wipe|reinstall) ensure_ours "$ETC" ;; esac
 case "$cmd" in
   up)
     mode=${2:-cgroup}
@@ -398,8 +258,7 @@ case "$cmd" in
   down)
     stop_slurm
     stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
-    stop_pidfile mariadbd /run/mysqld/mysqld.pid
-    stop_pidfile munged /run/munge/munged.pid
+    stop_mariadb_and_munge
     rm -f "$RUN/mode" "$RUN/nodes"
     log "down"
     ;;

@@ -162,7 +162,11 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
         ));
     }
     let config = config.unwrap_or_default();
-    checks.push(checks::check_spool(&config.spool_dir));
+    let node = slurmwatch_core::site::Site::here().node.as_deref();
+    checks.push(checks::check_spool(&spool_to_check(
+        &config.spool_dir,
+        node,
+    )));
     checks.push(checks::check_archive(config.archive_template.as_deref()));
     checks.push(checks::check_cgroup(Path::new("/sys/fs/cgroup")));
     checks.push(check_nvml());
@@ -173,6 +177,20 @@ pub fn run(args: DoctorArgs) -> anyhow::Result<i32> {
         "this node is ready to record jobs",
         "this node is NOT ready: fix the FAIL lines above",
     )
+}
+
+/// The spool directory this node's plugin writes: the site's template with `%n` filled with
+/// this node's name. The plugin makes that directory itself at the node's first recorded job
+/// (root's, 0755), under the site's base; until it exists, the directory it will be made in
+/// is what must be there and root's. (The template itself, `%n` and all, is no directory.)
+fn spool_to_check(template: &Path, node: Option<&str>) -> PathBuf {
+    let Some(here) = slurmwatch_core::options::spool_for_node(template, node.unwrap_or("")) else {
+        return template.to_path_buf();
+    };
+    if here == template || std::fs::symlink_metadata(&here).is_ok() {
+        return here;
+    }
+    here.parent().map(Path::to_path_buf).unwrap_or(here)
 }
 
 /// The checks as lines (or JSON) and the last line's verdict; exit 0 only when none failed.
@@ -207,6 +225,25 @@ fn print_checks(
 #[cfg(test)]
 mod sacct_tests {
     use super::*;
+
+    #[test]
+    fn a_node_spool_template_is_checked_where_this_node_writes() {
+        let d = tempfile::tempdir().unwrap();
+        let template = d.path().join("spool/%n");
+        // Before the node's first job: the base the plugin makes `c1` in.
+        assert_eq!(
+            spool_to_check(&template, Some("c1")),
+            d.path().join("spool")
+        );
+        std::fs::create_dir_all(d.path().join("spool/c1")).unwrap();
+        assert_eq!(
+            spool_to_check(&template, Some("c1")),
+            d.path().join("spool/c1")
+        );
+        // No `%n`: the directory itself; no usable node name: the template, which fails.
+        assert_eq!(spool_to_check(d.path(), Some("c1")), d.path());
+        assert_eq!(spool_to_check(&template, None), template);
+    }
 
     #[test]
     fn a_failing_sacct_is_a_note_not_a_fail() {

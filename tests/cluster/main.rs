@@ -24,4 +24,5 @@ mod queue;
 mod recorder;
 mod report;
 mod security;
+mod site;
 mod slurmdbd;

@@ -47,7 +47,14 @@ pub enum Phase {
     Nodes(usize),
     /// Exactly this many nodes.
     ExactlyNodes(usize),
+    /// The site topology (`scripts/site.sh up`: a controller, a login host and two compute
+    /// hosts in namespaces), the tests run on its login host. Not a phase of scripts/test.sh:
+    /// `scripts/check-phases.sh` names these tests as left to that tier instead of failing.
+    Site,
 }
+
+/// The marker `scripts/site.sh up` leaves while the site topology is up.
+pub const SITE_MARKER: &str = "/run/slurmwatch-site/up";
 
 /// Where a test's phase decisions are recorded: `<test>.ran` / `<test>.skipped`.
 /// scripts/check-phases.sh fails the tier when a test was skipped in every phase (a test
@@ -61,15 +68,21 @@ pub fn runs_in(test: &str, phase: Phase) -> bool {
         Phase::Cgroup => cluster_mode() == "cgroup",
         Phase::Nodes(n) => cluster_nodes() >= n,
         Phase::ExactlyNodes(n) => cluster_nodes() == n,
+        Phase::Site => Path::new(SITE_MARKER).exists(),
     };
     let dir = Path::new(PHASE_RECORD_DIR);
     std::fs::create_dir_all(dir).expect("create the phase record directory");
     let mark = dir.join(format!("{test}.{}", if runs { "ran" } else { "skipped" }));
     std::fs::write(&mark, format!("{phase:?}\n")).expect("record the phase decision");
     if !runs {
-        eprintln!(
-            "{test}: not this phase ({phase:?}); it runs in another phase of scripts/test.sh"
-        );
+        match phase {
+            Phase::Site => eprintln!(
+                "{test}: the site topology is not up; it runs in the site tier (scripts/site.sh)"
+            ),
+            _ => eprintln!(
+                "{test}: not this phase ({phase:?}); it runs in another phase of scripts/test.sh"
+            ),
+        }
     }
     runs
 }
