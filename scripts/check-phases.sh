@@ -6,17 +6,11 @@ set -euo pipefail
 dir=/tmp/slurmwatch-it/phases
 [ -d "$dir" ] || { echo "check-phases: no phase records in $dir: did the cluster tier run?" >&2; exit 1; }
 never=()
-site=()
 for f in "$dir"/*.skipped; do
   [ -e "$f" ] || continue
   t=$(basename "$f" .skipped)
-  [ -e "$dir/$t.ran" ] && continue
-  # Phase::Site tests run in the site tier (scripts/site.sh, not a phase of scripts/test.sh).
-  if [ "$(cat "$f")" = Site ]; then site+=("$t"); else never+=("$t"); fi
+  [ -e "$dir/$t.ran" ] || never+=("$t")
 done
-if [ ${#site[@]} -gt 0 ]; then
-  echo "check-phases: left to the site tier (scripts/site.sh; not run by this command): ${site[*]}"
-fi
 ran=$(find "$dir" -name '*.ran' | wc -l)
 if [ ${#never[@]} -gt 0 ]; then
   echo "check-phases: skipped in every phase, never ran: ${never[*]}" >&2

@@ -10,9 +10,10 @@
 #   scripts/site.sh service HOST start|stop   # a compute host's node service (the endpoint)
 #   scripts/site.sh status
 #
-# The tier (not in scripts/test.sh; the tests are tests/cluster/site.rs, run on the login host):
+# The tier (a stage of scripts/test.sh; the tests are tests/cluster/site.rs, run on the login
+# host); by hand:
 #
-#   scripts/package-deb.sh && cargo build --release --locked -p slurmwatch-dbd-comment &&
+#   scripts/package-deb.sh &&
 #   cargo test --locked --test cluster --no-run &&
 #   flock /tmp/slurmwatch-cluster.lock sh -c 'scripts/site.sh up &&
 #     scripts/site.sh on login cargo test --locked --test cluster -- --ignored --test-threads=2 site::;
@@ -120,20 +121,17 @@ find_deb() {
   echo "$deb"
 }
 
-# docs/admin.md, "Install": the package on the machine (/usr is every host's), and
-# slurmwatch-dbd-comment next to slurmwatch on the controller ("Every job's summary in
-# slurmdbd": built with the other binaries; the package does not carry it).
+# docs/admin.md, "Install": the package on the machine (/usr is every host's); it carries
+# slurmwatch-dbd-comment next to slurmwatch, where the controller's ctld-epilog looks.
 install_package() { # DEB
-  local deb=$1 dbd="$REPO/target/release/slurmwatch-dbd-comment"
-  [ -x "$dbd" ] || die "$dbd is not built: cargo build --release --locked -p slurmwatch-dbd-comment"
+  local deb=$1
   install -d "$STATE"
   if ! dpkg-query -W -f='${Status}' slurmwatch 2>/dev/null | grep -q 'ok installed'; then
     touch "$STATE/package-installed-here"
   fi
   log "installing $(basename "$deb") (dpkg -i on the machine: /usr is shared by all hosts)"
   dpkg -i --force-confdef --force-confold "$deb" >/dev/null
-  [ -e /usr/bin/slurmwatch-dbd-comment ] || touch "$STATE/dbd-comment-installed-here"
-  install -m 0755 "$dbd" /usr/bin/slurmwatch-dbd-comment
+  [ -x /usr/bin/slurmwatch-dbd-comment ] || die "the package carries no slurmwatch-dbd-comment"
 }
 
 slurm_conf() {
@@ -378,9 +376,6 @@ site_down() {
   stop_mariadb_and_munge
   if [ -e "$STATE/package-installed-here" ]; then
     dpkg -r slurmwatch >/dev/null
-  fi
-  if [ -e "$STATE/dbd-comment-installed-here" ]; then
-    rm -f /usr/bin/slurmwatch-dbd-comment
   fi
   rm -rf "$STATE"
 }

@@ -38,6 +38,8 @@ MUTATION_CASES=3000 cargo test --locked --workspace
 
 # Afterwards: no cluster, or (KEEP_CLUSTER=1) the single-node one, as before the tests.
 stop() {
+  # A site tier cut short leaves its hosts up.
+  if [ -e /run/slurmwatch-site/up ]; then scripts/site.sh down || true; fi
   if [ "${KEEP_CLUSTER:-0}" = 1 ]; then
     scripts/cluster.sh up cgroup target/cluster-plugin/libslurmwatch.so
   else
@@ -70,6 +72,14 @@ cargo test --locked --test cluster -- --ignored multinode
 echo "== cluster tier (3 nodes on this machine) at ${SECONDS} s"
 NODES=3 scripts/cluster.sh up cgroup target/cluster-plugin/libslurmwatch.so
 cargo test --locked --test cluster -- --ignored multinode_three
+echo "== site tier (ctl, login, c1, c2 in namespaces: scripts/site.sh) at ${SECONDS} s"
+# A controller, a login host and two compute hosts, each its own namespaces, the .deb of the
+# package stage configured as docs/admin.md says; the tests run on the login host.
+scripts/site.sh up
+site_rc=0
+scripts/site.sh on login cargo test --locked --test cluster -- --ignored --test-threads=2 site:: || site_rc=$?
+scripts/site.sh down
+[ "$site_rc" = 0 ] || exit "$site_rc"
 # Every phase-gated test ran somewhere (only meaningful when every phase above ran).
 if [ -z "${MODES:-}" ]; then scripts/check-phases.sh; fi
 echo "== vm tier (Slurm ${VM_RELEASES-24.11 26.05} on cgroup v2, in QEMU guests) at ${SECONDS} s"

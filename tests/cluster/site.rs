@@ -224,17 +224,16 @@ impl Drop for ArchiveAway {
 fn wait_archived(job: u32, node: &str) {
     let copy = PathBuf::from(format!("{ARCHIVE_BASE}/{USER1}/{job}.{node}.sqlite"));
     let t = Instant::now();
-    loop {
-        // Immutable: nothing written beside the user's file (no -shm, no lock).
-        let summarised = rusqlite::Connection::open_with_flags(
+    // Immutable: nothing written beside the user's file (no -shm, no lock).
+    let summarised = || {
+        rusqlite::Connection::open_with_flags(
             format!("file:{}?immutable=1", copy.display()),
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
         )
         .and_then(|c| c.query_row("SELECT count(*) FROM summary", [], |r| r.get::<_, i64>(0)))
-        .is_ok_and(|n| n > 0);
-        if summarised {
-            return;
-        }
+        .is_ok_and(|n| n > 0)
+    };
+    while !summarised() {
         assert!(
             t.elapsed() < Duration::from_secs(30),
             "{}: no archive copy with the epilog's summary",
