@@ -56,6 +56,8 @@ pub struct MailHoldArgs {
     pub mailer: Vec<String>,
 }
 
+/// The most left-over mails one MailProg run starts deliverers for.
+const STALE_PER_RUN: usize = 4;
 /// How long the real mailer may take to accept a mail.
 const MAILER_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest report appended to a mail.
@@ -99,7 +101,9 @@ pub fn run(args: MailHoldArgs) -> Result<i32> {
         // Mails a dead deliverer left, sent now (oldest first), each by a deliverer of its own.
         let stale_after =
             Duration::from_secs(args.hold + args.report_timeout + args.sacct_wait + 60);
-        for p in q.stale(stale_after) {
+        // A few per run: a day of a mail server's refusals never starts hundreds of reports
+        // (and their sacct calls) at once on the controller.
+        for p in q.stale(stale_after).into_iter().take(STALE_PER_RUN) {
             let _ = spawn_deliverer(&args, q, &p);
         }
         match q
