@@ -451,8 +451,15 @@ impl Busy {
                 };
                 c.set_nonblocking(false).unwrap();
                 c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                // The whole head before the answer: closing with unread bytes resets the
+                // connection, and the controller takes a reset for no answer (seen once).
+                let mut reader = std::io::BufReader::new(&c);
                 let mut line = String::new();
-                let _ = std::io::BufReader::new(&c).read_line(&mut line);
+                let _ = reader.read_line(&mut line);
+                let mut header = String::new();
+                while reader.read_line(&mut header).is_ok_and(|n| n > 0) && header.trim() != "" {
+                    header.clear();
+                }
                 let _ = (&c).write_all(
                     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbusy\n",
                 );
