@@ -97,22 +97,54 @@ pub struct Response {
 }
 
 /// One bounded `GET`, with `headers` (names and values the caller checked).
-pub fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<Response, String> {
+pub fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<Response, GetError> {
+    get_inner(url, headers, timeout).map_err(|(why, dropped)| GetError { why, dropped })
+}
+
+/// Why a [`get`] gave no reply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GetError {
+    /// One sentence, naming the host.
+    pub why: String,
+    /// The endpoint was there and dropped the exchange (reset, aborted, broken pipe): a
+    /// server restarting, or closing at its caps. Asked again, as a busy node.
+    pub dropped: bool,
+}
+
+impl std::fmt::Display for GetError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+/// Whether an I/O error is the peer dropping an established exchange.
+fn dropped(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    matches!(e.kind(), ConnectionReset | ConnectionAborted | BrokenPipe)
+}
+
+fn get_inner(
+    url: &str,
+    headers: &[(&str, &str)],
+    timeout: Duration,
+) -> Result<Response, (String, bool)> {
     let start = Instant::now();
+    let plain = |why: String| (why, false);
     let rest = url
         .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
+        .ok_or_else(|| plain(format!("{url}: only http:// URLs are supported")))?;
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
     };
     let addr = authority
         .to_socket_addrs()
-        .map_err(|e| format!("{authority}: {e}"))?
+        .map_err(|e| plain(format!("{authority}: {e}")))?
         .next()
-        .ok_or_else(|| format!("{authority}: no address"))?;
-    let mut s =
-        TcpStream::connect_timeout(&addr, timeout).map_err(|e| format!("{authority}: {e}"))?;
+        .ok_or_else(|| plain(format!("{authority}: no address")))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| plain(format!("{authority}: {e}")))?;
+    let io = |e: std::io::Error| (format!("{authority}: {e}"), dropped(&e));
     let left = |start: Instant| {
         timeout
             .saturating_sub(start.elapsed())
@@ -129,18 +161,17 @@ pub fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<Res
                 "GET {path} HTTP/1.1\r\nHost: {authority}\r\n{extra}Connection: close\r\n\r\n"
             )
         })
-        .map_err(|e| format!("{authority}: {e}"))?;
+        .map_err(io)?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
         if start.elapsed() >= timeout {
-            return Err(format!(
+            return Err(plain(format!(
                 "{authority}: no answer within {:.1} s",
                 timeout.as_secs_f64()
-            ));
+            )));
         }
-        s.set_read_timeout(Some(left(start)))
-            .map_err(|e| format!("{authority}: {e}"))?;
+        s.set_read_timeout(Some(left(start))).map_err(io)?;
         match s.read(&mut chunk) {
             Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&chunk[..n]),
@@ -151,20 +182,20 @@ pub fn get(url: &str, headers: &[(&str, &str)], timeout: Duration) -> Result<Res
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                return Err(format!(
+                return Err(plain(format!(
                     "{authority}: no answer within {:.1} s",
                     timeout.as_secs_f64()
-                ))
+                )))
             }
-            Err(e) => return Err(format!("{authority}: {e}")),
+            Err(e) => return Err(io(e)),
         }
         if raw.len() as u64 > MAX_REPLY_BYTES {
-            return Err(format!(
+            return Err(plain(format!(
                 "{authority}: reply larger than {MAX_REPLY_BYTES} bytes"
-            ));
+            )));
         }
     }
-    let not_http = || format!("{authority}: not an HTTP reply");
+    let not_http = || plain(format!("{authority}: not an HTTP reply"));
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -302,7 +333,9 @@ pub fn ask(q: &Query, node: &str, timeout: Duration) -> NodeAnswer {
             r.code,
             first_line(&r)
         )),
-        Err(e) => NodeAnswer::Failed(e),
+        // Dropped mid-exchange (the endpoint restarting, or closing at its caps): as busy.
+        Err(e) if e.dropped => NodeAnswer::Busy(e.why),
+        Err(e) => NodeAnswer::Failed(e.why),
     }
 }
 
@@ -749,6 +782,31 @@ mod tests {
                 "{req}"
             );
         }
+        // Dropped mid-exchange (closed with the request unread: the kernel resets it), then
+        // free: asked again, as a busy node.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            drop(c);
+            let (mut c, _) = l.accept().unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = c.read(&mut chunk).unwrap();
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            write!(
+                c,
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .unwrap();
+        });
+        let template = template_at(addr);
+        let answers = collect(&query(&template), Instant::now() + Duration::from_secs(20));
+        assert_eq!(answers, vec![("n1".to_string(), NodeAnswer::NotRecorded)]);
+        server.join().unwrap();
         // A refusal is final.
         let (template, server) = serve(vec!["403 Forbidden"]);
         let t = Instant::now();
