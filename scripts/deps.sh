@@ -12,6 +12,8 @@ PACKAGES=(
   python3-venv   # scripts/bench-vs-slurmpast.sh installs slurmpast into a venv
   chromium  # headless: the cluster tests render the HTML report
   prometheus  # the cluster tests scrape `slurmwatch metrics --listen` with a private instance
+  iproute2 util-linux  # scripts/site.sh: the site's hosts as namespaces (ip, nsenter, unshare)
+  systemd curl  # the package test: systemd-analyze verify/security of the node service; curl
 )
 
 missing=()
