@@ -117,8 +117,24 @@ fn peak(r: &Value) -> u64 {
         .unwrap_or_else(|| panic!("no peak: {:#}", r["memory"]))
 }
 
+/// A two-node job of `USER1` ([`two_node_script`] for `seconds`), running and holding its
+/// memory on c1 and c2; cancelled when the guard drops.
+fn holding_two_node_job(name: &str, seconds: u32) -> (Job, CancelOnDrop) {
+    let job = Submit::new(name, &two_node_script(seconds))
+        .user(USER1)
+        .submit();
+    let cancel = CancelOnDrop(job.id);
+    job.wait_running(WAIT);
+    let end = Instant::now() + WAIT;
+    while !(job.dir.join("holding-c1").exists() && job.dir.join("holding-c2").exists()) {
+        assert!(Instant::now() < end, "job {} never held its memory", job.id);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    (job, cancel)
+}
+
 /// The job's node list as sacct has it (one node: its name).
-fn node_list(job: &Job) -> String {
+pub(crate) fn node_list(job: &Job) -> String {
     stdout(&run(
         "sacct",
         &[
@@ -567,16 +583,7 @@ fn now_s() -> f64 {
 fn site_prometheus_on_ctl_scrapes_both_compute_hosts() {
     on_login();
     let _p = shared_plugstack();
-    let job = Submit::new("site-prom", &two_node_script(25))
-        .user(USER1)
-        .submit();
-    let _cancel = CancelOnDrop(job.id);
-    job.wait_running(WAIT);
-    let end = Instant::now() + WAIT;
-    while !(job.dir.join("holding-c1").exists() && job.dir.join("holding-c2").exists()) {
-        assert!(Instant::now() < end, "job {} never held its memory", job.id);
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (job, _cancel) = holding_two_node_job("site-prom", 25);
     // A few scrapes (every 2 s) of the held memory.
     std::thread::sleep(Duration::from_secs(8));
     let targets = json(
@@ -698,16 +705,7 @@ fn site_doctor_on_ctl_says_every_node_answers() {
 fn site_live_view_on_a_compute_host_and_from_login() {
     on_login();
     let _p = shared_plugstack();
-    let job = Submit::new("site-live", &two_node_script(30))
-        .user(USER1)
-        .submit();
-    let _cancel = CancelOnDrop(job.id);
-    job.wait_running(WAIT);
-    let end = Instant::now() + WAIT;
-    while !(job.dir.join("holding-c1").exists() && job.dir.join("holding-c2").exists()) {
-        assert!(Instant::now() < end, "job {} never held its memory", job.id);
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let (job, _cancel) = holding_two_node_job("site-live", 30);
     // The file's 1-s rows catch up with the held memory.
     std::thread::sleep(Duration::from_secs(3));
     let id = job.id.to_string();

@@ -672,20 +672,7 @@ fn slurmdbd_backfill_stores_a_summary_missed_while_the_endpoint_was_down() {
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     // The EpilogSlurmctld ran (the job is no longer COMPLETING once it has) and said why.
-    let node = stdout(&run(
-        "sacct",
-        &[
-            "-j",
-            &job.id.to_string(),
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "NodeList",
-        ],
-    ))
-    .trim()
-    .to_string();
+    let node = crate::site::node_list(&job);
     let t = Instant::now();
     let lines = loop {
         let log = std::fs::read(CTLD_LOG).unwrap_or_default();
