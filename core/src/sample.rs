@@ -37,7 +37,11 @@ impl Source {
     }
 }
 
-/// Pressure-stall averages (cgroup v2 `*.pressure`, the `some`/`full` avg10 lines), percent.
+/// Pressure stall information (cgroup v2 `*.pressure`): the `some`/`full` lines' 10 s
+/// averages (percent) and their `total=` counters: the cumulative time, µs, in which some
+/// (or all) of the group's runnable tasks waited for the resource. The totals are exact
+/// between any two readings; the averages are the kernel's decaying estimate. `None`:
+/// unreadable (no PSI on cgroup v1, or a kernel booted with `psi=0`), never 0.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pressure {
     pub cpu_some_avg10: Option<f64>,
@@ -45,6 +49,13 @@ pub struct Pressure {
     pub memory_full_avg10: Option<f64>,
     pub io_some_avg10: Option<f64>,
     pub io_full_avg10: Option<f64>,
+    pub cpu_some_total_usec: Option<u64>,
+    /// Kernels before 5.13 print no `full` line for cpu.
+    pub cpu_full_total_usec: Option<u64>,
+    pub memory_some_total_usec: Option<u64>,
+    pub memory_full_total_usec: Option<u64>,
+    pub io_some_total_usec: Option<u64>,
+    pub io_full_total_usec: Option<u64>,
 }
 
 /// What one read of a cgroup (or of a process tree) yields.

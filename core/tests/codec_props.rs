@@ -37,6 +37,11 @@ fn kib() -> impl Strategy<Value = Option<u64>> {
     plain().prop_map(|v| v.map(|b| b / 1024 * 1024))
 }
 
+/// Microseconds in whole ms (PSI totals are kept to the ms).
+fn whole_ms() -> impl Strategy<Value = Option<u64>> {
+    plain().prop_map(|v| v.map(|us| us / 1000 * 1000))
+}
+
 fn hundredths() -> impl Strategy<Value = Option<f64>> {
     prop::option::weighted(0.8, 0u32..10_001).prop_map(|v| v.map(|n| f64::from(n) / 100.0))
 }
@@ -60,9 +65,17 @@ fn usage() -> impl Strategy<Value = UsageReading> {
             hundredths(),
             hundredths(),
         ),
+        (
+            whole_ms(),
+            whole_ms(),
+            whole_ms(),
+            whole_ms(),
+            whole_ms(),
+            whole_ms(),
+        ),
     )
         .prop_map(
-            |((cpu, user, sys, mem, cache, ws, peak, limit), b, p)| UsageReading {
+            |((cpu, user, sys, mem, cache, ws, peak, limit), b, p, t)| UsageReading {
                 cpu_usage_usec: cpu,
                 cpu_user_usec: user,
                 cpu_system_usec: sys,
@@ -84,6 +97,12 @@ fn usage() -> impl Strategy<Value = UsageReading> {
                     memory_full_avg10: p.2,
                     io_some_avg10: p.3,
                     io_full_avg10: p.4,
+                    cpu_some_total_usec: t.0,
+                    cpu_full_total_usec: t.1,
+                    memory_some_total_usec: t.2,
+                    memory_full_total_usec: t.3,
+                    io_some_total_usec: t.4,
+                    io_full_total_usec: t.5,
                 },
             },
         )

@@ -129,8 +129,12 @@ fn huge_and_deep_expressions_in_a_view_are_refused() {
 
 #[test]
 fn a_newer_user_version_is_refused() {
-    let (_d, path) = crafted("PRAGMA user_version = 3;");
-    refused_by_all(&path, "written by a newer slurmwatch (schema 3)");
+    let newer = slurmwatch_core::store::SCHEMA_VERSION + 1;
+    let (_d, path) = crafted(&format!("PRAGMA user_version = {newer};"));
+    refused_by_all(
+        &path,
+        &format!("written by a newer slurmwatch (schema {newer})"),
+    );
 }
 
 #[test]

@@ -442,6 +442,7 @@ fn published() -> BTreeMap<String, BTreeSet<String>> {
             memory_full_avg10: Some(0.25),
             io_some_avg10: Some(2.0),
             io_full_avg10: Some(1.0),
+            ..Default::default()
         };
         w.push(r);
         w.push_gpu(t0 + i as i64 * 5_000, ids[0].0, full_gpu.clone());

@@ -26,7 +26,8 @@ fn meta() -> JobMeta {
     }
 }
 
-/// A plausible reading `i` intervals in (memory in whole pages, PSI with two decimals).
+/// A plausible reading `i` intervals in (memory in whole pages, PSI averages with two
+/// decimals and totals in whole ms, as the file keeps them).
 fn row(i: u64, series: Series, kind: SampleKind) -> SampleRow {
     SampleRow {
         t_unix_ms: T0 + i as i64 * 5_000 + (i % 3) as i64,
@@ -54,6 +55,12 @@ fn row(i: u64, series: Series, kind: SampleKind) -> SampleRow {
                 memory_full_avg10: Some(0.0),
                 io_some_avg10: Some(0.31),
                 io_full_avg10: None,
+                cpu_some_total_usec: Some(i * 61_000 + (i % 5) * 1000),
+                cpu_full_total_usec: Some(i * 50_000),
+                memory_some_total_usec: Some(i / 10 * 7_000),
+                memory_full_total_usec: Some(0),
+                io_some_total_usec: Some(i * 2_000),
+                io_full_total_usec: None,
             },
         },
         cores_allocated: Some(8),
@@ -92,6 +99,12 @@ fn all_zero(t: i64) -> SampleRow {
                 memory_full_avg10: Some(0.0),
                 io_some_avg10: Some(0.0),
                 io_full_avg10: Some(0.0),
+                cpu_some_total_usec: z,
+                cpu_full_total_usec: z,
+                memory_some_total_usec: z,
+                memory_full_total_usec: z,
+                io_some_total_usec: z,
+                io_full_total_usec: z,
             },
         },
         cores_allocated: Some(0),
@@ -501,7 +514,7 @@ fn newer_schema_is_refused_with_a_hint() {
     let e = err_text(Reader::open(&path));
     assert!(
         e.contains(
-            "written by a newer slurmwatch (schema 7); this one reads up to 2 — upgrade slurmwatch"
+            "written by a newer slurmwatch (schema 7); this one reads up to 3 — upgrade slurmwatch"
         ),
         "{e}"
     );
@@ -649,6 +662,28 @@ fn archive_copy_is_consistent_private_and_atomic() {
 /// an all-zero row, an empty row and a limit that is unreadable for a while) and step 0's
 /// series while the batch step ran beside it.
 fn v1_fixture_rows() -> Vec<SampleRow> {
+    without_totals(fixture_rows())
+}
+
+/// `rows` as a file of schema 1 or 2 keeps them: without PSI totals (they read back
+/// unreadable).
+fn without_totals(mut rows: Vec<SampleRow>) -> Vec<SampleRow> {
+    for r in &mut rows {
+        let p = &mut r.usage.pressure;
+        *p = Pressure {
+            cpu_some_avg10: p.cpu_some_avg10,
+            memory_some_avg10: p.memory_some_avg10,
+            memory_full_avg10: p.memory_full_avg10,
+            io_some_avg10: p.io_some_avg10,
+            io_full_avg10: p.io_full_avg10,
+            ..Pressure::default()
+        };
+    }
+    rows
+}
+
+/// The rows both fixtures were written from (with PSI totals, which they do not keep).
+fn fixture_rows() -> Vec<SampleRow> {
     let mut rows: Vec<SampleRow> = (0..30)
         .map(|i| row(i, Series::Job, SampleKind::Periodic))
         .collect();
@@ -751,7 +786,8 @@ fn writer_appends_schema_1_to_a_schema_1_file() {
         w.push(b.clone());
     }
     w.close().unwrap();
-    want.extend(more_job);
+    let more_step = without_totals(more_step);
+    want.extend(without_totals(more_job));
     let r = Reader::open(&path).unwrap();
     let job: Vec<SampleRow> = want
         .iter()
@@ -786,6 +822,55 @@ fn writer_appends_schema_1_to_a_schema_1_file() {
     assert_eq!(n, 1);
 }
 
+/// `tests/fixtures/store/v2.sqlite`: a schema-2 file written by the schema-2 writer
+/// (commit c74c24a) from [`v1_fixture_rows`], with steps `batch` (T0 … T0+145 s) and `0`
+/// (T0+30 s … T0+120 s). It reads exactly under schema 3, its PSI totals unreadable.
+#[test]
+fn schema_2_file_reads_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.sqlite");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/v2.sqlite");
+    std::fs::copy(&src, &path).unwrap();
+    let (job, step): (Vec<SampleRow>, Vec<SampleRow>) = v1_fixture_rows()
+        .into_iter()
+        .partition(|r| r.series == Series::Job);
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(r.meta().unwrap(), meta());
+    assert_eq!(r.samples(&Series::Job).unwrap(), job);
+    assert_eq!(r.samples(&Series::step("0")).unwrap(), step);
+    assert_eq!(r.last_stored(&Series::Job).unwrap().as_ref(), job.last());
+    for (name, rows) in [("job", &job), ("0", &step)] {
+        let got = view_rows(&path, name);
+        assert_eq!(got.len(), rows.len(), "{name}");
+        for (g, w) in got.iter().zip(rows) {
+            assert_eq!((g.0, &g.2), (w.t_unix_ms, &view_values(w)), "{name}");
+        }
+    }
+
+    // A later step's writer keeps the file at schema 2: what it adds reads back exactly,
+    // without the totals the file has no column for.
+    let mut w = Writer::open_existing(&path).unwrap();
+    let more: Vec<SampleRow> = (30..40)
+        .map(|i| row(i, Series::Job, SampleKind::Periodic))
+        .collect();
+    assert!(more[3].usage.pressure.cpu_some_total_usec.is_some());
+    for r in &more {
+        w.push(r.clone());
+    }
+    w.close().unwrap();
+    let mut want = job.clone();
+    want.extend(without_totals(more));
+    assert_eq!(
+        Reader::open(&path).unwrap().samples(&Series::Job).unwrap(),
+        want
+    );
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 2, "a schema-2 file stays schema 2");
+}
+
 /// Every value of a row as the `samples` view shows it, in the view's column order.
 fn view_values(r: &SampleRow) -> Vec<Option<f64>> {
     let u = &r.usage;
@@ -817,6 +902,12 @@ fn view_values(r: &SampleRow) -> Vec<Option<f64>> {
         r.effective_cores_max,
         f(r.sampler_cpu_usec),
         f(r.sampler_bytes_written),
+        f(p.cpu_some_total_usec),
+        f(p.cpu_full_total_usec),
+        f(p.memory_some_total_usec),
+        f(p.memory_full_total_usec),
+        f(p.io_some_total_usec),
+        f(p.io_full_total_usec),
     ]
 }
 
@@ -829,16 +920,29 @@ const VIEW_VALUE_COLUMNS: &str = "cpu_usage_usec, cpu_user_usec, cpu_system_usec
     pressure_io_full_avg10_percent, cores_allocated, memory_working_set_max_bytes, \
     effective_cores_max, sampler_cpu_usec, sampler_bytes_written";
 
+/// Schema 3's PSI totals, after [`VIEW_VALUE_COLUMNS`] in the view.
+const VIEW_TOTAL_COLUMNS: &str = "pressure_cpu_some_total_usec, pressure_cpu_full_total_usec,     pressure_memory_some_total_usec, pressure_memory_full_total_usec,     pressure_io_some_total_usec, pressure_io_full_total_usec";
+
+/// The view's rows of `series`, values in [`view_values`]' order; a file of schema 1 or 2
+/// has no PSI totals, so they are `None` there.
 fn view_rows(path: &Path, series: &str) -> Vec<(i64, String, Vec<Option<f64>>)> {
     let c = rusqlite::Connection::open(path).unwrap();
-    let sql =
-        format!("SELECT t_unix_ms, kind, {VIEW_VALUE_COLUMNS} FROM samples WHERE series = ?1");
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    let (cols, n) = if version >= 3 {
+        (format!("{VIEW_VALUE_COLUMNS}, {VIEW_TOTAL_COLUMNS}"), 31)
+    } else {
+        (VIEW_VALUE_COLUMNS.to_string(), 25)
+    };
+    let sql = format!("SELECT t_unix_ms, kind, {cols} FROM samples WHERE series = ?1");
     let mut stmt = c.prepare(&sql).unwrap();
     let rows = stmt
         .query_map([series], |r| {
-            let vals = (0..25)
+            let mut vals = (0..n)
                 .map(|i| r.get::<_, Option<f64>>(i + 2))
                 .collect::<Result<Vec<_>, _>>()?;
+            vals.resize(31, None);
             Ok((r.get(0)?, r.get(1)?, vals))
         })
         .unwrap()

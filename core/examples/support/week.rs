@@ -66,6 +66,7 @@ impl Job {
                 memory_full_avg10: Some(0.0),
                 io_some_avg10: Some(n.below(100) as f64 / 100.0),
                 io_full_avg10: Some(0.0),
+                ..Pressure::default()
             },
         };
         r.cores_allocated = Some(8);

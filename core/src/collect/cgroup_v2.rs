@@ -228,14 +228,20 @@ impl V2Reader {
         let mut p = Pressure::default();
         if let Some(t) = self.cpu_pressure.read(buf) {
             p.cpu_some_avg10 = pressure_avg10(t, "some");
+            p.cpu_some_total_usec = pressure_total_usec(t, "some");
+            p.cpu_full_total_usec = pressure_total_usec(t, "full");
         }
         if let Some(t) = self.memory_pressure.read(buf) {
             p.memory_some_avg10 = pressure_avg10(t, "some");
             p.memory_full_avg10 = pressure_avg10(t, "full");
+            p.memory_some_total_usec = pressure_total_usec(t, "some");
+            p.memory_full_total_usec = pressure_total_usec(t, "full");
         }
         if let Some(t) = self.io_pressure.read(buf) {
             p.io_some_avg10 = pressure_avg10(t, "some");
             p.io_full_avg10 = pressure_avg10(t, "full");
+            p.io_some_total_usec = pressure_total_usec(t, "some");
+            p.io_full_total_usec = pressure_total_usec(t, "full");
         }
         r.pressure = p;
 
@@ -270,15 +276,22 @@ pub(crate) fn parse_io_stat(text: &str) -> Option<(u64, u64)> {
 /// The `avg10` percentage of the `some` or `full` line of a PSI file
 /// (`some avg10=1.50 avg60=0.20 avg300=0.05 total=123456`).
 pub(crate) fn pressure_avg10(text: &str, kind: &str) -> Option<f64> {
-    let line = text
-        .lines()
-        .find(|l| l.split_ascii_whitespace().next() == Some(kind))?;
-    let v: f64 = line
-        .split_ascii_whitespace()
-        .find_map(|kv| kv.strip_prefix("avg10="))?
-        .parse()
-        .ok()?;
+    let v: f64 = pressure_field(text, kind, "avg10=")?.parse().ok()?;
     (v.is_finite() && v >= 0.0).then_some(v)
+}
+
+/// The `total=` counter (µs stalled since the cgroup was made) of the `some` or `full` line.
+pub(crate) fn pressure_total_usec(text: &str, kind: &str) -> Option<u64> {
+    pressure_field(text, kind, "total=")?.parse().ok()
+}
+
+/// The text after `key` on the line that starts with `kind`
+/// (`some avg10=0.00 avg60=0.00 avg300=0.00 total=12345`).
+fn pressure_field<'t>(text: &'t str, kind: &str, key: &str) -> Option<&'t str> {
+    text.lines()
+        .find(|l| l.split_ascii_whitespace().next() == Some(kind))?
+        .split_ascii_whitespace()
+        .find_map(|kv| kv.strip_prefix(key))
 }
 
 #[cfg(test)]
@@ -304,5 +317,28 @@ mod tests {
         assert_eq!(pressure_avg10("some avg60=1\n", "some"), None);
         assert_eq!(pressure_avg10("some avg10=NaN\n", "some"), None);
         assert_eq!(pressure_avg10("", "full"), None);
+    }
+
+    /// Captured from a Slurm 24.11 job's cgroup (kernel 6.12,
+    /// ../shared/captures/cgroup-v2/trixie-slurm-24.11).
+    #[test]
+    fn pressure_totals_from_a_real_job() {
+        let cpu = "some avg10=0.08 avg60=2.65 avg300=1.31 total=5136553\n\
+                   full avg10=0.07 avg60=2.37 avg300=1.17 total=4507191\n";
+        assert_eq!(pressure_total_usec(cpu, "some"), Some(5_136_553));
+        assert_eq!(pressure_total_usec(cpu, "full"), Some(4_507_191));
+        // A kernel before 5.13 prints no `full` line for cpu: unreadable, not 0.
+        assert_eq!(
+            pressure_total_usec(&cpu[..cpu.find("full").unwrap()], "full"),
+            None
+        );
+        assert_eq!(
+            pressure_total_usec("some avg10=0.00 total=-1\n", "some"),
+            None
+        );
+        assert_eq!(
+            pressure_total_usec("some avg10=0.00 total=\n", "some"),
+            None
+        );
     }
 }

@@ -170,6 +170,12 @@ fn v2_job_exact_values() {
             memory_full_avg10: Some(0.75),
             io_some_avg10: Some(0.10),
             io_full_avg10: Some(0.05),
+            cpu_some_total_usec: Some(123_456),
+            cpu_full_total_usec: Some(98_765),
+            memory_some_total_usec: Some(45_678),
+            memory_full_total_usec: Some(12_345),
+            io_some_total_usec: Some(7_890),
+            io_full_total_usec: Some(3_456),
         },
     };
     assert_eq!(r, want);
@@ -904,6 +910,13 @@ fn members(dir: &Path) -> (u64, u64) {
     (procs, threads)
 }
 
+/// The `total=` of `file`'s `kind` line, read here independently of the collector's parser.
+fn psi_total(dir: &Path, file: &str, kind: &str) -> Option<u64> {
+    let text = fs::read_to_string(dir.join(file)).ok()?;
+    let line = text.lines().find(|l| l.starts_with(kind))?;
+    line.rsplit("total=").next()?.trim().parse().ok()
+}
+
 fn walkdir(dir: &Path) -> Vec<PathBuf> {
     let mut out = vec![dir.to_path_buf()];
     for e in fs::read_dir(dir).unwrap().flatten() {
@@ -980,6 +993,19 @@ fn check_v2_real(release: &str, expect_dir_prefix: &str) {
             "{what}: io.pressure is there"
         );
         assert!(r.pressure.cpu_some_avg10.is_some() && r.pressure.memory_full_avg10.is_some());
+        // The stall totals, exactly as the kernel's `total=` says (µs).
+        let p = &r.pressure;
+        for (file, kind, got) in [
+            ("cpu.pressure", "some", p.cpu_some_total_usec),
+            ("cpu.pressure", "full", p.cpu_full_total_usec),
+            ("memory.pressure", "some", p.memory_some_total_usec),
+            ("memory.pressure", "full", p.memory_full_total_usec),
+            ("io.pressure", "some", p.io_some_total_usec),
+            ("io.pressure", "full", p.io_full_total_usec),
+        ] {
+            assert_eq!(got, psi_total(&dir, file, kind), "{what} {file} {kind}");
+            assert!(got.is_some(), "{what} {file} {kind}");
+        }
         let (procs, threads) = members(&dir);
         assert_eq!(
             (r.processes, r.threads),

@@ -17,6 +17,10 @@ fn kib(v: Option<u64>) -> Option<i64> {
     v.map(|b| (b / 1024 + u64::from(b % 1024 >= 512)) as i64)
 }
 
+fn ms(v: Option<u64>) -> Option<i64> {
+    v.map(|us| (us / 1000 + u64::from(us % 1000 >= 500)) as i64)
+}
+
 fn fixed(v: Option<f64>, per_unit: f64) -> Option<i64> {
     // A NaN or infinity is not a reading.
     v.filter(|x| x.is_finite())
@@ -52,6 +56,12 @@ pub(crate) fn encode(r: &SampleRow) -> Values {
         fixed(r.effective_cores_max, 1000.0),
         from_u64(r.sampler_cpu_usec),
         from_u64(r.sampler_bytes_written),
+        ms(p.cpu_some_total_usec),
+        ms(p.cpu_full_total_usec),
+        ms(p.memory_some_total_usec),
+        ms(p.memory_full_total_usec),
+        ms(p.io_some_total_usec),
+        ms(p.io_full_total_usec),
     ];
     debug_assert!(VALUE_COLUMNS[22].2 == Scale::Milli && VALUE_COLUMNS[3].2 == Scale::Kib);
     v
@@ -61,6 +71,7 @@ fn to_u64(v: Option<i64>, scale: Scale) -> Option<u64> {
     let v = u64::try_from(v?).ok()?;
     Some(match scale {
         Scale::Kib => v.saturating_mul(1024),
+        Scale::UsecAsMs => v.saturating_mul(1000),
         _ => v,
     })
 }
@@ -104,6 +115,12 @@ pub(crate) fn decode(t_unix_ms: i64, series: Series, kind: SampleKind, v: &Value
                 memory_full_avg10: f(17),
                 io_some_avg10: f(18),
                 io_full_avg10: f(19),
+                cpu_some_total_usec: u(25),
+                cpu_full_total_usec: u(26),
+                memory_some_total_usec: u(27),
+                memory_full_total_usec: u(28),
+                io_some_total_usec: u(29),
+                io_full_total_usec: u(30),
             },
         },
         cores_allocated: v[20].and_then(|c| u32::try_from(c).ok()),

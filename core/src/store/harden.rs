@@ -321,6 +321,7 @@ const GPU_TABLES: &[&str] = &[
 fn expected(version: i64) -> &'static Expected {
     static V1: OnceLock<Expected> = OnceLock::new();
     static V2: OnceLock<Expected> = OnceLock::new();
+    static V3: OnceLock<Expected> = OnceLock::new();
     let summary = || catalogue(super::schema::SUMMARY_CREATE);
     if version == 1 {
         // The schema-1 writer's DDL as committed in tests/fixtures/store/v1.sqlite. Files
@@ -335,8 +336,13 @@ fn expected(version: i64) -> &'static Expected {
             }
         })
     } else {
-        V2.get_or_init(|| {
-            let (required, summary) = current_catalogue();
+        let (cell, kept) = if version == 2 {
+            (&V2, include_str!("catalogue_v2.json"))
+        } else {
+            (&V3, CURRENT_CATALOGUE)
+        };
+        cell.get_or_init(|| {
+            let (required, summary) = kept_catalogue(kept);
             Expected {
                 required,
                 optional: vec![summary],
@@ -346,12 +352,16 @@ fn expected(version: i64) -> &'static Expected {
 }
 
 /// What SQLite makes of the current schema's DDL (`schema::create_sql`, then the summary
-/// table), as `catalogue` would find it, kept in `catalogue_v2.json`: running the DDL in
+/// table), as `catalogue` would find it, kept in `catalogue_v3.json`: running the DDL in
 /// memory costs ~2–4 ms of CPU, paid by every slurmstepd of a recorded step (one process per
 /// step); reading the kept copy ~0.1 ms. The test `the_kept_catalogue_is_what_sqlite_makes_of_our_ddl`
 /// compares the two, and rewrites the file with `SLURMWATCH_UPDATE_CATALOGUE=1`.
-fn current_catalogue() -> (Vec<Entry>, Vec<Entry>) {
-    serde_json::from_str(include_str!("catalogue_v2.json")).expect("the kept catalogue parses")
+/// `catalogue_v2.json` is schema 2's, kept as it was when schema 3 came (the fixture
+/// `tests/fixtures/store/v2.sqlite` is checked against it).
+const CURRENT_CATALOGUE: &str = include_str!("catalogue_v3.json");
+
+fn kept_catalogue(json: &str) -> (Vec<Entry>, Vec<Entry>) {
+    serde_json::from_str(json).expect("the kept catalogue parses")
 }
 
 /// Refuses a file whose `sqlite_master` is not exactly what our writers create for its schema
@@ -509,13 +519,13 @@ mod tests {
             catalogue(&super::super::schema::create_sql()),
             catalogue(super::super::schema::SUMMARY_CREATE),
         );
-        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/catalogue_v2.json");
+        let file = concat!(env!("CARGO_MANIFEST_DIR"), "/src/store/catalogue_v3.json");
         if std::env::var_os("SLURMWATCH_UPDATE_CATALOGUE").is_some() {
             let json = serde_json::to_string_pretty(&made).unwrap();
             std::fs::write(file, json + "\n").unwrap();
         }
         assert!(
-            current_catalogue() == made,
+            kept_catalogue(CURRENT_CATALOGUE) == made,
             "{file} is not what SQLite makes of the schema's DDL: after changing the schema, \
              run SLURMWATCH_UPDATE_CATALOGUE=1 cargo test -p slurmwatch-core kept_catalogue \
              and commit the file"

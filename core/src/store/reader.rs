@@ -27,7 +27,7 @@ pub struct Reader {
 
 /// The decoding state of one series, per schema version.
 enum Dec {
-    V1(Chain),
+    V1(Box<Chain>),
     V2(Box<State2>),
 }
 
@@ -407,7 +407,7 @@ impl Reader {
             match first {
                 None => None,
                 Some(first) => {
-                    let sums: Vec<String> = VALUE_COLUMNS
+                    let sums: Vec<String> = VALUE_COLUMNS[..schema::nvalues_in(1)]
                         .iter()
                         .map(|(c, _, _)| format!("SUM({c})"))
                         .collect();
@@ -427,11 +427,11 @@ impl Reader {
                             },
                         )
                         .map_err(e)?;
-                    Some((first, Dec::V1(Chain::from_sums(v))))
+                    Some((first, Dec::V1(Box::new(Chain::from_sums(v)))))
                 }
             }
         } else {
-            tail_start2(&self.conn, &self.path, id, max_t_ms, k)?
+            tail_start2(&self.conn, &self.path, self.version, id, max_t_ms, k)?
                 .map(|(first, state)| (first, Dec::V2(Box::new(state))))
         };
         let Some((first, dec)) = start else {
@@ -484,7 +484,7 @@ impl Reader {
     /// A fresh decoder for this file's schema.
     fn new_dec(&self) -> Dec {
         if self.version == 1 {
-            Dec::V1(Chain::default())
+            Dec::V1(Box::default())
         } else {
             Dec::V2(Box::new(State2::new()))
         }
@@ -586,13 +586,13 @@ impl Reader {
         let (t_ms, abs) = match dec {
             Dec::V1(chain) => {
                 let mut v: Values = [None; NVALUES];
-                for (i, slot) in v.iter_mut().enumerate() {
+                for (i, slot) in v[..schema::nvalues_in(1)].iter_mut().enumerate() {
                     *slot = r.get(i + 2)?;
                 }
                 (t, chain.undelta(&v))
             }
             Dec::V2(state) => {
-                let (_, _, rare, v, _) = row2(r)?;
+                let (_, _, rare, v, _) = row2(r, self.version)?;
                 state.decode(t, &v, rare)
             }
         };
@@ -670,13 +670,13 @@ impl<'a> JobRows<'a> {
 /// Schema 2: the sums over every row of series `id` that give its state. The first sums in
 /// SQL; the sums of running sums (`t_ms` and `Delta2` columns) in one pass here, which is
 /// several times faster than a window in SQLite.
-fn sums2(conn: &Connection, path: &Path, id: i64) -> Result<Sums2> {
+fn sums2(conn: &Connection, path: &Path, version: i64, id: i64) -> Result<Sums2> {
     let e = |e| db_err(path, e);
     let col = |i: usize| VALUE_COLUMNS[i].0;
-    let summed: Vec<usize> = schema::main_columns()
+    let summed: Vec<usize> = schema::main_columns(version)
         .filter(|&i| matches!(schema::ENC[i], Enc::Delta | Enc::Delta2))
         .collect();
-    let twice: Vec<usize> = schema::main_columns()
+    let twice: Vec<usize> = schema::main_columns(version)
         .filter(|&i| schema::ENC[i] == Enc::Delta2)
         .collect();
     let mut s = Sums2 {
@@ -726,7 +726,7 @@ fn sums2(conn: &Connection, path: &Path, id: i64) -> Result<Sums2> {
     for i in twice {
         s.second[i] = Some(second[i]);
     }
-    let rare: Vec<usize> = schema::rare_columns().collect();
+    let rare: Vec<usize> = schema::rare_columns(version).collect();
     let sql = format!(
         "SELECT {} FROM samples_rare r JOIN samples_packed p ON p.rowid = r.id
          WHERE p.series = ?1",
@@ -746,8 +746,14 @@ fn sums2(conn: &Connection, path: &Path, id: i64) -> Result<Sums2> {
 }
 
 /// Schema 2: the latest `samples_rare` row of series `id` before `rowid < before`.
-fn last_rare2(conn: &Connection, path: &Path, id: i64, before: i64) -> Result<Option<Values>> {
-    let rare: Vec<usize> = schema::rare_columns().collect();
+fn last_rare2(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+    id: i64,
+    before: i64,
+) -> Result<Option<Values>> {
+    let rare: Vec<usize> = schema::rare_columns(version).collect();
     let sql = format!(
         "SELECT {} FROM samples_rare r JOIN samples_packed p ON p.rowid = r.id
          WHERE p.series = ?1 AND r.id < ?2 ORDER BY r.id DESC LIMIT 1",
@@ -772,17 +778,17 @@ fn last_rare2(conn: &Connection, path: &Path, id: i64, before: i64) -> Result<Op
 }
 
 /// Schema 2: the state of series `id` after all its rows (the writer's chain).
-pub(crate) fn load_state2(conn: &Connection, path: &Path, id: i64) -> Result<State2> {
-    let s = sums2(conn, path, id)?;
-    let last = last_rare2(conn, path, id, i64::MAX)?;
+pub(crate) fn load_state2(conn: &Connection, path: &Path, version: i64, id: i64) -> Result<State2> {
+    let s = sums2(conn, path, version, id)?;
+    let last = last_rare2(conn, path, version, id, i64::MAX)?;
     Ok(State2::seeded(&s, last.as_ref()))
 }
 
 /// Schema 2: one row of [`schema::select_series_sql`]: (stored t_ms, kind, has a
 /// `samples_rare` row, values, rowid).
-fn row2(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, bool, Values, i64)> {
+fn row2(r: &rusqlite::Row<'_>, version: i64) -> rusqlite::Result<(i64, i64, bool, Values, i64)> {
     let mut v: Values = [None; NVALUES];
-    let order = schema::main_columns().chain(schema::rare_columns());
+    let order = schema::main_columns(version).chain(schema::rare_columns(version));
     let mut n = 3;
     for i in order {
         v[i] = r.get(n)?;
@@ -797,16 +803,17 @@ fn row2(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, i64, bool, Values, i64)
 fn tail_start2(
     conn: &Connection,
     path: &Path,
+    version: i64,
     id: i64,
     max_t_ms: i64,
     k: i64,
 ) -> Result<Option<(i64, State2)>> {
     let e = |e| db_err(path, e);
-    let mut state = load_state2(conn, path, id)?;
+    let mut state = load_state2(conn, path, version, id)?;
     let mut start = None;
     {
         let mut stmt = conn
-            .prepare_cached(&schema::select_series_sql_desc())
+            .prepare_cached(&schema::select_series_sql_desc(version))
             .map_err(e)?;
         let mut q = stmt.query([id]).map_err(e)?;
         let mut found = 0;
@@ -814,7 +821,7 @@ fn tail_start2(
             let Some(r) = q.next().map_err(e)? else {
                 break;
             };
-            let (t_stored, _, rare, v, rowid) = row2(r).map_err(e)?;
+            let (t_stored, _, rare, v, rowid) = row2(r, version).map_err(e)?;
             let in_range = state.t_ms() <= max_t_ms;
             state.undo(t_stored, &v, rare);
             if in_range {
@@ -826,7 +833,7 @@ fn tail_start2(
     let Some((first, mut state)) = start else {
         return Ok(None);
     };
-    state.set_readable(last_rare2(conn, path, id, first)?.as_ref());
+    state.set_readable(last_rare2(conn, path, version, id, first)?.as_ref());
     Ok(Some((first, state)))
 }
 

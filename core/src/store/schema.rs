@@ -39,7 +39,8 @@
 //!     `samples_rare` rows (NULL = unreadable there); a `samples_packed` row without a
 //!     `samples_rare` row keeps the state of the latest one: the same value, or unreadable;
 //!   * memory is stored in KiB (`_kib`; the kernel reports whole pages, so nothing is lost),
-//!     PSI in hundredths of a percent (the kernel prints two decimals), effective cores in
+//!     PSI averages in hundredths of a percent (the kernel prints two decimals), PSI stall
+//!     totals in whole ms (`_total_ms`, from the kernel's µs), effective cores in
 //!     thousandths of a core: all integers, because a REAL always costs 8 bytes.
 //!
 //!   No secondary index: rows are only appended, and readers scan one series at a time.
@@ -48,9 +49,13 @@
 //!   gives them the same numbers, and `VACUUM INTO` (the archive copy) keeps them as they are.
 //!   (A declared `id INTEGER PRIMARY KEY` would cost a header byte per row: SQLite stores a
 //!   NULL for it, as it stores every NULL column of a row, trailing ones included.)
-//!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.0–6.3 MB (42–52
+//!   Measured (benches/store.rs, 7 days at 5 s): single-step batch job 5.5–7.4 MB (46–61
 //!   bytes per job row), batch + a week-long `srun` step (its rows every 6th interval)
-//!   7.0–8.5 MB; schema 1 took 7.3–9.1 and 9.9–12.0 MB.
+//!   7.7–9.9 MB; schema 2 (no stall totals) took 5.0–6.3 and 7.0–8.5 MB, schema 1 7.3–9.1
+//!   and 9.9–12.0 MB.
+//!
+//!   Schema 3 appended the six PSI stall totals to the value columns; a schema-2 file (still
+//!   read, and appended to as schema 2 by a writer that reopens it) has the first 25.
 //!
 //!   Schema 1 (`PRAGMA user_version = 1`, still read, and still appended to by a writer that
 //!   reopens such a file): no `samples_rare`; `samples_packed(t_ms, series, kind, <all 25
@@ -85,7 +90,7 @@
 
 /// `PRAGMA user_version` of files this code creates; readers accept 1..=SCHEMA_VERSION, and a
 /// writer reopening an older file keeps its version.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Largest job file anyone opens (checked before SQLite sees it, see `harden`). A 7-day job
 /// at 5 s is 5–9 MB per node (measured above), so this is several weeks of the densest case;
@@ -106,6 +111,10 @@ pub(crate) enum Scale {
     Centi,
     /// A number of cores stored in thousandths; the view divides by 1000.0.
     Milli,
+    /// Microseconds stored as whole milliseconds (rounded to nearest); the view multiplies
+    /// by 1000. A stall counter's µs cost a byte more per row and column than its ms, and
+    /// the ledger needs no finer than a ms.
+    UsecAsMs,
 }
 
 /// (column in `samples_packed`, column in the `samples` view, scale). Order is the codec's order.
@@ -175,10 +184,55 @@ pub(crate) const VALUE_COLUMNS: &[(&str, &str, Scale)] = &[
         "sampler_bytes_written",
         Scale::Plain,
     ),
+    // Schema 3: PSI's cumulative stall time (`total=`), the exact ledger's source.
+    (
+        "pressure_cpu_some_total_ms",
+        "pressure_cpu_some_total_usec",
+        Scale::UsecAsMs,
+    ),
+    (
+        "pressure_cpu_full_total_ms",
+        "pressure_cpu_full_total_usec",
+        Scale::UsecAsMs,
+    ),
+    (
+        "pressure_memory_some_total_ms",
+        "pressure_memory_some_total_usec",
+        Scale::UsecAsMs,
+    ),
+    (
+        "pressure_memory_full_total_ms",
+        "pressure_memory_full_total_usec",
+        Scale::UsecAsMs,
+    ),
+    (
+        "pressure_io_some_total_ms",
+        "pressure_io_some_total_usec",
+        Scale::UsecAsMs,
+    ),
+    (
+        "pressure_io_full_total_ms",
+        "pressure_io_full_total_usec",
+        Scale::UsecAsMs,
+    ),
 ];
 
-pub(crate) const NVALUES: usize = 25;
+pub(crate) const NVALUES: usize = 31;
 const _: () = assert!(VALUE_COLUMNS.len() == NVALUES);
+
+/// The value columns of schemas 1 and 2: schema 3 appended the rest, so a file of an older
+/// schema holds the first ones of [`VALUE_COLUMNS`] and reads as unreadable (`None`) in the
+/// others.
+const NVALUES_BEFORE_3: usize = 25;
+
+/// How many of [`VALUE_COLUMNS`] a file of schema `version` has.
+pub(crate) const fn nvalues_in(version: i64) -> usize {
+    if version >= 3 {
+        NVALUES
+    } else {
+        NVALUES_BEFORE_3
+    }
+}
 
 /// How schema 2 stores each value column (same order as [`VALUE_COLUMNS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,16 +293,26 @@ pub(crate) const ENC: [Enc; NVALUES] = [
     Enc::Delta,  // effective_cores_max_millicores
     Enc::Delta,  // sampler_cpu_usec
     Enc::Delta,  // sampler_bytes_written
+    // A stall counter climbs while the job waits: cpu and io climb in most rows of a busy
+    // job (a `Rare` one would add a `samples_rare` row to each: measured +35 bytes a row),
+    // memory only when it nears its limit.
+    Enc::Delta, // pressure_cpu_some_total_ms
+    Enc::Delta, // pressure_cpu_full_total_ms
+    Enc::Rare,  // pressure_memory_some_total_ms
+    Enc::Rare,  // pressure_memory_full_total_ms
+    Enc::Delta, // pressure_io_some_total_ms
+    Enc::Delta, // pressure_io_full_total_ms
 ];
 
-/// Indexes of the value columns `samples_packed` holds in schema 2, in table order.
-pub(crate) fn main_columns() -> impl Iterator<Item = usize> {
-    (0..NVALUES).filter(|&i| ENC[i] != Enc::Rare)
+/// Indexes of the value columns `samples_packed` holds in schema `version` (≥ 2), in table
+/// order.
+pub(crate) fn main_columns(version: i64) -> impl Iterator<Item = usize> {
+    (0..nvalues_in(version)).filter(|&i| ENC[i] != Enc::Rare)
 }
 
-/// Indexes of the value columns `samples_rare` holds, in table order.
-pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
-    (0..NVALUES).filter(|&i| ENC[i] == Enc::Rare)
+/// Indexes of the value columns `samples_rare` holds in schema `version` (≥ 2), in table order.
+pub(crate) fn rare_columns(version: i64) -> impl Iterator<Item = usize> {
+    (0..nvalues_in(version)).filter(|&i| ENC[i] == Enc::Rare)
 }
 
 /// `SELECT` of one series' stored rows from `rowid >= ?2` on, in stored order: schema 1:
@@ -256,15 +320,18 @@ pub(crate) fn rare_columns() -> impl Iterator<Item = usize> {
 /// columns>, <rare value columns>, rowid`.
 pub(crate) fn select_series_sql(version: i64) -> String {
     if version == 1 {
-        let cols: Vec<&str> = VALUE_COLUMNS.iter().map(|(c, _, _)| *c).collect();
+        let cols: Vec<&str> = VALUE_COLUMNS[..nvalues_in(1)]
+            .iter()
+            .map(|(c, _, _)| *c)
+            .collect();
         return format!(
             "SELECT t_ms, kind, {}, rowid FROM samples_packed WHERE series = ?1 AND rowid >= ?2 ORDER BY rowid",
             cols.join(", ")
         );
     }
-    let cols: Vec<String> = main_columns()
+    let cols: Vec<String> = main_columns(version)
         .map(|i| format!("p.{}", VALUE_COLUMNS[i].0))
-        .chain(rare_columns().map(|i| format!("r.{}", VALUE_COLUMNS[i].0)))
+        .chain(rare_columns(version).map(|i| format!("r.{}", VALUE_COLUMNS[i].0)))
         .collect();
     format!(
         "SELECT p.t_ms, COALESCE(r.kind, 0), r.id IS NOT NULL, {}, p.rowid
@@ -287,9 +354,9 @@ pub(crate) fn select_steps_sql(version: i64) -> String {
         .replace("p.series = ?1 AND p.rowid >= ?2", "p.series != 0")
 }
 
-/// Schema 2: [`select_series_sql`] over the whole series (`?1`), newest first.
-pub(crate) fn select_series_sql_desc() -> String {
-    select_series_sql(2)
+/// Schema 2 and later: [`select_series_sql`] over the whole series (`?1`), newest first.
+pub(crate) fn select_series_sql_desc(version: i64) -> String {
+    select_series_sql(version)
         .replace(" AND p.rowid >= ?2", "")
         .replace("ORDER BY p.rowid", "ORDER BY p.rowid DESC")
 }
@@ -319,8 +386,8 @@ pub(crate) const SUMMARY_CREATE: &str = "CREATE TABLE IF NOT EXISTS summary (
 
 pub(crate) fn create_sql() -> String {
     let decl = |i: usize| format!("    {} INTEGER", VALUE_COLUMNS[i].0);
-    let values: Vec<String> = main_columns().map(decl).collect();
-    let rare: Vec<String> = rare_columns().map(decl).collect();
+    let values: Vec<String> = main_columns(SCHEMA_VERSION).map(decl).collect();
+    let rare: Vec<String> = rare_columns(SCHEMA_VERSION).map(decl).collect();
     format!(
         "CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
@@ -433,6 +500,7 @@ fn view_sql() -> String {
             Scale::Kib => format!("1024 * ({x})"),
             Scale::Centi => format!("({x}) / 100.0"),
             Scale::Milli => format!("({x}) / 1000.0"),
+            Scale::UsecAsMs => format!("1000 * ({x})"),
         };
         cols.push(format!("{expr} AS {v}"));
     }

@@ -479,7 +479,7 @@ impl Writer {
         let mut gpu_chains = self.gpu_chains.clone();
         let v1 = self.version == 1;
         {
-            let mut inserts = rows::SampleInserts::prepare(&tx, path, base, v1)?;
+            let mut inserts = rows::SampleInserts::prepare(&tx, path, base, self.version)?;
             for row in &self.buffer {
                 let Some(series) = rows::series_of(&tx, path, row, &mut ids, &mut infos)? else {
                     continue;

@@ -46,6 +46,8 @@ pub(super) struct SampleInserts<'t> {
     insert: CachedStatement<'t>,
     /// Schema 2's `samples_rare`; `None` in a schema-1 file.
     insert_rare: Option<CachedStatement<'t>>,
+    /// The file's schema: a file of an older one keeps it, so only its columns are written.
+    version: i64,
 }
 
 impl<'t> SampleInserts<'t> {
@@ -53,16 +55,17 @@ impl<'t> SampleInserts<'t> {
         conn: &'t Connection,
         path: &'t Path,
         base: i64,
-        v1: bool,
+        version: i64,
     ) -> Result<Self> {
+        let v1 = version == 1;
         let insert = conn
-            .prepare_cached(if v1 { &INSERT_V1 } else { &INSERT_MAIN })
+            .prepare_cached(insert_sql(version))
             .map_err(|e| db_err(path, e))?;
         let insert_rare = if v1 {
             None
         } else {
             Some(
-                conn.prepare_cached(&INSERT_RARE)
+                conn.prepare_cached(insert_rare_sql(version))
                     .map_err(|e| db_err(path, e))?,
             )
         };
@@ -72,6 +75,7 @@ impl<'t> SampleInserts<'t> {
             base,
             insert,
             insert_rare,
+            version,
         })
     }
 
@@ -84,19 +88,22 @@ impl<'t> SampleInserts<'t> {
         series: i64,
         states: &mut HashMap<i64, State2>,
     ) -> Result<()> {
-        let (conn, path) = (self.conn, self.path);
+        let (conn, path, version) = (self.conn, self.path, self.version);
         if let Entry::Vacant(e) = states.entry(series) {
-            e.insert(load_state2(conn, path, series)?);
+            e.insert(load_state2(conn, path, version, series)?);
         }
         let kind = kind_code(row.kind);
+        let mut abs = encode(row);
+        // Columns the file's schema lacks stay unreadable, so the chain matches the file's.
+        abs[schema::nvalues_in(version)..].fill(None);
         let packed = states.get_mut(&series).expect("inserted").encode(
             row.t_unix_ms - self.base,
             kind,
-            &encode(row),
+            &abs,
         );
         let (p, n) = statement_params(
             [packed.t_ms, series],
-            schema::main_columns(),
+            schema::main_columns(version),
             &packed.values,
         );
         self.insert
@@ -104,7 +111,8 @@ impl<'t> SampleInserts<'t> {
             .map_err(|e| db_err(path, e))?;
         if packed.rare {
             let id = conn.last_insert_rowid();
-            let (p, n) = statement_params([id, kind], schema::rare_columns(), &packed.values);
+            let (p, n) =
+                statement_params([id, kind], schema::rare_columns(version), &packed.values);
             self.insert_rare
                 .as_mut()
                 .expect("schema 2")
@@ -129,13 +137,14 @@ impl<'t> SampleInserts<'t> {
             .get_mut(&series)
             .expect("inserted")
             .delta(&encode(row));
+        let n = schema::nvalues_in(1);
         let mut p: [Option<i64>; NVALUES + 3] = [None; NVALUES + 3];
         p[0] = Some(row.t_unix_ms - self.base);
         p[1] = Some(series);
         p[2] = Some(kind_code(row.kind));
-        p[3..].copy_from_slice(&stored);
+        p[3..3 + n].copy_from_slice(&stored[..n]);
         self.insert
-            .execute(rusqlite::params_from_iter(p.iter()))
+            .execute(rusqlite::params_from_iter(p[..3 + n].iter()))
             .map_err(|e| db_err(path, e))?;
         Ok(())
     }
@@ -172,7 +181,7 @@ fn ensure_step(
 
 /// The chain state of a series = the running sums of its stored columns.
 fn load_chain(conn: &Connection, path: &Path, series: i64) -> Result<Chain> {
-    let sums: Vec<String> = VALUE_COLUMNS
+    let sums: Vec<String> = VALUE_COLUMNS[..schema::nvalues_in(1)]
         .iter()
         .map(|(c, _, _)| format!("SUM({c})"))
         .collect();
@@ -182,7 +191,7 @@ fn load_chain(conn: &Connection, path: &Path, series: i64) -> Result<Chain> {
     );
     conn.query_row(&sql, [series], |r| {
         let mut v = [None; NVALUES];
-        for (i, slot) in v.iter_mut().enumerate() {
+        for (i, slot) in v[..schema::nvalues_in(1)].iter_mut().enumerate() {
             *slot = r.get::<_, Option<i64>>(i)?;
         }
         Ok(Chain::from_sums(v))
@@ -200,31 +209,42 @@ fn insert_statement<'c>(table: &str, keys: &str, columns: impl Iterator<Item = &
     )
 }
 
-// Built once per process, not at every flush (the text is also the statement cache's key).
-/// Schema 1: every column in `samples_packed`.
-static INSERT_V1: LazyLock<String> = LazyLock::new(|| {
-    insert_statement(
-        "samples_packed",
-        "t_ms, series, kind",
-        VALUE_COLUMNS.iter().map(|(c, _, _)| *c),
-    )
+/// Each schema's (`samples_packed`, `samples_rare`) INSERTs, built once per process, not at
+/// every flush (the text is also the statement cache's key). Schema 1: `t_ms`, `series`,
+/// `kind` and every value column it has, and no `samples_rare`; later ones: `t_ms`, `series`
+/// and the main value columns, then `id`, `kind` and the rare ones.
+static INSERTS: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
+    let name = |i: usize| VALUE_COLUMNS[i].0;
+    (1..=schema::SCHEMA_VERSION)
+        .map(|v| {
+            if v == 1 {
+                let all = (0..schema::nvalues_in(1)).map(name);
+                return (
+                    insert_statement("samples_packed", "t_ms, series, kind", all),
+                    String::new(),
+                );
+            }
+            (
+                insert_statement("samples_packed", "t_ms, series", {
+                    schema::main_columns(v).map(name)
+                }),
+                insert_statement(
+                    "samples_rare",
+                    "id, kind",
+                    schema::rare_columns(v).map(name),
+                ),
+            )
+        })
+        .collect()
 });
-/// Schema 2: `t_ms`, `series` and the main value columns.
-static INSERT_MAIN: LazyLock<String> = LazyLock::new(|| {
-    insert_statement(
-        "samples_packed",
-        "t_ms, series",
-        schema::main_columns().map(|i| VALUE_COLUMNS[i].0),
-    )
-});
-/// Schema 2: `id`, `kind` and the rare value columns.
-static INSERT_RARE: LazyLock<String> = LazyLock::new(|| {
-    insert_statement(
-        "samples_rare",
-        "id, kind",
-        schema::rare_columns().map(|i| VALUE_COLUMNS[i].0),
-    )
-});
+
+fn insert_sql(version: i64) -> &'static str {
+    &INSERTS[(version - 1) as usize].0
+}
+
+fn insert_rare_sql(version: i64) -> &'static str {
+    &INSERTS[(version - 1) as usize].1
+}
 
 /// One schema-2 `INSERT`'s parameters: its two leading keys, then the packed values of
 /// `columns` in table order; the count used is returned beside the array.
