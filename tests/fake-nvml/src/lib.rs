@@ -36,6 +36,11 @@
 //! for `nvmlEventTypeXidCriticalError`; with nothing pending the wait sleeps its timeout and
 //! returns `TIMEOUT`, as NVML does. A lost card's listed events are still delivered (Xid 79
 //! is how a card announces it fell off the bus).
+//!
+//! Counters for an exact ledger, each scripted per card and documented in its module:
+//! [`violation`] (`nvmlDeviceGetViolationStatus`: `violations_ns`, `violation_windows`),
+//! [`samples`] (`nvmlDeviceGetSamples`: `utilization_samples`, `utilization_timeline`) and
+//! [`gpm`] (GPM on Hopper and newer: `gpm`).
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -45,6 +50,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+pub mod gpm;
+pub mod samples;
+pub mod violation;
 
 pub const DEFAULT_STATE: &str = "/tmp/slurmwatch-fake-nvml/state.json";
 
@@ -310,6 +319,13 @@ fn call(handle: *mut c_void, call: &str, f: impl FnOnce(&Value, usize) -> u32) -
         rc
     }))
     .unwrap_or(UNKNOWN)
+}
+
+/// Now, in µs since the Unix epoch (NVML's "CPU timestamp").
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |t| t.as_micros() as u64)
 }
 
 /// Writes `s` NUL-terminated into `buf` of `len` bytes; INSUFFICIENT_SIZE if it does not fit.

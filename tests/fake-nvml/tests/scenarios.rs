@@ -724,3 +724,261 @@ fn only_allocated_cards_are_opened_whatever_the_environment_names() {
         Err(NoGpus::NoMatch)
     ));
 }
+
+// ---- The exact ledger's counters: violation time, utilization samples, GPM ----
+
+fn open_nvml() -> nvml_wrapper::Nvml {
+    nvml_wrapper::Nvml::builder()
+        .lib_path(fake_lib().as_os_str())
+        .init()
+        .unwrap()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn hopper(i: u32) -> Value {
+    let mut c = card(i);
+    c["name"] = json!("NVIDIA H100 80GB HBM3");
+    c
+}
+
+/// Per limiter, NVML's cumulative ns with a µs reference timestamp; a window grows in real
+/// time; a limiter the card does not script is NOT_SUPPORTED, never 0.
+#[test]
+fn violation_time_per_limiter_in_ns() {
+    use nvml_wrapper::enum_wrappers::device::PerformancePolicy as P;
+    use nvml_wrapper::error::NvmlError;
+    let now = now_ms();
+    let mut c = card(0);
+    c["violations_ns"] = json!({ "power": 7_000, "thermal": 0 });
+    c["violation_windows"] = json!({
+        "sync_boost": [[now - 20_000, now - 10_000]],
+        "board_limit": [[now - 2_000, null]],
+    });
+    let _scene = Scene::new(node(vec![c]));
+    let nvml = open_nvml();
+    let d = nvml.device_by_index(0).unwrap();
+    let v = d.violation_status(P::Power).unwrap();
+    assert_eq!(v.violation_time, 7_000);
+    let now_us = now * 1000;
+    assert!(v.reference_time >= now_us && v.reference_time < now_us + 5_000_000);
+    assert_eq!(d.violation_status(P::Thermal).unwrap().violation_time, 0);
+    assert_eq!(
+        d.violation_status(P::SyncBoost).unwrap().violation_time,
+        10_000_000_000
+    );
+    let a = d.violation_status(P::BoardLimit).unwrap().violation_time;
+    assert!(a >= 2_000_000_000, "{a}");
+    std::thread::sleep(Duration::from_millis(20));
+    let b = d.violation_status(P::BoardLimit).unwrap().violation_time;
+    assert!(
+        b >= a + 10_000_000,
+        "an open window grows in real time: {a} then {b}"
+    );
+    for p in [
+        P::LowUtilization,
+        P::Reliability,
+        P::TotalAppClocks,
+        P::TotalBaseClocks,
+    ] {
+        assert!(
+            matches!(d.violation_status(p), Err(NvmlError::NotSupported)),
+            "{p:?}"
+        );
+    }
+    // nvmlPerfPolicyType_t has no value 7.
+    let sym = nvml.lib().nvmlDeviceGetViolationStatus.as_ref().unwrap();
+    let mut out: nvml_wrapper_sys::bindings::nvmlViolationTime_t = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { sym(d.handle(), 7, &mut out) },
+        fake_nvml::INVALID_ARGUMENT
+    );
+}
+
+/// NVML's samples protocol: NULL asks the count of samples newer than the timestamp; a
+/// smaller buffer gets the oldest of them; none newer is NOT_FOUND.
+#[test]
+fn utilization_samples_ring_protocol() {
+    use nvml_wrapper::enum_wrappers::device::Sampling;
+    use nvml_wrapper::enums::device::SampleValue;
+    use nvml_wrapper::error::NvmlError;
+    let mut c = card(0);
+    c["utilization_samples"] = json!([[1_000_100, 50], [1_000_200, 0], [1_000_300, 0]]);
+    let _scene = Scene::new(node(vec![c, card(1)]));
+    let nvml = open_nvml();
+    let d = nvml.device_by_index(0).unwrap();
+    let all = d.samples(Sampling::GpuUtilization, None).unwrap();
+    let got: Vec<_> = all.iter().map(|s| (s.timestamp, s.value.clone())).collect();
+    assert_eq!(
+        got,
+        [
+            (1_000_100, SampleValue::U32(50)),
+            (1_000_200, SampleValue::U32(0)),
+            (1_000_300, SampleValue::U32(0))
+        ]
+    );
+    assert_eq!(
+        d.samples(Sampling::GpuUtilization, 1_000_100)
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(matches!(
+        d.samples(Sampling::GpuUtilization, 1_000_300),
+        Err(NvmlError::NotFound)
+    ));
+    assert!(matches!(
+        d.samples(Sampling::Power, None),
+        Err(NvmlError::NotSupported)
+    ));
+    let other = nvml.device_by_index(1).unwrap();
+    assert!(matches!(
+        other.samples(Sampling::GpuUtilization, None),
+        Err(NvmlError::NotSupported)
+    ));
+
+    let sym = nvml.lib().nvmlDeviceGetSamples.as_ref().unwrap();
+    let (mut ty, mut n) = (99u32, 0u32);
+    let rc = unsafe {
+        sym(
+            d.handle(),
+            1,
+            1_000_100,
+            &mut ty,
+            &mut n,
+            std::ptr::null_mut(),
+        )
+    };
+    assert_eq!(
+        (rc, n, ty),
+        (fake_nvml::SUCCESS, 2, 1),
+        "count, NVML_VALUE_TYPE_UNSIGNED_INT"
+    );
+    let mut buf: [nvml_wrapper_sys::bindings::nvmlSample_t; 2] = unsafe { std::mem::zeroed() };
+    n = 1;
+    let rc = unsafe { sym(d.handle(), 1, 1_000_100, &mut ty, &mut n, buf.as_mut_ptr()) };
+    assert_eq!(
+        (rc, n, buf[0].timeStamp),
+        (fake_nvml::SUCCESS, 1, 1_000_200)
+    );
+    n = 0;
+    let rc = unsafe { sym(d.handle(), 1, 0, &mut ty, &mut n, buf.as_mut_ptr()) };
+    assert_eq!(rc, fake_nvml::INVALID_ARGUMENT);
+}
+
+/// GPM on a Hopper card, from two samples; an Ampere card says it has none; a wrong
+/// struct version or samples out of order are refused as NVML refuses them.
+#[test]
+fn gpm_on_hopper_not_on_ampere() {
+    use nvml_wrapper::enums::gpm::GpmMetricId as M;
+    use nvml_wrapper::error::NvmlError;
+    use nvml_wrapper::gpm::gpm_metrics_get;
+    let mut h = hopper(0);
+    h["gpm"] = json!({ "sm_active": 62.5, "sm_occupancy": 30.0, "tensor_active": 45.0 });
+    let _scene = Scene::new(node(vec![h, card(1)]));
+    let nvml = open_nvml();
+    let (d, a100) = (
+        nvml.device_by_index(0).unwrap(),
+        nvml.device_by_index(1).unwrap(),
+    );
+    assert!(d.gpm_support().unwrap());
+    assert!(!a100.gpm_support().unwrap());
+    assert!(matches!(a100.gpm_sample(), Err(NvmlError::NotSupported)));
+
+    let (s1, s2) = (d.gpm_sample().unwrap(), d.gpm_sample().unwrap());
+    let ids = [M::SmUtil, M::SmOccupancy, M::AnyTensorUtil, M::DramBwUtil];
+    let got = gpm_metrics_get(&nvml, &s1, &s2, &ids).unwrap();
+    let values: Vec<_> = got
+        .iter()
+        .map(|r| r.as_ref().map(|m| m.value).ok())
+        .collect();
+    assert_eq!(values, [Some(62.5), Some(30.0), Some(45.0), None]);
+    assert!(matches!(got[3], Err(NvmlError::NotSupported)));
+    assert_eq!(got[0].as_ref().unwrap().metric_info.unit, "%");
+    // The second sample must be the later one.
+    assert!(matches!(
+        gpm_metrics_get(&nvml, &s2, &s1, &ids),
+        Err(NvmlError::InvalidArg)
+    ));
+
+    let sym = nvml.lib().nvmlGpmMetricsGet.as_ref().unwrap();
+    let mut req: nvml_wrapper_sys::bindings::nvmlGpmMetricsGet_t = unsafe { std::mem::zeroed() };
+    req.version = 2;
+    req.numMetrics = 1;
+    unsafe {
+        req.sample1 = s1.handle();
+        req.sample2 = s2.handle();
+    }
+    assert_eq!(
+        unsafe { sym(&mut req) },
+        fake_nvml::ARGUMENT_VERSION_MISMATCH
+    );
+}
+
+/// The core's ledger reading: NVML's counters per limiter (None where unsupported), the
+/// idle time since the last read from the samples ring, GPM from the second read on.
+#[test]
+fn ledger_reads_counters_idle_time_and_gpm() {
+    use slurmwatch_core::collect::gpu::ledger::{
+        limiter_names, read_ledger, GpmUnavailable, LedgerCursor,
+    };
+    // Aligned to whole seconds, so the 100 ms periods split exactly: busy, idle 1 s, busy.
+    let t0 = now_ms() / 1000 * 1000 - 3000;
+    let timeline = json!({ "points": [[t0 - 1000, 90], [t0 + 1000, 0], [t0 + 2000, 80]],
+        "period_us": 100_000 });
+    let mut h = hopper(0);
+    h["violations_ns"] = json!({ "power": 1_500_000_000u64, "total_app_clocks": 1_500_000_000u64 });
+    h["utilization_timeline"] = timeline;
+    h["gpm"] = json!({ "sm_active": 10.0 });
+    let scene = Scene::new(node(vec![h.clone(), card(1)]));
+    let nvml = open_nvml();
+    let (d, a100) = (
+        nvml.device_by_index(0).unwrap(),
+        nvml.device_by_index(1).unwrap(),
+    );
+    let (mut ch, mut ca) = (LedgerCursor::new(t0 * 1000), LedgerCursor::new(t0 * 1000));
+
+    let r = read_ledger(&d, &mut ch);
+    assert_eq!(limiter_names()[0], "power");
+    assert_eq!(r.violation_ns[0], Some(1_500_000_000));
+    assert_eq!(r.violation_ns[6], Some(1_500_000_000));
+    assert!(
+        r.violation_ns[1..6].iter().all(Option::is_none),
+        "{:?}",
+        r.violation_ns
+    );
+    let idle = r.idle.unwrap();
+    assert_eq!(idle.no_work_us, 1_000_000);
+    assert!(
+        idle.covered_us >= 3_000_000 && idle.covered_us < 8_000_000,
+        "{idle:?}"
+    );
+    assert_eq!(r.gpm, Err(GpmUnavailable::FirstSample));
+
+    let r = read_ledger(&a100, &mut ca);
+    assert_eq!(r.violation_ns, [None; 8], "unsupported is None, never 0");
+    assert_eq!(r.idle, None);
+    assert_eq!(r.gpm, Err(GpmUnavailable::NotThisCard));
+    assert_eq!(r.gpm.unwrap_err().to_string(), "not available on this card");
+
+    h["gpm"] = json!({ "sm_active": 62.5, "dram_bw_util": 71.0 });
+    scene.set(node(vec![h, card(1)]));
+    let r = read_ledger(&d, &mut ch);
+    let g = r.gpm.unwrap();
+    assert_eq!(
+        (g.sm_active_percent, g.dram_bw_util_percent),
+        (Some(62.5), Some(71.0))
+    );
+    assert_eq!(g.sm_occupancy_percent, None);
+    // Busy since: nothing idle in the new interval (or no new sample yet).
+    let idle = r.idle.unwrap();
+    assert_eq!(idle.no_work_us, 0);
+    assert!(idle.covered_us < 1_000_000, "{idle:?}");
+    ch.release(&nvml);
+    ca.release(&nvml);
+}

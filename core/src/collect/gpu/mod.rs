@@ -7,10 +7,13 @@
 //! - [`worker`]: runs the collector on its own thread so NVML's init and a hung call (a card
 //!   falling off the bus) cost the sampler a bounded wait, never a stalled step.
 //! - [`derive`]: pure verdicts (active / idle / idle holding memory / shared; throttling).
+//! - [`ledger`]: cumulative counters for an exact ledger (violation time per limiter, time
+//!   with no kernel running, GPM on Hopper).
 //!
 //! No library, no driver or no card is "no GPU section", not an error.
 
 pub mod derive;
+pub mod ledger;
 pub mod pids;
 pub mod select;
 pub mod worker;
