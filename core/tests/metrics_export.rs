@@ -55,6 +55,9 @@ fn row(t0: i64, i: u64, series: Series) -> SampleRow {
     u.memory_major_faults = Some(7);
     u.processes = Some(3);
     u.threads = Some(9);
+    // Stall totals for two of the six: the others unreadable.
+    u.pressure.memory_some_total_usec = Some(i * 1_250_000);
+    u.pressure.cpu_some_total_usec = Some(i * 300_000);
     r.cores_allocated = Some(4);
     r.memory_working_set_max_bytes = Some(2 * GIB + 4096);
     r.effective_cores_max = Some(3.5);
@@ -176,6 +179,14 @@ fn a_running_job_gives_exact_series_and_null_readings_are_absent() {
     };
     // The latest row (i = 2, at t0 + 10 s), exactly.
     has(format!("slurmwatch_cpu_seconds_total{{{JOB}}} 35.345678"));
+    has(format!(
+        "slurmwatch_pressure_stalled_seconds_total{{{JOB},resource=\"memory\",kind=\"some\"}} 2.500000"
+    ));
+    has(format!(
+        "slurmwatch_pressure_stalled_seconds_total{{{JOB},resource=\"cpu\",kind=\"some\"}} 0.600000"
+    ));
+    // An unreadable total is no series, never 0.
+    assert!(!text.contains(r#"resource="io",kind="full"} "#), "{text}");
     has(format!(
         "slurmwatch_cpu_user_seconds_total{{{JOB}}} 34.000000"
     ));

@@ -8,6 +8,7 @@
 
 pub mod efficiency;
 pub mod joblog;
+pub mod ledger;
 mod sbatch_lines;
 pub mod summary;
 pub mod thresholds;

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::ledger::StallSeconds;
 use crate::collect::gpu::derive::{self, CardState, ThrottleState};
 use crate::model::effective_cores;
 use crate::model::SampleRow;
@@ -16,7 +17,8 @@ use crate::store::{Event, GpuRow, StepInfo, EXTERN_STEP};
 /// 5: per-card `nvml_index`, `pci_bus_id`, `sm_clock_max_mhz` and, while held back,
 ///    `throttled_readings` with the median `throttled_sm_clock_mhz`, `throttled_power_watts`
 ///    and `throttled_power_limit_watts` (the cross-job card view, `fleet`).
-pub const SUMMARY_VERSION: u32 = 5;
+/// 6: `stall_seconds`: PSI's stall totals between the first and last rows (the ledger).
+pub const SUMMARY_VERSION: u32 = 6;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
 pub const STEADY_TOLERANCE_PERCENT: f64 = 10.0;
@@ -150,6 +152,10 @@ pub struct Summary {
     pub sampler_cpu_usec: Option<u64>,
     pub sampler_bytes_written: Option<u64>,
     pub gpus: Vec<GpuSummary>,
+    /// Seconds the job's tasks waited for CPU, memory and I/O (cgroup v2 PSI totals, exact
+    /// between the first and last rows); `None` where no total was readable.
+    #[serde(default)]
+    pub stall_seconds: Option<StallSeconds>,
 }
 
 fn max_at<T: PartialOrd + Copy>(best: &mut Option<(T, i64)>, v: Option<T>, t: i64) {
@@ -227,6 +233,8 @@ impl Summary {
         (s.peak_effective_cores, s.peak_effective_cores_t_unix_ms) = cores.unzip();
         (s.lifetime_peak_bytes, s.lifetime_peak_t_unix_ms) = life.unzip();
         (s.sampler_cpu_usec, s.sampler_bytes_written) = sampler_totals(job, steps, step_ends);
+        let stalls = StallSeconds::from_rows(job);
+        s.stall_seconds = stalls.any().then_some(stalls);
         s
     }
 

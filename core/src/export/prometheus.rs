@@ -220,6 +220,7 @@ fn native_series(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) 
         Family::new("slurmwatch_pressure_avg10_ratio", Gauge, "Pressure stall information (cgroup v2), 10 s average, as a ratio of wall time."),
         Family::new("slurmwatch_sampler_cpu_seconds_total", Counter, "CPU time slurmwatch's own sampler spent on this job (charged to the job)."),
         Family::new("slurmwatch_sampler_written_bytes_total", Counter, "Bytes slurmwatch's sampler wrote for this job."),
+        Family::new("slurmwatch_pressure_stalled_seconds_total", Counter, "Time in which some (kind=some) or all (kind=full) of the job's runnable tasks waited for the resource: cgroup v2 pressure stall totals."),
     ];
     for job in &scrape.jobs {
         for s in &job.series {
@@ -269,6 +270,20 @@ fn native_series(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) 
             }
             f[21].add(&l, micros(r.sampler_cpu_usec));
             f[22].add(&l, int(r.sampler_bytes_written));
+            let totals = [
+                p.cpu_some_total_usec,
+                p.cpu_full_total_usec,
+                p.memory_some_total_usec,
+                p.memory_full_total_usec,
+                p.io_some_total_usec,
+                p.io_full_total_usec,
+            ];
+            for ((resource, kind), v) in crate::analysis::ledger::STALLS.iter().zip(totals) {
+                let mut lp = l.clone();
+                lp.push(("resource", (*resource).into()));
+                lp.push(("kind", (*kind).into()));
+                f[23].add(&lp, micros(v));
+            }
         }
     }
     fams.extend(f);

@@ -11,6 +11,7 @@ pub mod locate;
 pub mod nodes;
 pub mod slurmdbd;
 pub mod text;
+mod text_ledger;
 
 use std::path::{Path, PathBuf};
 
@@ -244,6 +245,8 @@ pub struct Report {
     pub gpus: Vec<GpuSummary>,
     /// CPU, memory, time and GPU efficiencies, each with its basis (`analysis::efficiency`).
     pub efficiency: analysis::efficiency::Efficiencies,
+    /// Where the allocation went, exactly (`analysis::ledger`); null without a recording.
+    pub ledger: Option<analysis::ledger::Ledger>,
     /// Every node of the allocation: its own figures, or `recorded: false`.
     pub nodes: Vec<nodes::NodeLine>,
     pub steps: Vec<StepLine>,
@@ -366,6 +369,7 @@ pub fn build_with(
         &gpus,
         tres.gpus_allocated,
     ));
+    let ledger = s.ledger(cpu.cores_allocated);
     let steps = step_lines(s.rec, acct);
     let facts = s.facts(&job, &cpu, &memory, elapsed, &gpus);
     let (findings, node_lines) = s.findings(&facts);
@@ -391,6 +395,7 @@ pub fn build_with(
         memory,
         gpus,
         efficiency,
+        ledger,
         nodes: node_lines,
         steps,
         findings,
@@ -442,6 +447,23 @@ struct Sources<'a> {
 
 impl Sources<'_> {
     /// From the first recorded row on any node to the last, seconds.
+    /// The exact ledger over the recorded span, from the merged summary's counters.
+    fn ledger(&self, cores_allocated: Option<f64>) -> Option<analysis::ledger::Ledger> {
+        let m = self.summ?;
+        let wall = m
+            .first_t_unix_ms
+            .zip(m.last_t_unix_ms)
+            .map(|(a, b)| (b - a) as f64 / 1000.0);
+        Some(analysis::ledger::build(
+            wall,
+            cores_allocated,
+            m.cpu_usage_seconds_total,
+            m.stall_seconds.unwrap_or_default(),
+            self.recs.len(),
+            self.rec.map(|r| r.meta.source),
+        ))
+    }
+
     fn recorded_span_seconds(&self) -> Option<f64> {
         let a = self
             .recs

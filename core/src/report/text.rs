@@ -41,6 +41,7 @@ fn na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 pub fn render(r: &Report, _colour: bool) -> String {
     let mut o = String::new();
     header(&mut o, r);
+    super::text_ledger::section(&mut o, r);
     outcome_section(&mut o, r);
     time_section(&mut o, r);
     cpu_section(&mut o, r);
