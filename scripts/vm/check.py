@@ -34,6 +34,11 @@ REQUIRED = [
     "members: a new step's processes counted, and not after it ended",
     "short steps: slurmstepd's own group is its step's step_<s>/slurm",
     "short steps: each joined the job's file, read from its cgroup, none moved aside",
+    "stalls: job COMPLETED",
+    "stalls: every row has the cpu, memory and io totals",
+    "stalls: the kernel's cpu.pressure total mid-job lies between the recorded rows around it",
+    "stalls: the report's cpu stall is the rows' exact difference",
+    "stalls: four busy loops on one core wait for CPU most of the wall time",
     "sacct under the TCP shim answers as without it",
 ]
 

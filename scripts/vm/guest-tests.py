@@ -619,6 +619,64 @@ def t_member_counts():
           whole and all(n >= base + 3 for n in phases[3]) and all(n == base for n in phases[4]), phases)
 
 
+STALL_SCRIPT = """
+echo "cgroup $(grep ^0:: /proc/self/cgroup | cut -d: -f3)"
+for i in 1 2 3 4; do ( t=$(date +%s); while [ $(( $(date +%s) - t )) -lt 12 ]; do :; done ) & done
+wait
+"""
+
+
+def psi_total(text, kind):
+    m = re.search(rf"^{kind} .*total=(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def t_stall_ledger():
+    """PSI's stall totals (issue 39's ledger) on cgroup v2: four busy loops on the job's one
+    core keep some task always waiting for CPU. The recorded totals bracket the kernel's own
+    counter read mid-job (each row's reading and its timestamp are a few ms apart, and the
+    counter climbs at up to 1 µs per µs then: 50 ms of slack, plus the file's ms rounding), and
+    the report's ledger is exactly the difference of the first and last rows."""
+    job = Job("stalls", STALL_SCRIPT, ["--slurmwatch=1", "-c", "1", "--mem=200M"])
+    job.wait_running()
+    end = time.time() + 60
+    while "cgroup " not in job.output() and time.time() < end:
+        time.sleep(0.5)
+    d = job_cgroup_dir(job)
+    kernel = []
+    for _ in range(3):
+        time.sleep(2)
+        kernel.append((time.time() * 1000, psi_total(cg_read(d, "cpu.pressure"), "some")))
+    state = job.wait()
+    check("stalls: job COMPLETED", state == "COMPLETED", state)
+    col = "pressure_cpu_some_total_usec"
+    rs = [r for r in rows(job) if r.get(col) is not None]
+    check("stalls: every row has the cpu, memory and io totals",
+          rs and all(r.get(f"pressure_{res}_{k}_total_usec") is not None
+                     for r in rows(job) for res in ("cpu", "memory", "io") for k in ("some", "full")),
+          rows(job)[-1:])
+    slack = 50_000 + 500
+    brackets = []
+    for t, k in kernel:
+        before = [r[col] for r in rs if r["t_unix_ms"] <= t]
+        after = [r[col] for r in rs if r["t_unix_ms"] >= t]
+        brackets.append((before[-1] if before else None, k, after[0] if after else None))
+    measure("stall_brackets_usec", brackets)
+    check("stalls: the kernel's cpu.pressure total mid-job lies between the recorded rows around it",
+          len(brackets) == 3 and all(b is not None and a is not None and k is not None
+                                     and b - slack <= k <= a + slack for b, k, a in brackets), brackets)
+    r = report(job)
+    l = r.get("ledger") or {}
+    exact = (rs[-1][col] - rs[0][col]) / 1e6 if rs else None
+    got = (l.get("stall_seconds") or {}).get("cpu_some")
+    measure("stall_ledger", l)
+    check("stalls: the report's cpu stall is the rows' exact difference",
+          exact is not None and got is not None and abs(got - exact) < 1e-6, f"{got} vs {exact}")
+    share = (l.get("stall_share_of_wall") or {}).get("cpu_some")
+    check("stalls: four busy loops on one core wait for CPU most of the wall time",
+          share is not None and share >= 0.5 and l.get("stalls_unavailable") is None, l)
+
+
 SHORT_STEPS = 12
 SHORT_SCRIPT = f"""
 srun -n1 bash -c 'echo "stepd $(grep ^0:: /proc/$PPID/cgroup)"'
@@ -687,7 +745,7 @@ def t_sacct_round_trip():
 def main():
     t0 = time.time()
     for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_member_counts, t_short_steps,
-               t_sacct_round_trip):
+               t_stall_ledger, t_sacct_round_trip):
         test(fn)
     measure("seconds_total", round(time.time() - t0, 1))
     results["done"] = True

@@ -671,3 +671,48 @@ fn report_sacct_runs_with_the_tcp_shim_and_answers_the_same() {
         "one sacct call each: the first with the shim, the second (SLURMWATCH_QUICKACK=0) without"
     );
 }
+
+/// The ledger on this machine's cgroup v1: CPU allocated, used and idle from the job's own
+/// counters, and the stalls said to be unknowable (v1 keeps no PSI), never a 0.
+#[cluster_test(Phase::Cgroup)]
+fn report_ledger_counts_core_time_and_says_v1_has_no_stalls() {
+    let _p = shared_plugstack();
+    let script = "t=$(date +%s); while [ $(( $(date +%s) - t )) -lt 4 ]; do :; done";
+    let job = Submit::new("rep-ledger", script)
+        .arg("--slurmwatch=1")
+        .arg("-c")
+        .arg("2")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let r = report_json(&job);
+    let l = &r["ledger"];
+    let num = |k: &str| {
+        l[k].as_f64()
+            .unwrap_or_else(|| panic!("ledger.{k} is not a number: {l:#}"))
+    };
+    assert_eq!(num("cores_allocated"), 2.0, "{l:#}");
+    // Exactly the figures it is made of: the summary's CPU total and span.
+    assert_eq!(num("core_seconds_used"), r["cpu"]["usage_seconds_total"].as_f64().unwrap());
+    let wall = num("wall_seconds");
+    assert!((4.0..30.0).contains(&wall), "{l:#}");
+    assert!((num("core_seconds_allocated") - 2.0 * wall).abs() < 1e-6, "{l:#}");
+    let used = num("core_seconds_used");
+    assert!(used > 3.0, "a core burnt for 4 s: {l:#}");
+    assert!((num("core_seconds_idle") - (2.0 * wall - used).max(0.0)).abs() < 1e-6);
+    for (k, v) in l["stall_seconds"].as_object().unwrap() {
+        assert!(v.is_null(), "stall {k} on cgroup v1 must be unknown, not {v}");
+    }
+    let why = l["stalls_unavailable"].as_str().unwrap_or_default();
+    assert!(why.contains("cgroup v1"), "{l:#}");
+    let o = Command::new(slurmwatch_bin())
+        .args(["report", &job.id.to_string(), "--no-log"])
+        .output()
+        .expect("run slurmwatch report");
+    let text = stdout(&o);
+    assert!(
+        text.contains("WHERE THE ALLOCATION WENT")
+            && text.contains("stalls: not available: cgroup v1 keeps no pressure stall"),
+        "{text}"
+    );
+}
