@@ -1,6 +1,12 @@
 //! Sampler cost per stored sample against fixture trees: the cgroup read (job and step
 //! series, as the plugin does every tick) plus the SQLite insert, amortised over a flush.
 //! Target: at most 100 µs of CPU per stored sample on the 2-core dev machine.
+//!
+//! Schema 3 added PSI's six stall totals to every row (issue 39's ledger): the two cgroup v2
+//! "stored sample" benches run side by side, the same read and insert with the totals kept
+//! and with them dropped before the insert (what schema 2 stored). The read parses them in
+//! both (three `total=` fields of files it already reads), so that part of the cost is in
+//! both and measured by `v2 read job+step` against its figure before schema 3 (docs).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use slurmwatch_core::collect::{V1Reader, V2Reader};
@@ -67,6 +73,40 @@ fn sampler(c: &mut Criterion) {
             }
         })
     });
+    let mut w2 = Writer::create(&dir.path().join("bench-v2.sqlite"), &meta()).unwrap();
+    w2.begin_step("batch", 1_700_000_000_000, Some(1)).unwrap();
+    for keep_totals in [true, false] {
+        let name = if keep_totals {
+            "stored sample: v2 read + insert with stall totals (flush every 12)"
+        } else {
+            "stored sample: v2 read + insert, stall totals dropped (flush every 12)"
+        };
+        let mut t = 1_700_000_000_000i64;
+        c.bench_function(name, |b| {
+            let mut n = 0u32;
+            b.iter(|| {
+                t += 5000;
+                let mut row = SampleRow::empty(t, Series::Job, SampleKind::Periodic);
+                row.usage = v2_j.read();
+                if !keep_totals {
+                    let p = &mut row.usage.pressure;
+                    *p = slurmwatch_core::sample::Pressure {
+                        cpu_some_avg10: p.cpu_some_avg10,
+                        memory_some_avg10: p.memory_some_avg10,
+                        memory_full_avg10: p.memory_full_avg10,
+                        io_some_avg10: p.io_some_avg10,
+                        io_full_avg10: p.io_full_avg10,
+                        ..Default::default()
+                    };
+                }
+                w2.push(row);
+                n += 1;
+                if n.is_multiple_of(12) {
+                    w2.flush().unwrap();
+                }
+            })
+        });
+    }
 }
 
 criterion_group!(benches, sampler);
