@@ -210,6 +210,68 @@ impl Feed {
         }
     }
 
+    /// The times of the stored rows newer than `after_ms`, oldest first; `None` for a feed
+    /// with one reading per look by nature (direct readings, sstat, a hop's snapshot).
+    pub fn row_times_after(&self, after_ms: Option<i64>) -> Option<Vec<i64>> {
+        let Feed::File { following, .. } = self else {
+            return None;
+        };
+        let rows = following.rows();
+        Some(
+            rows[first_after(rows, after_ms)..]
+                .iter()
+                .map(|r| r.t_unix_ms)
+                .collect(),
+        )
+    }
+
+    /// The snapshot as of each of `times` (ascending): the file's as of its last row at or
+    /// before each time, built by the one row builder (`snapshot::from_each_row`), its cards
+    /// as of that row; a feed without rows gives its one current snapshot for each.
+    pub fn snapshots_at(&self, facts: &JobFacts, times: &[i64]) -> Vec<Snapshot> {
+        let Feed::File {
+            reader, following, ..
+        } = self
+        else {
+            return times.iter().map(|_| self.snapshot(facts)).collect();
+        };
+        let rows = following.rows();
+        // The row each time shows (`None`: before the first row); rows are in time order.
+        let at: Vec<Option<usize>> = times
+            .iter()
+            .map(|t| rows.partition_point(|r| r.t_unix_ms <= *t).checked_sub(1))
+            .collect();
+        let (Some(first), Some(last)) = (at.iter().flatten().min(), at.iter().flatten().max())
+        else {
+            return times
+                .iter()
+                .map(|_| self.empty_file_snapshot(facts))
+                .collect();
+        };
+        let (src, meta) = (SnapshotSource::PluginFile, self.meta());
+        let built = snapshot::from_each_row(src, meta, facts, rows, *first..*last + 1, true);
+        let slot = self.interval_seconds().unwrap_or(1).max(1);
+        let cards = snapshot::StoredCards::load(reader, (rows.len() - first) as u32);
+        at.iter()
+            .map(|i| match i {
+                None => self.empty_file_snapshot(facts),
+                Some(i) => {
+                    let mut s = built[i - first].clone();
+                    // The newest row shows every card's newest reading, as the live view does.
+                    let until = (i + 1 < rows.len()).then_some(rows[*i].t_unix_ms);
+                    s.gpus = cards.as_of(until, slot);
+                    running_unless_told(s, facts)
+                }
+            })
+            .collect()
+    }
+
+    /// The file's snapshot before its first row.
+    fn empty_file_snapshot(&self, facts: &JobFacts) -> Snapshot {
+        let s = snapshot::from_rows(SnapshotSource::PluginFile, self.meta(), facts, &[], true);
+        running_unless_told(s, facts)
+    }
+
     pub fn snapshot(&self, facts: &JobFacts) -> Snapshot {
         match self {
             Feed::File {
@@ -222,10 +284,7 @@ impl Feed {
                 let mut s =
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
-                if facts.state.is_none() && s.state == JobState::Unknown {
-                    s.state = JobState::Running;
-                }
-                s
+                running_unless_told(s, facts)
             }
             Feed::Direct {
                 collector,
@@ -248,5 +307,25 @@ impl Feed {
             } => snapshot::from_sstat(facts, summary, *t_unix_ms),
             Feed::Fixed { snapshot, .. } => (**snapshot).clone(),
         }
+    }
+}
+
+/// A file being read without Slurm's word is taken as running until its end row.
+fn running_unless_told(mut s: Snapshot, facts: &JobFacts) -> Snapshot {
+    if facts.state.is_none() && s.state == JobState::Unknown {
+        s.state = JobState::Running;
+    }
+    s
+}
+
+/// The index of the first row newer than `after_ms` (all rows when `None`). Rows are in
+/// time order; a row at or before the last one written is never written again.
+fn first_after(rows: &[SampleRow], after_ms: Option<i64>) -> usize {
+    match after_ms {
+        None => 0,
+        Some(a) => rows
+            .iter()
+            .rposition(|r| r.t_unix_ms <= a)
+            .map_or(0, |i| i + 1),
     }
 }
