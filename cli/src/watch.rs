@@ -56,11 +56,11 @@ pub struct WatchArgs {
     /// One snapshot as JSON (implies --once).
     #[arg(long)]
     pub json: bool,
-    /// Headless: write a snapshot to FILE every interval until the job ends; the format
-    /// follows the extension (.jsonl or .csv).
+    /// Headless: write a line to FILE for every reading until the job ends, each as of its
+    /// reading; the format follows the extension (.jsonl or .csv).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// With --log: add to FILE instead of replacing it.
+    /// With --log: add to FILE instead of replacing it, after the reading of its last line.
     #[arg(long, requires = "log")]
     pub append: bool,
     /// Seconds between refreshes (screen: 1; --log: the recording interval).

@@ -192,18 +192,21 @@ pub fn log(
             file.flush().map_err(write_err)?;
             last_t = rows.last().and_then(|s| s.reading_unix_ms);
         }
-        let newest = match rows.last() {
-            Some(s) => s.clone(),
-            None => take(&feed, &facts, &queue, hop, None),
-        };
         if more {
             continue; // rows still to write: no wait
         }
-        if newest.state == JobState::Ended {
+        let (state, reading) = match rows.last() {
+            Some(s) => (s.state, s.reading_unix_ms),
+            None => {
+                let s = take(&feed, &facts, &queue, hop, None);
+                (s.state, s.reading_unix_ms)
+            }
+        };
+        if state == JobState::Ended {
             return Ok(0);
         }
         // Sleep in short steps so a signal ends the log promptly.
-        let wait = next_log_poll(now_ms(), newest.reading_unix_ms, interval, !rows.is_empty());
+        let wait = next_log_poll(now_ms(), reading, interval, !rows.is_empty());
         let until = Instant::now() + wait;
         while Instant::now() < until {
             if signals::caught().is_some() {
@@ -214,10 +217,11 @@ pub fn log(
     }
 }
 
-/// How long `--log` waits before it looks again. A whole interval after each look drops
-/// readings: the look itself takes time and the plugin commits a row a moment after it is
-/// taken, so the looks drift behind the rows and every other one is missed (seen on Slurm
-/// 24.11: a job recorded every second got a line every 2 s). So the next look is due one
+/// How long `--log` waits before it looks again. No row is lost whatever the wait (a look
+/// writes every row stored since the last line); the wait keeps lines timely. A whole
+/// interval after each look lags: the look itself takes time and the plugin commits a row a
+/// moment after it is taken, so the looks drift behind the rows (on Slurm 24.11 a job
+/// recorded every second got a look every 2 s). So the next look is due one
 /// interval after the *reading* (plus a little for the commit), and when a look finds no new
 /// reading it looks again soon (a tenth of the interval, 100 ms to 1 s) instead of waiting a
 /// whole interval.
