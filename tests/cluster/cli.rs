@@ -380,6 +380,14 @@ fn log_writes_one_line_per_stored_row() {
         .user(USER1)
         .submit();
     job.wait_running(WAIT);
+    // The plugin's file, not direct readings (the watch reads the cgroup when there is no file
+    // yet); its first rows are written from the start whenever the log begins.
+    let end = Instant::now() + WAIT;
+    while !spool_file(job.id).exists() {
+        assert!(Instant::now() < end, "job {} wrote no file", job.id);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
     let out = job.dir.join("run.jsonl");
     let id = job.id.to_string();
     let out_s = out.to_string_lossy();
@@ -408,6 +416,7 @@ fn log_writes_one_line_per_stored_row() {
     assert_eq!(logged, stored, "one line per stored row, in order, once");
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last["state"], "ended", "{last}");
+    assert_eq!(last["source"], "plugin_file", "{last}");
 }
 
 fn expect(o: &Output, code: i32, words: &str) {

@@ -132,7 +132,13 @@ impl Feed {
                 if sig.as_ref() == Some(&now) {
                     return Ok(false);
                 }
-                reader.follow(following).map_err(|e| e.to_string())?;
+                if reader.follow(following).is_err() {
+                    // The plugin's close turns its file from WAL into one self-contained file
+                    // (`Writer::close`): a connection opened before may fail to read it then
+                    // (the end row was lost so), a fresh one reads it.
+                    **reader = Reader::open(path).map_err(|e| e.to_string())?;
+                    reader.follow(following).map_err(|e| e.to_string())?;
+                }
                 *sig = Some(now);
                 Ok(true)
             }
@@ -199,6 +205,11 @@ impl Feed {
             Feed::Sstat { .. } => false,
             Feed::Fixed { snapshot, .. } => snapshot.state == JobState::Ended,
         }
+    }
+
+    /// A file whose last row is not its end row: more rows may come, the end row last.
+    pub fn awaits_end_row(&self) -> bool {
+        matches!(self, Feed::File { .. }) && !self.looks_ended()
     }
 
     pub fn interval_seconds(&self) -> Option<u32> {

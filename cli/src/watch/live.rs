@@ -179,6 +179,7 @@ pub fn log(
     let mut last_t = had_content
         .then(|| logfile::last_written_ms(path, format))
         .flatten();
+    let mut ended_at = None;
     loop {
         if let Some(c) = signals::caught() {
             return Ok(c);
@@ -202,7 +203,7 @@ pub fn log(
                 (s.state, s.reading_unix_ms)
             }
         };
-        if state == JobState::Ended {
+        if state == JobState::Ended && logfile::ended(&feed, &mut ended_at) {
             return Ok(0);
         }
         // Sleep in short steps so a signal ends the log promptly.

@@ -2,6 +2,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::snapshot::{JobFacts, Snapshot, SnapshotSource};
@@ -37,6 +38,18 @@ pub(super) fn rows_after(
     let s = take(feeds, facts, queue, hop, None);
     let new = s.reading_unix_ms.is_some() && s.reading_unix_ms != last_t;
     (if new { vec![s] } else { Vec::new() }, false)
+}
+
+/// How long `--log` waits, once the job has ended, for the plugin's end row: the step
+/// commits it as it exits, a moment after squeue stops showing the job running (seen on the
+/// test cluster: the log ended first and the end row was never written).
+const END_ROW_WAIT: Duration = Duration::from_secs(10);
+
+/// Is the log done, the job having ended? Yes once every file has its end row, or when the
+/// wait for it (counted from `since`, set on the first call) ran out: a plugin killed before
+/// its last commit never writes one.
+pub(super) fn ended(feeds: &Feeds, since: &mut Option<Instant>) -> bool {
+    !feeds.awaits_end_row() || since.get_or_insert_with(Instant::now).elapsed() >= END_ROW_WAIT
 }
 
 /// The lines for `rows` (CSV: the header first when none was written yet).
@@ -213,6 +226,28 @@ mod tests {
             look(&mut feeds, &facts, &mut last).is_empty(),
             "the end row once"
         );
+    }
+
+    /// Slurm says the job ended before the plugin committed its end row: the log waits for
+    /// it (a while), and is done at once when it is there.
+    #[test]
+    fn an_ended_job_waits_a_while_for_its_end_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("4242.sqlite");
+        let (mut w, gpu) = job_file(&path);
+        tick(&mut w, gpu, T0, SampleKind::Start, 0.0, 5);
+        w.flush().unwrap();
+        let mut feeds = Feeds::single(None, Feed::open_file(&path, Series::Job).unwrap());
+        feeds.refresh().unwrap();
+        let mut since = None;
+        assert!(!ended(&feeds, &mut since), "no end row yet");
+        assert!(since.is_some());
+        let mut long_ago = Instant::now().checked_sub(END_ROW_WAIT);
+        assert!(ended(&feeds, &mut long_ago), "the wait ran out");
+        tick(&mut w, gpu, T0 + 1000, SampleKind::End, 1.0, 0);
+        w.flush().unwrap();
+        feeds.refresh().unwrap();
+        assert!(ended(&feeds, &mut None), "the end row is there");
     }
 
     /// `--append`: the last line's reading time, JSONL or CSV; a header alone is none.

@@ -78,6 +78,11 @@ impl Feeds {
         self.feeds().all(Feed::looks_ended)
     }
 
+    /// Some node's file has no end row yet (its plugin may still commit one).
+    pub fn awaits_end_row(&self) -> bool {
+        self.feeds().any(Feed::awaits_end_row)
+    }
+
     pub fn interval_seconds(&self) -> Option<u32> {
         self.feeds().find_map(Feed::interval_seconds)
     }
