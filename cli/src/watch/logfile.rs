@@ -228,6 +228,40 @@ mod tests {
         );
     }
 
+    /// A two-node job: a line per row time of either node, each node as of its own last row
+    /// by then (never a later reading of the other node).
+    #[test]
+    fn a_multinode_job_gets_a_line_per_row_of_any_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut feeds = Vec::new();
+        for (name, start) in [("cn01", 0), ("cn02", 500)] {
+            let path = dir.path().join(format!("4242.{name}.sqlite"));
+            let (mut w, gpu) = job_file(&path);
+            tick(&mut w, gpu, T0 + start, SampleKind::Start, 0.0, 1);
+            tick(&mut w, gpu, T0 + start + 1000, SampleKind::Periodic, 1.0, 2);
+            w.flush().unwrap();
+            feeds.push((name.to_string(), Feed::open_file(&path, Series::Job)));
+        }
+        let mut feeds = Feeds::per_node(feeds);
+        let mut last = None;
+        let lines = look(&mut feeds, &JobFacts::default(), &mut last);
+        let at = |s: &Snapshot| -> Vec<Option<i64>> {
+            s.nodes.iter().map(|n| n.reading_unix_ms).collect()
+        };
+        let got: Vec<_> = lines.iter().map(|s| (s.reading_unix_ms, at(s))).collect();
+        let t = |ms: i64| Some(T0 + ms);
+        assert_eq!(
+            got,
+            [
+                (t(0), vec![t(0), None]),
+                (t(500), vec![t(0), t(500)]),
+                (t(1000), vec![t(1000), t(500)]),
+                (t(1500), vec![t(1000), t(1500)]),
+            ]
+        );
+        assert!(look(&mut feeds, &JobFacts::default(), &mut last).is_empty());
+    }
+
     /// Slurm says the job ended before the plugin committed its end row: the log waits for
     /// it (a while), and is done at once when it is there.
     #[test]
