@@ -8,6 +8,7 @@
 mod feed;
 mod find;
 mod live;
+mod logfile;
 mod nodes;
 mod pending;
 pub mod screen;
@@ -55,11 +56,11 @@ pub struct WatchArgs {
     /// One snapshot as JSON (implies --once).
     #[arg(long)]
     pub json: bool,
-    /// Headless: write a snapshot to FILE every interval until the job ends; the format
-    /// follows the extension (.jsonl or .csv).
+    /// Headless: write a line to FILE for every reading until the job ends, each as of its
+    /// reading; the format follows the extension (.jsonl or .csv).
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
-    /// With --log: add to FILE instead of replacing it.
+    /// With --log: add to FILE instead of replacing it, after the reading of its last line.
     #[arg(long, requires = "log")]
     pub append: bool,
     /// Seconds between refreshes (screen: 1; --log: the recording interval).
@@ -959,7 +960,25 @@ fn take(
     hop: Option<SnapshotSource>,
     selected: Option<usize>,
 ) -> Snapshot {
-    let mut s = feeds.snapshot(facts, selected);
+    finish(feeds.snapshot(facts, selected), queue, hop)
+}
+
+/// [`take`] as of every stored row newer than `after_ms` (at most `max`), oldest first;
+/// `None` for feeds with one reading per look (see `Feeds::snapshots_after`).
+fn take_rows(
+    feeds: &Feeds,
+    facts: &JobFacts,
+    queue: &QueueInfo,
+    hop: Option<SnapshotSource>,
+    after_ms: Option<i64>,
+    max: usize,
+) -> Option<Vec<Snapshot>> {
+    let rows = feeds.snapshots_after(facts, after_ms, max)?;
+    Some(rows.into_iter().map(|s| finish(s, queue, hop)).collect())
+}
+
+/// Slurm's time budget (as of now) and the hop's source on a snapshot.
+fn finish(mut s: Snapshot, queue: &QueueInfo, hop: Option<SnapshotSource>) -> Snapshot {
     s.time = queue.budget(s.state == JobState::Running);
     if let Some(h) = hop {
         s.source = h;

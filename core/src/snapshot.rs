@@ -316,26 +316,62 @@ pub const LIVE_XID_EVENTS: u32 = 5;
 /// this node, whichever step records it: a card is one step's to record, every step's to
 /// use). A file without GPU tables, or one that cannot be read, gives no cards.
 pub fn gpus_from_reader(reader: &Reader, slot_seconds: u32) -> Vec<GpuSnapshot> {
-    let Ok(cards) = reader.gpus() else {
-        return Vec::new();
-    };
-    cards
-        .iter()
-        .map(|g| {
-            let rows = reader
-                .gpu_last(g.id, HISTORY_SLOTS as u32)
-                .unwrap_or_default();
-            let mut s = gpu_snapshot(g, &rows);
-            s.utilization_history = gpu_history(&rows, slot_seconds, HISTORY_SLOTS);
-            s.xid_events = reader
-                .gpu_xids(g.id, LIVE_XID_EVENTS)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(t, x)| crate::analysis::summary::XidEvent::new(t, x))
-                .collect();
-            s
-        })
-        .collect()
+    StoredCards::load(reader, 0).as_of(None, slot_seconds)
+}
+
+/// The job's cards as read from its file once, with enough of their latest readings and
+/// Xid events to show them as of any of the last `extra + 1` job rows: `--log` writes a
+/// line per stored row, and an older row's line must not show a newer card reading.
+pub struct StoredCards {
+    cards: Vec<StoredCard>,
+}
+
+/// A card's constants, its latest readings and its Xid events (time, code), oldest first.
+type StoredCard = (StoredGpu, Vec<GpuRow>, Vec<(i64, u64)>);
+
+impl StoredCards {
+    /// Reads the cards, their last `HISTORY_SLOTS + extra` readings and last
+    /// `LIVE_XID_EVENTS + extra` Xid events (an unreadable part is empty, as above).
+    pub fn load(reader: &Reader, extra: u32) -> StoredCards {
+        let cards = reader.gpus().unwrap_or_default();
+        let cards = cards
+            .into_iter()
+            .map(|g| {
+                let rows = reader
+                    .gpu_last(g.id, HISTORY_SLOTS as u32 + extra)
+                    .unwrap_or_default();
+                let xids = reader
+                    .gpu_xids(g.id, LIVE_XID_EVENTS + extra)
+                    .unwrap_or_default();
+                (g, rows, xids)
+            })
+            .collect();
+        StoredCards { cards }
+    }
+
+    /// Every card as of `until_ms` (its readings and events at or before it; `None`: all).
+    /// A card records in the same tick as the job's row, with the row's time.
+    pub fn as_of(&self, until_ms: Option<i64>, slot_seconds: u32) -> Vec<GpuSnapshot> {
+        let upto = |t: i64| until_ms.is_none_or(|u| t <= u);
+        self.cards
+            .iter()
+            .map(|(g, rows, xids)| {
+                // Readings are stored in time order.
+                let end =
+                    until_ms.map_or(rows.len(), |u| rows.partition_point(|r| r.t_unix_ms <= u));
+                let rows = &rows[end.saturating_sub(HISTORY_SLOTS)..end];
+                let mut s = gpu_snapshot(g, rows);
+                s.utilization_history = gpu_history(rows, slot_seconds, HISTORY_SLOTS);
+                let xids: Vec<_> = xids.iter().filter(|(t, _)| upto(*t)).collect();
+                let skip = xids.len().saturating_sub(LIVE_XID_EVENTS as usize);
+                s.xid_events = xids[skip..]
+                    .iter()
+                    .map(|(t, x)| crate::analysis::summary::XidEvent::new(*t, *x))
+                    .collect();
+                s
+            })
+            .collect()
+    }
 }
 
 /// The job's time budget, from Slurm.
@@ -530,11 +566,59 @@ pub fn from_rows(
     rows: &[SampleRow],
     peaks_cover_whole_job: bool,
 ) -> Snapshot {
+    let peaks = Peaks::over(rows);
+    let whole = peaks_cover_whole_job;
+    from_rows_with(source, meta, facts, rows, &peaks, whole)
+}
+
+/// One snapshot per row of `rows[each]`, oldest first, each as of its row: what
+/// [`from_rows`] gives for `rows[..=i]` (the rate from that row and its predecessor, the
+/// peaks up to it), with the peaks carried forward rather than recomputed (a day of 1-s rows
+/// written at once would otherwise be quadratic). Slurm's word in `facts.state` is about now,
+/// so it is the newest row's only: an earlier row is running unless it is an end row.
+pub fn from_each_row(
+    source: SnapshotSource,
+    meta: Option<&JobMeta>,
+    facts: &JobFacts,
+    rows: &[SampleRow],
+    each: std::ops::Range<usize>,
+    peaks_cover_whole_job: bool,
+) -> Vec<Snapshot> {
+    let end = each.end.min(rows.len());
+    let first = each.start.min(end);
+    let mut peaks = Peaks::over(&rows[..first]);
+    let earlier = JobFacts {
+        state: None,
+        ..facts.clone()
+    };
+    let whole = peaks_cover_whole_job;
+    (first..end)
+        .map(|i| {
+            peaks.add(&rows[i]);
+            let newest = i + 1 == rows.len();
+            let f = if newest { facts } else { &earlier };
+            let mut s = from_rows_with(source, meta, f, &rows[..=i], &peaks, whole);
+            if !newest && s.state == JobState::Unknown {
+                s.state = JobState::Running; // the recording went on past this row
+            }
+            s
+        })
+        .collect()
+}
+
+/// [`from_rows`] with the rows' peaks already taken.
+fn from_rows_with(
+    source: SnapshotSource,
+    meta: Option<&JobMeta>,
+    facts: &JobFacts,
+    rows: &[SampleRow],
+    peaks: &Peaks,
+    peaks_cover_whole_job: bool,
+) -> Snapshot {
     let last = rows.last();
     let prev = rows.len().checked_sub(2).and_then(|i| rows.get(i));
     let measured_by = meta.map(|m| m.source);
     let proc_mode = measured_by == Some(Source::Proc);
-    let peaks = Peaks::over(rows);
     let allocated_mem = meta
         .and_then(|m| m.memory_allocated_bytes)
         .or(facts.memory_allocated_bytes);
@@ -542,7 +626,7 @@ pub fn from_rows(
         .and_then(|r| r.cores_allocated)
         .or(meta.and_then(|m| m.cores_allocated))
         .or(facts.cores_allocated);
-    let memory = memory_from_rows(last, &peaks, allocated_mem, proc_mode);
+    let memory = memory_from_rows(last, peaks, allocated_mem, proc_mode);
 
     let state = match (facts.state, last) {
         (Some(s), _) => s,
@@ -566,7 +650,7 @@ pub fn from_rows(
         reading_unix_ms: last.map(|r| r.t_unix_ms),
         interval_seconds: interval,
         peaks_cover_whole_job,
-        cpu: cpu_from_rows(prev, last, cores_allocated, &peaks),
+        cpu: cpu_from_rows(prev, last, cores_allocated, peaks),
         memory,
         gpus: Vec::new(),
         time: TimeBudget::unknown("not asked of Slurm"),
@@ -750,6 +834,40 @@ mod tests {
         r.usage.memory_limit_bytes = Some(1000);
         r.cores_allocated = Some(4);
         r
+    }
+
+    /// A snapshot as of each row is the one the row's prefix gives, peaks carried forward;
+    /// Slurm's word on the state is the newest row's only.
+    #[test]
+    fn each_row_is_its_prefix_snapshot() {
+        let rows: Vec<SampleRow> = [(0.0, 100), (4.0, 500), (5.0, 300), (13.0, 200)]
+            .iter()
+            .enumerate()
+            .map(|(i, (cpu, ws))| row(i as i64 * 2_000, Some(*cpu), Some(*ws)))
+            .collect();
+        let facts = JobFacts {
+            state: Some(JobState::Ended),
+            ..JobFacts::default()
+        };
+        let src = SnapshotSource::PluginFile;
+        let each = from_each_row(src, None, &facts, &rows, 1..4, true);
+        assert_eq!(each.len(), 3);
+        for (k, s) in each.iter().enumerate() {
+            let i = k + 1;
+            let mut want = from_rows(src, None, &facts, &rows[..=i], true);
+            if i < 3 {
+                want.state = JobState::Running;
+            }
+            assert_eq!(s, &want, "row {i}");
+        }
+        let cores: Vec<_> = each.iter().map(|s| s.cpu.effective_cores.value).collect();
+        assert_eq!(cores, [Some(2.0), Some(0.5), Some(4.0)]);
+        let peaks: Vec<_> = each
+            .iter()
+            .map(|s| s.cpu.peak_effective_cores.value)
+            .collect();
+        assert_eq!(peaks, [Some(2.0), Some(2.0), Some(4.0)]);
+        assert_eq!(each[2].state, JobState::Ended);
     }
 
     #[test]

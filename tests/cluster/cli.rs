@@ -369,6 +369,56 @@ fn once_csv_is_a_header_and_one_row() {
     cancel(&job);
 }
 
+/// `--log` on a job recorded every second writes one line per stored job row: the same
+/// times as the file's rows, in order, none twice and none missing (issue 39: the 24.11
+/// guest got 7 lines in 12 s, the rows committed between two looks lost).
+#[cluster_test]
+fn log_writes_one_line_per_stored_row() {
+    let _p = shared_plugstack();
+    let job = Submit::new("cli-log", "burn() { local end=$((SECONDS + $1)); while ((SECONDS < end)); do :; done; }\nburn 4\nsleep 8\n")
+        .arg("--slurmwatch=1")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    // The plugin's file, not direct readings (the watch reads the cgroup when there is no file
+    // yet); its first rows are written from the start whenever the log begins.
+    let end = Instant::now() + WAIT;
+    while !spool_file(job.id).exists() {
+        assert!(Instant::now() < end, "job {} wrote no file", job.id);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let out = job.dir.join("run.jsonl");
+    let id = job.id.to_string();
+    let out_s = out.to_string_lossy();
+    // Runs until the job ends (its end row or Slurm's word).
+    let o = slurmwatch_as(USER1, &[&id, "--log", &out_s]);
+    assert!(o.status.success(), "exit {:?}: {}", o.status, stderr(&o));
+    let line = job.wait(WAIT);
+    assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    let stored: Vec<i64> = recorded(job.id, &slurmwatch_core::model::Series::Job)
+        .iter()
+        .map(|r| r.t_unix_ms)
+        .collect();
+    let text = std::fs::read_to_string(&out).expect("the log");
+    let logged: Vec<i64> = text
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("a JSON line");
+            v["reading_unix_ms"].as_i64().expect("a reading time")
+        })
+        .collect();
+    assert!(
+        stored.len() >= 10,
+        "a 12 s job at 1 s: {} rows",
+        stored.len()
+    );
+    assert_eq!(logged, stored, "one line per stored row, in order, once");
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["state"], "ended", "{last}");
+    assert_eq!(last["source"], "plugin_file", "{last}");
+}
+
 fn expect(o: &Output, code: i32, words: &str) {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(code), "stderr: {err}");

@@ -3,6 +3,7 @@
 //! The last resort, `sstat`'s lifetime summary, is kept apart: it has no rows to derive
 //! rates from, and its snapshot says so.
 
+use std::cell::{Ref, RefCell};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -41,6 +42,7 @@ pub enum Feed {
         /// The series shown, decoded as the file grows: a refresh decodes only new rows.
         following: Box<Following>,
         sig: Option<FileSig>,
+        cards: RefCell<Option<CardCache>>,
     },
     Direct {
         collector: Box<JobCollector>,
@@ -75,6 +77,7 @@ impl Feed {
             meta: Box::new(meta),
             following,
             sig: None,
+            cards: RefCell::new(None),
         })
     }
 
@@ -132,7 +135,13 @@ impl Feed {
                 if sig.as_ref() == Some(&now) {
                     return Ok(false);
                 }
-                reader.follow(following).map_err(|e| e.to_string())?;
+                if reader.follow(following).is_err() {
+                    // The plugin's close turns its file from WAL into one self-contained file
+                    // (`Writer::close`): a connection opened before may fail to read it then
+                    // (the end row was lost so), a fresh one reads it.
+                    **reader = Reader::open(path).map_err(|e| e.to_string())?;
+                    reader.follow(following).map_err(|e| e.to_string())?;
+                }
                 *sig = Some(now);
                 Ok(true)
             }
@@ -201,6 +210,11 @@ impl Feed {
         }
     }
 
+    /// A file whose last row is not its end row: more rows may come, the end row last.
+    pub fn awaits_end_row(&self) -> bool {
+        matches!(self, Feed::File { .. }) && !self.looks_ended()
+    }
+
     pub fn interval_seconds(&self) -> Option<u32> {
         match self {
             Feed::File { meta, .. } => Some(meta.interval_seconds),
@@ -208,6 +222,71 @@ impl Feed {
             Feed::Sstat { .. } => Some(SSTAT_MIN_GAP_SECONDS),
             Feed::Fixed { snapshot, .. } => snapshot.interval_seconds,
         }
+    }
+
+    /// The times of the stored rows newer than `after_ms`, oldest first; `None` for a feed
+    /// with one reading per look by nature (direct readings, sstat, a hop's snapshot).
+    pub fn row_times_after(&self, after_ms: Option<i64>) -> Option<Vec<i64>> {
+        let Feed::File { following, .. } = self else {
+            return None;
+        };
+        let rows = following.rows();
+        Some(
+            rows[first_after(rows, after_ms)..]
+                .iter()
+                .map(|r| r.t_unix_ms)
+                .collect(),
+        )
+    }
+
+    /// The snapshot as of each of `times` (ascending): the file's as of its last row at or
+    /// before each time, built by the one row builder (`snapshot::from_each_row`), its cards
+    /// as of that row; a feed without rows gives its one current snapshot for each.
+    pub fn snapshots_at(&self, facts: &JobFacts, times: &[i64]) -> Vec<Snapshot> {
+        let Feed::File {
+            reader,
+            following,
+            cards,
+            ..
+        } = self
+        else {
+            return times.iter().map(|_| self.snapshot(facts)).collect();
+        };
+        let rows = following.rows();
+        // The row each time shows (`None`: before the first row); rows are in time order.
+        let at: Vec<Option<usize>> = times
+            .iter()
+            .map(|t| rows.partition_point(|r| r.t_unix_ms <= *t).checked_sub(1))
+            .collect();
+        let (Some(first), Some(last)) = (at.iter().flatten().min(), at.iter().flatten().max())
+        else {
+            return times
+                .iter()
+                .map(|_| self.empty_file_snapshot(facts))
+                .collect();
+        };
+        let (src, meta) = (SnapshotSource::PluginFile, self.meta());
+        let built = snapshot::from_each_row(src, meta, facts, rows, *first..*last + 1, true);
+        let slot = self.interval_seconds().unwrap_or(1).max(1);
+        let cards = CardCache::for_rows(cards, reader, rows.len(), *first..*last + 1);
+        at.iter()
+            .map(|i| match i {
+                None => self.empty_file_snapshot(facts),
+                Some(i) => {
+                    let mut s = built[i - first].clone();
+                    // The newest row shows every card's newest reading, as the live view does.
+                    let until = (i + 1 < rows.len()).then_some(rows[*i].t_unix_ms);
+                    s.gpus = cards.as_of(until, slot);
+                    running_unless_told(s, facts)
+                }
+            })
+            .collect()
+    }
+
+    /// The file's snapshot before its first row.
+    fn empty_file_snapshot(&self, facts: &JobFacts) -> Snapshot {
+        let s = snapshot::from_rows(SnapshotSource::PluginFile, self.meta(), facts, &[], true);
+        running_unless_told(s, facts)
     }
 
     pub fn snapshot(&self, facts: &JobFacts) -> Snapshot {
@@ -222,10 +301,7 @@ impl Feed {
                 let mut s =
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
-                if facts.state.is_none() && s.state == JobState::Unknown {
-                    s.state = JobState::Running;
-                }
-                s
+                running_unless_told(s, facts)
             }
             Feed::Direct {
                 collector,
@@ -248,5 +324,61 @@ impl Feed {
             } => snapshot::from_sstat(facts, summary, *t_unix_ms),
             Feed::Fixed { snapshot, .. } => (**snapshot).clone(),
         }
+    }
+}
+
+/// A file being read without Slurm's word is taken as running until its end row.
+fn running_unless_told(mut s: Snapshot, facts: &JobFacts) -> Snapshot {
+    if facts.state.is_none() && s.state == JobState::Unknown {
+        s.state = JobState::Running;
+    }
+    s
+}
+
+/// The index of the first row newer than `after_ms` (all rows when `None`). Rows are in
+/// time order; a row at or before the last one written is never written again.
+fn first_after(rows: &[SampleRow], after_ms: Option<i64>) -> usize {
+    match after_ms {
+        None => 0,
+        Some(a) => rows
+            .iter()
+            .rposition(|r| r.t_unix_ms <= a)
+            .map_or(0, |i| i + 1),
+    }
+}
+
+/// The cards as read for a batch of `--log`'s rows, kept for the next batches of the same
+/// catch-up: each read takes every card reading from the batch's first row to the file's
+/// end, so reading them again per batch was quadratic (a day of 1-s rows with four cards:
+/// 65 s).
+pub struct CardCache {
+    /// The followed rows when the cards were read, and the first row they serve.
+    rows_then: usize,
+    from_row: usize,
+    cards: snapshot::StoredCards,
+}
+
+impl CardCache {
+    /// The cards for the rows `each` of `rows_now`: the kept ones while they were read with
+    /// these rows already stored and the batch ends before the newest row (which shows every
+    /// card's newest reading), else read afresh.
+    fn for_rows<'c>(
+        cache: &'c RefCell<Option<CardCache>>,
+        reader: &Reader,
+        rows_now: usize,
+        each: std::ops::Range<usize>,
+    ) -> Ref<'c, snapshot::StoredCards> {
+        let kept = cache.borrow().as_ref().is_some_and(|c| {
+            each.start >= c.from_row && each.end <= c.rows_then && each.end < rows_now
+        });
+        if !kept {
+            let extra = u32::try_from(rows_now - each.start).unwrap_or(u32::MAX);
+            *cache.borrow_mut() = Some(CardCache {
+                rows_then: rows_now,
+                from_row: each.start,
+                cards: snapshot::StoredCards::load(reader, extra),
+            });
+        }
+        Ref::map(cache.borrow(), |c| &c.as_ref().expect("just filled").cards)
     }
 }

@@ -6,14 +6,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
-use slurmwatch_core::render::{csv, json};
 use slurmwatch_core::slurm::squeue::{self, QueryError};
 use slurmwatch_core::snapshot::{JobFacts, JobState, SnapshotSource};
 
 use super::feed::now_ms;
 use super::nodes::Feeds;
 use super::screen::{self, View};
-use super::{signals, take, LogFormat, Outcome, QueueInfo, WatchArgs};
+use super::{logfile, signals, take, LogFormat, Outcome, QueueInfo, WatchArgs};
 
 /// How often Slurm is asked again (state, time budget): rarely, since every squeue costs
 /// the controller and this process CPU, and the elapsed time is carried by the clock.
@@ -176,38 +175,40 @@ pub fn log(
     let write_err =
         |e: std::io::Error| Outcome::fail(2, format!("cannot write {}: {e}.", path.display()), "");
     let mut wrote_header = had_content;
-    let mut last_t = None;
+    // The last reading written: an appended file goes on after its own last line.
+    let mut last_t = had_content
+        .then(|| logfile::last_written_ms(path, format))
+        .flatten();
+    let mut ended_at = None;
     loop {
         if let Some(c) = signals::caught() {
             return Ok(c);
         }
         let fresh = feed.refresh().unwrap_or(false);
         poll_queue(&mut facts, &mut queue, &feed);
-        let s = take(&feed, &facts, &queue, hop, None);
-        // One line per new reading: a file that has not changed repeats nothing.
-        if fresh && s.reading_unix_ms.is_some() && s.reading_unix_ms != last_t {
-            last_t = s.reading_unix_ms;
-            let mut text = String::new();
-            match format {
-                LogFormat::Jsonl => text.push_str(&json::to_line(&s)),
-                LogFormat::Csv => {
-                    if !wrote_header {
-                        text.push_str(&csv::header(&s));
-                        text.push('\n');
-                        wrote_header = true;
-                    }
-                    text.push_str(&csv::row(&s));
-                }
-            }
-            text.push('\n');
+        let (rows, more) = logfile::rows_after(&feed, &facts, &queue, hop, last_t, fresh);
+        if !rows.is_empty() {
+            let text = logfile::lines(&rows, format, &mut wrote_header);
             file.write_all(text.as_bytes()).map_err(write_err)?;
             file.flush().map_err(write_err)?;
+            last_t = rows.last().and_then(|s| s.reading_unix_ms);
         }
-        if s.state == JobState::Ended {
+        if more {
+            continue; // rows still to write: no wait
+        }
+        let (state, reading) = match rows.last() {
+            Some(s) => (s.state, s.reading_unix_ms),
+            None => {
+                let s = take(&feed, &facts, &queue, hop, None);
+                (s.state, s.reading_unix_ms)
+            }
+        };
+        if state == JobState::Ended && logfile::ended(&feed, &mut ended_at) {
             return Ok(0);
         }
         // Sleep in short steps so a signal ends the log promptly.
-        let until = Instant::now() + next_log_poll(now_ms(), s.reading_unix_ms, interval, fresh);
+        let wait = next_log_poll(now_ms(), reading, interval, !rows.is_empty());
+        let until = Instant::now() + wait;
         while Instant::now() < until {
             if signals::caught().is_some() {
                 break;
@@ -217,10 +218,11 @@ pub fn log(
     }
 }
 
-/// How long `--log` waits before it looks again. A whole interval after each look drops
-/// readings: the look itself takes time and the plugin commits a row a moment after it is
-/// taken, so the looks drift behind the rows and every other one is missed (seen on Slurm
-/// 24.11: a job recorded every second got a line every 2 s). So the next look is due one
+/// How long `--log` waits before it looks again. No row is lost whatever the wait (a look
+/// writes every row stored since the last line); the wait keeps lines timely. A whole
+/// interval after each look lags: the look itself takes time and the plugin commits a row a
+/// moment after it is taken, so the looks drift behind the rows (on Slurm 24.11 a job
+/// recorded every second got a look every 2 s). So the next look is due one
 /// interval after the *reading* (plus a little for the commit), and when a look finds no new
 /// reading it looks again soon (a tenth of the interval, 100 ms to 1 s) instead of waiting a
 /// whole interval.

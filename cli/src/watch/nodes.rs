@@ -78,6 +78,11 @@ impl Feeds {
         self.feeds().all(Feed::looks_ended)
     }
 
+    /// Some node's file has no end row yet (its plugin may still commit one).
+    pub fn awaits_end_row(&self) -> bool {
+        self.feeds().any(Feed::awaits_end_row)
+    }
+
     pub fn interval_seconds(&self) -> Option<u32> {
         self.feeds().find_map(Feed::interval_seconds)
     }
@@ -85,41 +90,97 @@ impl Feeds {
     /// The whole job: every node merged (`selected == None`), or one node's own snapshot
     /// (with the job's `nodes[]` beside it, so the view still says who reports).
     pub fn snapshot(&self, facts: &JobFacts, selected: Option<usize>) -> Snapshot {
-        let per_node: Vec<(String, Result<Snapshot, String>)> = self
-            .nodes
+        combine(facts, self.each_node(facts, Feed::snapshot), selected)
+    }
+
+    /// The whole job as of every stored row newer than `after_ms`, oldest first, at most
+    /// `max` of them (the rest come on the next call): one snapshot per row time of any
+    /// node, each node as of its own last row by then. `None` when no node stores rows
+    /// (direct readings and sstat: one reading per look).
+    pub fn snapshots_after(
+        &self,
+        facts: &JobFacts,
+        after_ms: Option<i64>,
+        max: usize,
+    ) -> Option<Vec<Snapshot>> {
+        let mut times: Vec<i64> = Vec::new();
+        let mut stored = false;
+        for f in self.feeds() {
+            if let Some(t) = f.row_times_after(after_ms) {
+                stored = true;
+                times.extend(t);
+            }
+        }
+        if !stored {
+            return None;
+        }
+        times.sort_unstable();
+        times.dedup();
+        times.truncate(max);
+        let mut per_node: Vec<_> = self
+            .each_node(facts, |f, facts| f.snapshots_at(facts, &times))
+            .into_iter()
+            .map(|(n, s)| (n, s.map(Vec::into_iter)))
+            .collect();
+        let mut out = Vec::with_capacity(times.len());
+        for _ in &times {
+            let at: Vec<(String, Result<Snapshot, String>)> = per_node
+                .iter_mut()
+                .map(|(n, s)| {
+                    let s = s.as_mut().map_err(|e| e.clone());
+                    let s = s.and_then(|it| it.next().ok_or_else(String::new));
+                    (n.clone(), s)
+                })
+                .collect();
+            out.push(combine(facts, at, None));
+        }
+        Some(out)
+    }
+
+    /// Each node's snapshots by `take`, with the node's name in its facts, or why it has none.
+    fn each_node<T>(
+        &self,
+        facts: &JobFacts,
+        take: impl Fn(&Feed, &JobFacts) -> T,
+    ) -> Vec<(String, Result<T, String>)> {
+        self.nodes
             .iter()
             .map(|(n, f)| {
                 let facts = JobFacts {
                     node: Some(n.clone()),
                     ..facts.clone()
                 };
-                (
-                    n.clone(),
-                    f.as_ref()
-                        .map(|f| f.snapshot(&facts))
-                        .map_err(String::clone),
-                )
+                let s = f.as_ref().map(|f| take(f, &facts)).map_err(String::clone);
+                (n.clone(), s)
             })
-            .collect();
-        let merged = snapshot_merge::merge(&per_node);
-        let one = selected
-            .and_then(|i| per_node.get(i))
-            .and_then(|(_, s)| s.as_ref().ok());
-        match (one, merged) {
-            (Some(s), Some(m)) => Snapshot {
-                nodes: m.nodes,
-                nodes_reporting: m.nodes_reporting,
-                ..s.clone()
-            },
-            (_, Some(m)) => m,
-            // Unreachable by construction (one feed at least); an empty snapshot otherwise.
-            (_, None) => slurmwatch_core::snapshot::from_rows(
-                slurmwatch_core::snapshot::SnapshotSource::PluginFile,
-                None,
-                facts,
-                &[],
-                false,
-            ),
-        }
+            .collect()
+    }
+}
+
+/// Every node merged, or node `selected`'s own snapshot with the job's `nodes[]` beside it.
+fn combine(
+    facts: &JobFacts,
+    per_node: Vec<(String, Result<Snapshot, String>)>,
+    selected: Option<usize>,
+) -> Snapshot {
+    let merged = snapshot_merge::merge(&per_node);
+    let one = selected
+        .and_then(|i| per_node.get(i))
+        .and_then(|(_, s)| s.as_ref().ok());
+    match (one, merged) {
+        (Some(s), Some(m)) => Snapshot {
+            nodes: m.nodes,
+            nodes_reporting: m.nodes_reporting,
+            ..s.clone()
+        },
+        (_, Some(m)) => m,
+        // Unreachable by construction (one feed at least); an empty snapshot otherwise.
+        (_, None) => slurmwatch_core::snapshot::from_rows(
+            slurmwatch_core::snapshot::SnapshotSource::PluginFile,
+            None,
+            facts,
+            &[],
+            false,
+        ),
     }
 }
