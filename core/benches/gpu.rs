@@ -15,7 +15,9 @@ use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
 use slurmwatch_core::collect::gpu::{wanted_cards, GpuCollector, GpuEnv};
-use slurmwatch_core::sample::{GpuError, GpuProcesses, GpuSample, NvlinkCounters, Source};
+use slurmwatch_core::sample::{
+    Gpm, GpuError, GpuLedger, GpuProcesses, GpuSample, IdleTime, NvlinkCounters, Source,
+};
 use slurmwatch_core::store::{JobMeta, Reader, Writer};
 
 const T0: i64 = 1_700_000_000_000;
@@ -113,10 +115,35 @@ fn sample(i: u64, card: u64) -> GpuSample {
         }),
         pcie_tx_kib_per_s: Ok(150_000 + (w as u32) * 9_000),
         pcie_rx_kib_per_s: Ok(900_000 + (w as u32) * 21_000),
+        ledger: ledger(i, w),
         xid_errors: Ok(if i == 50_000 && card == 3 {
             vec![79]
         } else {
             Vec::new()
+        }),
+    }
+}
+
+/// An H100's ledger counters at reading `i`: the clocks below their application and base
+/// clocks most of the time, power capping for a share of it, a kernel always resident but for
+/// short gaps, GPM figures moving around their level.
+fn ledger(i: u64, w: u64) -> GpuLedger {
+    let ns = |ms_per_reading: u64, base: u64| Ok(base + i * ms_per_reading * 1_000_000 + w * 997);
+    let mut violation_ns = [Ok(0); 8];
+    violation_ns[0] = ns(360, 81_000_000_000);
+    violation_ns[6] = ns(4_900, 2_500_000_000_000);
+    violation_ns[7] = ns(4_100, 1_900_000_000_000);
+    GpuLedger {
+        violation_ns,
+        idle: Ok(IdleTime {
+            no_work_us: if w < 10 { 166_667 } else { 0 },
+            covered_us: 5_000_000 + w % 3 * 1_000,
+        }),
+        gpm: Ok(Gpm {
+            sm_active_percent: Some(80.0 + (w % 17) as f64 * 0.37),
+            sm_occupancy_percent: Some(40.0 + (w % 13) as f64 * 0.51),
+            tensor_active_percent: Some(55.0 + (w % 11) as f64 * 0.73),
+            dram_bw_util_percent: Some(30.0 + (w % 7) as f64 * 1.13),
         }),
     }
 }

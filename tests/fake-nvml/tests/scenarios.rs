@@ -612,6 +612,7 @@ fn worker_bounds_init_and_hung_reads() {
         allocated: Some(vec![0]),
         proc_root: PathBuf::from("/proc"),
         job_id: 1,
+        ledger_since_unix_ms: None,
     });
     // Init takes 300 ms: the first poll returns at once with Pending.
     assert!(matches!(w.poll_open(Duration::ZERO), Opened::Pending));
@@ -945,10 +946,10 @@ fn ledger_reads_counters_idle_time_and_gpm() {
 
     let r = read_ledger(&d, &mut ch);
     assert_eq!(limiter_names()[0], "power");
-    assert_eq!(r.violation_ns[0], Some(1_500_000_000));
-    assert_eq!(r.violation_ns[6], Some(1_500_000_000));
+    assert_eq!(r.violation_ns[0], Ok(1_500_000_000));
+    assert_eq!(r.violation_ns[6], Ok(1_500_000_000));
     assert!(
-        r.violation_ns[1..6].iter().all(Option::is_none),
+        r.violation_ns[1..6].iter().all(Result::is_err),
         "{:?}",
         r.violation_ns
     );
@@ -961,8 +962,12 @@ fn ledger_reads_counters_idle_time_and_gpm() {
     assert_eq!(r.gpm, Err(GpmUnavailable::FirstSample));
 
     let r = read_ledger(&a100, &mut ca);
-    assert_eq!(r.violation_ns, [None; 8], "unsupported is None, never 0");
-    assert_eq!(r.idle, None);
+    assert_eq!(
+        r.violation_ns,
+        [Err(GpuError::NotSupported); 8],
+        "unsupported is NVML's error, never 0"
+    );
+    assert_eq!(r.idle, Err(GpuError::NotSupported));
     assert_eq!(r.gpm, Err(GpmUnavailable::NotThisCard));
     assert_eq!(r.gpm.unwrap_err().to_string(), "not available on this card");
 
