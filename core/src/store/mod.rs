@@ -8,7 +8,6 @@ pub mod archive;
 mod codec;
 mod fault;
 pub mod gpu;
-pub mod gpu_ledger;
 pub mod harden;
 pub mod paths;
 mod private_copy;
@@ -22,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use crate::model::SampleKind;
 use crate::sample::Source;
 
+pub use gpu::ledger::LedgerTotals;
 pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
-pub use gpu_ledger::LedgerTotals;
 pub use harden::Deadline;
 pub use reader::{Following, Reader};
 pub use schema::{MAX_FILE_BYTES, SCHEMA_VERSION};
