@@ -291,6 +291,89 @@ pub struct GpuSample {
     /// Critical Xid errors NVML delivered since the previous reading, oldest first (their
     /// Xid codes; empty: none). `Err` when the card's Xid events cannot be watched.
     pub xid_errors: GpuReading<Vec<u64>>,
+    /// The exact ledger's counters (`collect::gpu::ledger`).
+    pub ledger: GpuLedger,
+}
+
+/// Clock limiters in [`GpuLedger::violation_ns`] order (`collect::gpu::ledger::LIMITERS`).
+pub const GPU_LIMITERS: usize = 8;
+
+/// The limiters' names, in [`GpuLedger::violation_ns`] order.
+pub const GPU_LIMITER_NAMES: [&str; GPU_LIMITERS] = [
+    "power",
+    "thermal",
+    "sync_boost",
+    "board_limit",
+    "low_utilization",
+    "reliability",
+    "total_app_clocks",
+    "total_base_clocks",
+];
+
+/// One card's counters for an exact ledger of its time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuLedger {
+    /// Per limiter: NVML's cumulative violation time, ns since the driver loaded; the NVML
+    /// error where the card does not report that limiter (never 0).
+    pub violation_ns: [GpuReading<u64>; GPU_LIMITERS],
+    /// Time with no kernel running since the card's previous reading (not cumulative).
+    pub idle: GpuReading<IdleTime>,
+    /// GPM over the interval since the card's previous reading.
+    pub gpm: Result<Gpm, GpmUnavailable>,
+}
+
+impl GpuLedger {
+    /// Every counter unread for the same reason (a lost card, a timed-out read, a MIG slice).
+    pub fn all_failed(e: GpuError) -> GpuLedger {
+        GpuLedger {
+            violation_ns: [Err(e); GPU_LIMITERS],
+            idle: Err(e),
+            gpm: Err(GpmUnavailable::Error(e)),
+        }
+    }
+}
+
+/// Idle time over one interval between reads (see `collect::gpu::ledger::idle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct IdleTime {
+    /// µs of sample periods whose utilization was 0.
+    pub no_work_us: u64,
+    /// µs of sample periods read (idle or not): the part of the interval accounted for.
+    pub covered_us: u64,
+}
+
+/// GPM percentages over one interval; each `None` when NVML could not compute it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Gpm {
+    /// `NVML_GPM_METRIC_SM_UTIL`: share of time SMs had a warp assigned, averaged over SMs.
+    pub sm_active_percent: Option<f64>,
+    /// `NVML_GPM_METRIC_SM_OCCUPANCY`: resident warps over the SMs' maximum.
+    pub sm_occupancy_percent: Option<f64>,
+    /// `NVML_GPM_METRIC_ANY_TENSOR_UTIL`: share of time any tensor pipe was busy.
+    pub tensor_active_percent: Option<f64>,
+    /// `NVML_GPM_METRIC_DRAM_BW_UTIL`: share of the peak DRAM bandwidth used.
+    pub dram_bw_util_percent: Option<f64>,
+}
+
+/// Why a reading has no GPM figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GpmUnavailable {
+    /// The card (pre-Hopper) or its driver has no GPM.
+    NotThisCard,
+    /// The first read of a card: GPM needs a sample at each end of an interval.
+    FirstSample,
+    /// NVML's error for this read.
+    Error(GpuError),
+}
+
+impl fmt::Display for GpmUnavailable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GpmUnavailable::NotThisCard => write!(f, "not available on this card"),
+            GpmUnavailable::FirstSample => write!(f, "needs a second reading"),
+            GpmUnavailable::Error(e) => write!(f, "{e}"),
+        }
+    }
 }
 
 impl GpuSample {
@@ -312,6 +395,7 @@ impl GpuSample {
             pcie_tx_kib_per_s: Err(e),
             pcie_rx_kib_per_s: Err(e),
             xid_errors: Err(e),
+            ledger: GpuLedger::all_failed(e),
         }
     }
 }

@@ -31,6 +31,7 @@ fn sample(i: u64) -> GpuSample {
         }),
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(u32::MAX),
+        ledger: slurmwatch_core::sample::GpuLedger::all_failed(GpuError::NotSupported),
         xid_errors: Ok(if i == 3 { vec![79, 0, 119] } else { vec![] }),
     }
 }

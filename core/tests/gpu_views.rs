@@ -44,6 +44,7 @@ fn busy(i: i64) -> GpuSample {
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(0),
         // The busy card falls off the bus once, at reading 95.
+        ledger: slurmwatch_core::sample::GpuLedger::all_failed(GpuError::NotSupported),
         xid_errors: Ok(if i == XID_AT { vec![79] } else { Vec::new() }),
     }
 }
@@ -71,6 +72,7 @@ fn idle(_i: i64) -> GpuSample {
         nvlink: Err(GpuError::NotSupported),
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(0),
+        ledger: slurmwatch_core::sample::GpuLedger::all_failed(GpuError::NotSupported),
         xid_errors: Ok(Vec::new()),
     }
 }

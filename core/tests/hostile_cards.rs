@@ -50,6 +50,7 @@ fn reading(held_back: bool) -> GpuSample {
         nvlink: Err(GpuError::NotSupported),
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(0),
+        ledger: slurmwatch_core::sample::GpuLedger::all_failed(GpuError::NotSupported),
         xid_errors: Ok(Vec::new()),
     }
 }

@@ -452,7 +452,7 @@ struct Gpus {
 }
 
 impl Gpus {
-    fn start(plan: &Plan) -> Option<Gpus> {
+    fn start(plan: &Plan, started_unix_ms: i64) -> Option<Gpus> {
         let g = plan.gpu.as_ref()?;
         Some(Gpus {
             worker: GpuWorker::start(GpuWorkerConfig {
@@ -461,6 +461,7 @@ impl Gpus {
                 allocated: Some(g.allocated.clone()),
                 proc_root: PathBuf::from(PROC_ROOT),
                 job_id: plan.job_id,
+                ledger_since_unix_ms: u64::try_from(started_unix_ms).ok(),
             }),
             ids: None,
         })
@@ -595,7 +596,7 @@ impl Sampler {
             .claims_job_series(&plan.step)
             .unwrap_or(plan.records_job_series);
         // NVML starts loading now, on its own thread; nothing here waits for it.
-        let gpus = Gpus::start(&plan);
+        let gpus = Gpus::start(&plan, started);
         Ok(Sampler {
             plan,
             writer,

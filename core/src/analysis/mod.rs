@@ -7,6 +7,7 @@
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
 pub mod efficiency;
+pub mod gpu_ledger;
 pub mod joblog;
 pub mod ledger;
 mod sbatch_lines;
@@ -16,6 +17,7 @@ pub mod thresholds;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
+pub use gpu_ledger::{card_ledger, CardLedger};
 pub use sbatch_lines::sbatch;
 pub use summary::{GpuSummary, OomEvent, Summary};
 pub use thresholds::Thresholds;

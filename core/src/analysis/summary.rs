@@ -740,6 +740,7 @@ pub(crate) mod tests {
             t_unix_ms: t_s * 1000,
             gpu: 1,
             sample: s,
+            totals: Default::default(),
         }
     }
 

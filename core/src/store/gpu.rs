@@ -16,10 +16,20 @@
 //!   whose readings all succeeded stores `errors = 0`, which SQLite keeps in the record
 //!   header alone (no payload byte).
 //!
+//! Schema 3 appended the exact ledger's columns (violation time per limiter, cumulative
+//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`].
+//! A schema-1/2 file has the first 19 value columns only; a writer reopening one keeps
+//! writing those, and its rows read back with the ledger unreadable (`NOT_SUPPORTED`).
+//!
 //! The card's constants (memory size, rated SM clock, name, bus id) live in `gpus`.
 //! `xid_events` is the number of critical Xid events seen since the card's previous row; their
 //! codes are in `gpu_xid`, in the same order as the rows (NVML gives an event no time: it is
 //! stamped with the reading that collected it).
+
+mod ddl;
+pub mod ledger;
+
+pub(crate) use ddl::create_sql;
 
 use rusqlite::{params, Connection, Row};
 use std::collections::HashMap;
@@ -28,8 +38,9 @@ use std::path::Path;
 use super::fault::db_err;
 use crate::error::Result;
 use crate::sample::{
-    GpuCard, GpuError, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
+    GpuCard, GpuError, GpuLedger, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
 };
+use ledger::{IdleSum, LedgerTotals, NLEDGER};
 
 /// The readings of a `GpuSample` in `errors` nibble order, with the view's name for each.
 pub const GPU_READINGS: [&str; 15] = [
@@ -60,11 +71,32 @@ enum Unit {
     Mib,
     /// KiB → bytes.
     Kib,
-    /// Thousandths (mW, mJ) → W, J.
+    /// Thousandths (mW, mJ, ms) → W, J, s.
     Milli,
+    /// Hundredths of a percent → percent.
+    Centi,
+    /// Not a reading: decoded into the `<reading>_error` columns.
+    Errors,
 }
 
-const NCOLS: usize = 19;
+/// Value columns of `gpu_samples` in schema 3; schemas 1 and 2 have the first
+/// [`NCOLS_BEFORE_3`] (the ledger's columns came with schema 3: see [`ledger`]).
+const NCOLS: usize = NCOLS_BEFORE_3 + NLEDGER;
+const NCOLS_BEFORE_3: usize = 19;
+/// `xid_events`' column.
+const XID: usize = 18;
+/// Where the ledger's columns start, and its no-work pair.
+const LEDGER: usize = NCOLS_BEFORE_3;
+const LEDGER_IDLE: usize = LEDGER + crate::sample::GPU_LIMITERS;
+
+/// How many of [`COLUMNS`] a file of schema `version` has.
+const fn ncols_in(version: i64) -> usize {
+    if version >= 3 {
+        NCOLS
+    } else {
+        NCOLS_BEFORE_3
+    }
+}
 
 /// (column in `gpu_samples`, column in `gpu_readings`, unit). Order is the codec's order.
 const COLUMNS: [(&str, &str, Unit); NCOLS] = [
@@ -91,173 +123,74 @@ const COLUMNS: [(&str, &str, Unit); NCOLS] = [
     ("pcie_tx_kib_per_s", "pcie_tx_bytes_per_second", Unit::Kib),
     ("pcie_rx_kib_per_s", "pcie_rx_bytes_per_second", Unit::Kib),
     ("xid_events", "xid_events", Unit::Plain),
+    // Schema 3: the exact ledger's counters (store/gpu/ledger.rs).
+    ("violation_power_ms", "violation_power_seconds", Unit::Milli),
+    (
+        "violation_thermal_ms",
+        "violation_thermal_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_sync_boost_ms",
+        "violation_sync_boost_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_board_limit_ms",
+        "violation_board_limit_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_low_utilization_ms",
+        "violation_low_utilization_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_reliability_ms",
+        "violation_reliability_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_total_app_clocks_ms",
+        "violation_total_app_clocks_seconds",
+        Unit::Milli,
+    ),
+    (
+        "violation_total_base_clocks_ms",
+        "violation_total_base_clocks_seconds",
+        Unit::Milli,
+    ),
+    ("no_work_ms", "no_work_seconds", Unit::Milli),
+    ("no_work_covered_ms", "no_work_covered_seconds", Unit::Milli),
+    (
+        "gpm_sm_active_centipercent",
+        "gpm_sm_active_percent",
+        Unit::Centi,
+    ),
+    (
+        "gpm_sm_occupancy_centipercent",
+        "gpm_sm_occupancy_percent",
+        Unit::Centi,
+    ),
+    (
+        "gpm_tensor_active_centipercent",
+        "gpm_tensor_active_percent",
+        Unit::Centi,
+    ),
+    (
+        "gpm_dram_bw_centipercent",
+        "gpm_dram_bw_util_percent",
+        Unit::Centi,
+    ),
+    ("ledger_errors", "ledger_errors", Unit::Errors),
 ];
-
-/// Comments for the table's columns (the file is read with `sqlite3` too).
-fn column_comment(c: &str) -> &'static str {
-    match c {
-        "memory_used_mib" => "anyone's, MiB",
-        "throttle_reasons" => "nvmlClocksThrottleReasons bits",
-        "energy_millijoules" => "cumulative since the driver loaded",
-        "other_processes" => "not the job's: never credited to it",
-        "ecc_uncorrected" => "volatile count",
-        "nvlink_tx_kib" => "cumulative, all links",
-        "pcie_tx_kib_per_s" => "NVML's 20 ms window, card -> host",
-        "pcie_rx_kib_per_s" => "host -> card",
-        "xid_events" => "critical Xid events since the previous row (gpu_xid)",
-        _ => "",
-    }
-}
 
 type Values = [Option<i64>; NCOLS];
 
-/// The GPU part of the schema: the cards, their wiring, their packed readings, their Xid
-/// events, and the `gpu_readings` view that unpacks them. `harden` checks a file's schema
-/// against this text, so it must not change for an existing schema version.
-pub(crate) fn create_sql() -> String {
-    format!(
-        "{GPU_CARD_TABLES_SQL}{}{GPU_XID_TABLE_SQL}{}",
-        gpu_samples_table_sql(),
-        gpu_readings_view_sql()
-    )
-}
-
-/// The cards (one row per UUID) and how each pair is wired.
-const GPU_CARD_TABLES_SQL: &str = "CREATE TABLE gpus (
-    id                 INTEGER PRIMARY KEY,  -- gpu_samples.gpu
-    uuid               TEXT NOT NULL UNIQUE, -- the key: NVML's GPU-… id
-    label              TEXT NOT NULL,        -- cuda:N as the job's code sees it (else nvml:N)
-    cuda_index         INTEGER,              -- position in the job's CUDA_VISIBLE_DEVICES
-    nvml_index         INTEGER NOT NULL,     -- nvidia-smi's index on the node
-    pci_bus_id         TEXT,
-    name               TEXT,
-    memory_total_bytes INTEGER,
-    power_limit_watts  REAL,                 -- enforced limit when recording started
-    sm_clock_max_mhz   INTEGER,
-    nvlink_links       INTEGER,              -- active NVLink links (0: PCIe only)
-    step               TEXT NOT NULL,        -- the step that records the card
-    first_unix_ms      INTEGER NOT NULL
-);
-CREATE TABLE gpu_links (
-    a            INTEGER NOT NULL,  -- gpus.id
-    b            INTEGER NOT NULL,
-    level        TEXT NOT NULL,     -- nvlink, or the PCIe common ancestor
-    nvlink_links INTEGER NOT NULL,
-    PRIMARY KEY (a, b)
-);
-";
-
-/// Critical Xid events, stamped with the reading that saw them.
-const GPU_XID_TABLE_SQL: &str = "-- Critical Xid events, in the order NVML delivered them; stamped with the reading that saw them.
-CREATE TABLE gpu_xid (
-    t_unix_ms INTEGER NOT NULL,
-    gpu       INTEGER NOT NULL,  -- gpus.id
-    xid       INTEGER NOT NULL   -- the Xid code (NVIDIA's Xid catalogue)
-);
-";
-
-/// `gpu_samples`: one packed row per card per reading, every [`COLUMNS`] column.
-fn gpu_samples_table_sql() -> String {
-    let table_cols: Vec<String> = COLUMNS
-        .iter()
-        .map(|(c, _, _)| match column_comment(c) {
-            "" => format!("    {c:<26} INTEGER,"),
-            note => format!("    {c:<26} INTEGER,  -- {note}"),
-        })
-        .collect();
-    format!(
-        "-- Packed (differences per card, see store/gpu.rs): read the gpu_readings view instead.
--- NULL = unreadable, and `errors` says why.
-CREATE TABLE gpu_samples (
-    t_ms                       INTEGER NOT NULL,  -- ms since the card's previous row
-    gpu                        INTEGER NOT NULL,  -- gpus.id
-{}
-    errors                     INTEGER NOT NULL   -- 4 bits per reading, see store/gpu.rs
-);
-",
-        table_cols.join("\n")
-    )
-}
-
-/// `gpu_readings`: the packed rows summed back into readings in their units, with each
-/// unreadable reading's error named.
-fn gpu_readings_view_sql() -> String {
-    let mut err_cols = Vec::new();
-    for (i, name) in GPU_READINGS.iter().enumerate() {
-        let mut case = format!("CASE (d.errors >> {}) & 15", 4 * i);
-        for e in GpuError::ALL {
-            case.push_str(&format!(" WHEN {} THEN '{}'", e.code(), e.name()));
-        }
-        case.push_str(" END");
-        err_cols.push(format!("    {case} AS {name}_error"));
-    }
-    let sums: Vec<String> = COLUMNS
-        .iter()
-        .map(|(c, _, _)| {
-            format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}")
-        })
-        .collect();
-    let view = |c: &str| {
-        let (stored, name, unit) = COLUMNS.iter().find(|(_, v, _)| *v == c).expect("column");
-        match unit {
-            Unit::Plain => format!("d.{stored} AS {name}"),
-            Unit::Mib => format!("1048576 * d.{stored} AS {name}"),
-            Unit::Kib => format!("1024 * d.{stored} AS {name}"),
-            Unit::Milli => format!("d.{stored} / 1000.0 AS {name}"),
-        }
-    };
-    let cols = |names: &[&str]| names.iter().map(|n| view(n)).collect::<Vec<_>>().join(", ");
-    format!(
-        "CREATE VIEW gpu_readings AS SELECT
-    (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'started_unix_ms') + d.t_ms AS t_unix_ms,
-    g.label AS gpu, g.uuid AS uuid,
-    {}, g.memory_total_bytes AS memory_total_bytes,
-    {},
-    {}, g.sm_clock_max_mhz AS sm_clock_max_mhz,
-    {},
-    {},
-    CASE WHEN d.xid_events > 0 THEN (SELECT group_concat(x.xid, ',') FROM gpu_xid x
-        WHERE x.gpu = d.gpu AND x.t_unix_ms = (SELECT CAST(value AS INTEGER) FROM meta
-        WHERE key = 'started_unix_ms') + d.t_ms) END AS xid_codes,
-{}
-FROM (SELECT rowid AS r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
-{}
-      FROM gpu_samples
-      WINDOW w AS (PARTITION BY gpu ORDER BY rowid ROWS UNBOUNDED PRECEDING)) d
-JOIN gpus g ON g.id = d.gpu
-ORDER BY d.gpu, d.r;
-",
-        cols(&[
-            "utilization_percent",
-            "memory_utilization_percent",
-            "memory_used_bytes"
-        ]),
-        cols(&["power_draw_watts", "power_limit_watts"]),
-        cols(&["temperature_celsius", "sm_clock_mhz"]),
-        cols(&[
-            "throttle_reasons",
-            "energy_joules",
-            "job_processes",
-            "job_memory_bytes",
-            "other_processes",
-            "other_memory_bytes",
-            "ecc_uncorrected",
-            "nvlink_tx_bytes",
-            "nvlink_rx_bytes"
-        ]),
-        cols(&[
-            "pcie_tx_bytes_per_second",
-            "pcie_rx_bytes_per_second",
-            "xid_events"
-        ]),
-        err_cols.join(",\n"),
-        sums.join(",\n")
-    )
-}
-
-fn insert_sql() -> String {
-    let cols: Vec<&str> = COLUMNS.iter().map(|(c, _, _)| *c).collect();
-    let marks: Vec<String> = (1..=NCOLS + 3).map(|i| format!("?{i}")).collect();
+fn insert_sql(version: i64) -> String {
+    let n = ncols_in(version);
+    let cols: Vec<&str> = COLUMNS[..n].iter().map(|(c, _, _)| *c).collect();
+    let marks: Vec<String> = (1..=n + 3).map(|i| format!("?{i}")).collect();
     format!(
         "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
         cols.join(", "),
@@ -265,8 +198,11 @@ fn insert_sql() -> String {
     )
 }
 
-fn select_sql() -> String {
-    let cols: Vec<&str> = COLUMNS.iter().map(|(c, _, _)| *c).collect();
+fn select_sql(version: i64) -> String {
+    let cols: Vec<&str> = COLUMNS[..ncols_in(version)]
+        .iter()
+        .map(|(c, _, _)| *c)
+        .collect();
     format!("SELECT t_ms, {}, errors FROM gpu_samples", cols.join(", "))
 }
 
@@ -277,6 +213,9 @@ pub struct GpuRow {
     /// `gpus.id` (see [`StoredGpu`]).
     pub gpu: i64,
     pub sample: GpuSample,
+    /// The ledger's cumulative counters at this row (`sample.ledger` has the reading).
+    #[serde(default)]
+    pub totals: LedgerTotals,
 }
 
 /// A row of the `gpus` table.
@@ -350,7 +289,10 @@ pub(crate) fn encode(s: &GpuSample) -> (Values, i64) {
         u32v(&s.pcie_rx_kib_per_s),
         s.xid_errors.as_ref().ok().map(|x| int(x.len() as u64)),
     ];
-    (values, errors)
+    let mut all = [None; NCOLS];
+    all[..LEDGER].copy_from_slice(&values);
+    all[LEDGER..].copy_from_slice(&ledger::encode(&s.ledger));
+    (all, errors)
 }
 
 fn reading<T>(v: Option<T>, errors: i64, slot: usize) -> GpuReading<T> {
@@ -363,7 +305,7 @@ fn reading<T>(v: Option<T>, errors: i64, slot: usize) -> GpuReading<T> {
     }
 }
 
-/// Absolute values (and the card's queue of Xid codes) → the reading.
+/// Absolute values (and the card's queue of Xid codes) → the reading, less its ledger.
 fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -> GpuSample {
     let u32o = |i: usize| v[i].and_then(|v| u32::try_from(v).ok());
     let u64o = |i: usize| v[i].and_then(|v| u64::try_from(v).ok());
@@ -381,7 +323,7 @@ fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -
         (Some(tx_kib), Some(rx_kib)) => Some(NvlinkCounters { tx_kib, rx_kib }),
         _ => None,
     };
-    let xid = u64o(18).map(|k| {
+    let xid = u64o(XID).map(|k| {
         let k = (k as usize).min(xids.len());
         xids.drain(..k).collect::<Vec<u64>>()
     });
@@ -401,18 +343,36 @@ fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -
         pcie_tx_kib_per_s: reading(u32o(16), errors, 12),
         pcie_rx_kib_per_s: reading(u32o(17), errors, 13),
         xid_errors: reading(xid, errors, 14),
+        ledger: GpuLedger::all_failed(GpuError::NotSupported),
     }
 }
 
 /// One card's delta chain: the last `t_ms` and the last non-NULL absolute value of each
 /// column (0 before the first).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct GpuChain {
     t_ms: i64,
     v: [i64; NCOLS],
+    /// The card's no-work pair, exact in µs (the columns hold it rounded to the ms).
+    idle: IdleSum,
+}
+
+impl Default for GpuChain {
+    fn default() -> GpuChain {
+        GpuChain {
+            t_ms: 0,
+            v: [0; NCOLS],
+            idle: IdleSum::default(),
+        }
+    }
 }
 
 impl GpuChain {
+    /// The no-work pair (running totals, ms) of the card's latest row that had it.
+    fn idle_pair(&self) -> (i64, i64) {
+        (self.v[LEDGER_IDLE], self.v[LEDGER_IDLE + 1])
+    }
+
     /// Absolute → stored differences; advances the chain.
     fn delta(&mut self, t_ms: i64, abs: &Values) -> (i64, Values) {
         let dt = t_ms.wrapping_sub(self.t_ms);
@@ -442,8 +402,15 @@ impl GpuChain {
 }
 
 /// The chain of card `gpu` after its rows with `rowid < before`: one SUM per column.
-fn load_chain(conn: &Connection, path: &Path, gpu: i64, before: i64) -> Result<GpuChain> {
-    let sums: Vec<String> = COLUMNS
+fn load_chain(
+    conn: &Connection,
+    path: &Path,
+    version: i64,
+    gpu: i64,
+    before: i64,
+) -> Result<GpuChain> {
+    let n = ncols_in(version);
+    let sums: Vec<String> = COLUMNS[..n]
         .iter()
         .map(|(c, _, _)| format!("SUM({c})"))
         .collect();
@@ -456,9 +423,11 @@ fn load_chain(conn: &Connection, path: &Path, gpu: i64, before: i64) -> Result<G
             t_ms: r.get::<_, Option<i64>>(0)?.unwrap_or(0),
             ..GpuChain::default()
         };
-        for (i, slot) in c.v.iter_mut().enumerate() {
+        for (i, slot) in c.v[..n].iter_mut().enumerate() {
             *slot = r.get::<_, Option<i64>>(i + 1)?.unwrap_or(0);
         }
+        let (no_work, covered) = c.idle_pair();
+        c.idle = IdleSum::from_stored(no_work, covered);
         Ok(c)
     })
     .map_err(|e| db_err(path, e))
@@ -472,33 +441,34 @@ pub(crate) type Chains = HashMap<i64, GpuChain>;
 pub(crate) fn insert_rows(
     conn: &Connection,
     path: &Path,
-    base: i64,
+    (base, version): (i64, i64),
     chains: &mut Chains,
     rows: &[(i64, i64, GpuSample)],
 ) -> Result<()> {
     if rows.is_empty() {
         return Ok(());
     }
+    let n = ncols_in(version);
     let mut insert = conn
-        .prepare_cached(&insert_sql())
+        .prepare_cached(&insert_sql(version))
         .map_err(|e| db_err(path, e))?;
     let mut xid = conn
         .prepare_cached("INSERT INTO gpu_xid(t_unix_ms, gpu, xid) VALUES (?1, ?2, ?3)")
         .map_err(|e| db_err(path, e))?;
     for (t, gpu, sample) in rows {
         if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(*gpu) {
-            e.insert(load_chain(conn, path, *gpu, i64::MAX)?);
+            e.insert(load_chain(conn, path, version, *gpu, i64::MAX)?);
         }
-        let (abs, errors) = encode(sample);
-        let (dt, v) = chains
-            .get_mut(gpu)
-            .expect("inserted")
-            .delta(t.wrapping_sub(base), &abs);
-        let mut p: [Option<i64>; NCOLS + 3] = [None; NCOLS + 3];
-        p[0] = Some(dt);
-        p[1] = Some(*gpu);
-        p[2..NCOLS + 2].copy_from_slice(&v);
-        p[NCOLS + 2] = Some(errors);
+        let chain = chains.get_mut(gpu).expect("inserted");
+        let (mut abs, errors) = encode(sample);
+        // An older file has no ledger columns: the chain must not count what it cannot keep.
+        abs[n..].fill(None);
+        chain.idle.accumulate(&mut abs[LEDGER..]);
+        let (dt, v) = chain.delta(t.wrapping_sub(base), &abs);
+        let mut p: Vec<Option<i64>> = Vec::with_capacity(n + 3);
+        p.extend([Some(dt), Some(*gpu)]);
+        p.extend_from_slice(&v[..n]);
+        p.push(Some(errors));
         insert
             .execute(rusqlite::params_from_iter(p.iter()))
             .map_err(|e| db_err(path, e))?;
@@ -626,7 +596,7 @@ pub(crate) fn load_links(conn: &Connection, path: &Path) -> Result<Vec<GpuLink>>
 pub(crate) fn load_samples(
     conn: &Connection,
     path: &Path,
-    base: i64,
+    (base, version): (i64, i64),
     gpu: i64,
     last: Option<u32>,
 ) -> Result<Vec<GpuRow>> {
@@ -649,59 +619,81 @@ pub(crate) fn load_samples(
         }
     };
     let mut chain = if first > 0 {
-        load_chain(conn, path, gpu, first)?
+        load_chain(conn, path, version, gpu, first)?
     } else {
         GpuChain::default()
     };
+    let n = ncols_in(version);
     let mut stmt = conn
         .prepare(&format!(
             "{} WHERE gpu = ?1 AND rowid >= ?2 ORDER BY rowid",
-            select_sql()
+            select_sql(version)
         ))
         .map_err(e)?;
-    let mut decoded: Vec<(i64, Values, i64)> = Vec::new();
+    // (t_ms, absolute values, errors, the no-work pair of the card's row before).
+    let mut decoded: Vec<(i64, Values, i64, (i64, i64))> = Vec::new();
     let mut q = stmt.query([gpu, first]).map_err(e)?;
     while let Some(r) = q.next().map_err(e)? {
         let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Values, i64)> {
             let mut v: Values = [None; NCOLS];
-            for (i, slot) in v.iter_mut().enumerate() {
+            for (i, slot) in v[..n].iter_mut().enumerate() {
                 *slot = r.get(i + 1)?;
             }
-            Ok((r.get(0)?, v, r.get(NCOLS + 1)?))
+            Ok((r.get(0)?, v, r.get(n + 1)?))
         };
         let (dt, stored, errors) = row(r).map_err(e)?;
+        let before = chain.idle_pair();
         let (t, abs) = chain.undelta(dt, &stored);
-        decoded.push((t, abs, errors));
+        decoded.push((t, abs, errors, before));
     }
     // The card's Xid codes in row order: these rows' events are the last ones stored.
     let wanted: usize = decoded
         .iter()
-        .filter_map(|(_, v, _)| v[NCOLS - 1])
+        .filter_map(|(_, v, _, _)| v[XID])
         .map(|k| usize::try_from(k).unwrap_or(0))
         .fold(0, usize::saturating_add); // a damaged count must not overflow
-    let mut xids: std::collections::VecDeque<u64> = if wanted == 0 {
-        Default::default()
-    } else {
-        let mut s = conn
-            .prepare("SELECT xid FROM gpu_xid WHERE gpu = ?1 ORDER BY rowid")
-            .map_err(e)?;
-        let all: Vec<i64> = s
-            .query_map([gpu], |r| r.get(0))
-            .and_then(|rows| rows.collect())
-            .map_err(e)?;
-        let skip = all.len().saturating_sub(wanted);
-        all.into_iter()
-            .skip(skip)
-            .map(|x| u64::try_from(x).unwrap_or(0))
-            .collect()
-    };
+    let mut xids = last_xids(conn, path, gpu, wanted)?;
     Ok(decoded
         .into_iter()
-        .map(|(t, v, errors)| GpuRow {
-            t_unix_ms: base.wrapping_add(t),
-            gpu,
-            sample: decode(&v, errors, &mut xids),
+        .map(|(t, v, errors, before)| {
+            let mut sample = decode(&v, errors, &mut xids);
+            let mut totals = LedgerTotals::default();
+            if version >= 3 {
+                (sample.ledger, totals) = ledger::decode(&v[LEDGER..], Some(before));
+            }
+            GpuRow {
+                t_unix_ms: base.wrapping_add(t),
+                gpu,
+                sample,
+                totals,
+            }
         })
+        .collect())
+}
+
+/// The last `wanted` Xid codes of card `gpu`, oldest first.
+fn last_xids(
+    conn: &Connection,
+    path: &Path,
+    gpu: i64,
+    wanted: usize,
+) -> Result<std::collections::VecDeque<u64>> {
+    if wanted == 0 {
+        return Ok(Default::default());
+    }
+    let e = |e| db_err(path, e);
+    let mut s = conn
+        .prepare("SELECT xid FROM gpu_xid WHERE gpu = ?1 ORDER BY rowid")
+        .map_err(e)?;
+    let all: Vec<i64> = s
+        .query_map([gpu], |r| r.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(e)?;
+    let skip = all.len().saturating_sub(wanted);
+    Ok(all
+        .into_iter()
+        .skip(skip)
+        .map(|x| u64::try_from(x).unwrap_or(0))
         .collect())
 }
 

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::SampleKind;
 use crate::sample::Source;
 
+pub use gpu::ledger::LedgerTotals;
 pub use gpu::{GpuRow, StoredGpu, GPU_READINGS};
 pub use harden::Deadline;
 pub use reader::{Following, Reader};

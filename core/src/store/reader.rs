@@ -259,7 +259,13 @@ impl Reader {
             if !self.has_table("gpu_samples")? {
                 return Ok(Vec::new());
             }
-            super::gpu::load_samples(&self.conn, &self.path, self.started_unix_ms, gpu_id, None)
+            super::gpu::load_samples(
+                &self.conn,
+                &self.path,
+                (self.started_unix_ms, self.version),
+                gpu_id,
+                None,
+            )
         })
     }
 
@@ -272,7 +278,7 @@ impl Reader {
             super::gpu::load_samples(
                 &self.conn,
                 &self.path,
-                self.started_unix_ms,
+                (self.started_unix_ms, self.version),
                 gpu_id,
                 Some(n),
             )

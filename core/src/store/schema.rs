@@ -71,7 +71,10 @@
 //!   packed like `samples_packed` but per card (`t_ms` and every value column hold the
 //!   difference from the card's previous non-NULL value); NULL = unreadable and `errors`
 //!   holds the NVML error, 4 bits per reading (see `store/gpu.rs`). View `gpu_readings`
-//!   decodes it: plain units and one `<reading>_error` text column per reading.
+//!   decodes it: plain units and one `<reading>_error` text column per reading. Schema 3
+//!   appended the exact ledger's columns (`store/gpu/ledger.rs`): NVML's violation time per
+//!   limiter and the card's no-work time, both cumulative in ms, GPM in 1/100 %, and their
+//!   errors word.
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.

@@ -490,7 +490,13 @@ impl Writer {
                     inserts.insert_v2(row, series, &mut states)?;
                 }
             }
-            super::gpu::insert_rows(&tx, path, base, &mut gpu_chains, &self.gpu_buffer)?;
+            super::gpu::insert_rows(
+                &tx,
+                path,
+                (base, self.version),
+                &mut gpu_chains,
+                &self.gpu_buffer,
+            )?;
             if self.dropped > 0 {
                 let now = self.buffer.last().map_or(base, |r| r.t_unix_ms);
                 tx.execute(

@@ -89,6 +89,9 @@ fn gpu_sample(i: u64) -> GpuSample {
         }),
         pcie_tx_kib_per_s: Ok(0),
         pcie_rx_kib_per_s: Ok(0),
+        ledger: slurmwatch_core::sample::GpuLedger::all_failed(
+            slurmwatch_core::sample::GpuError::NotSupported,
+        ),
         xid_errors: Ok(if i == 5 { vec![79] } else { vec![] }),
     }
 }

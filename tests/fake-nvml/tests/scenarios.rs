@@ -612,6 +612,7 @@ fn worker_bounds_init_and_hung_reads() {
         allocated: Some(vec![0]),
         proc_root: PathBuf::from("/proc"),
         job_id: 1,
+        ledger_since_unix_ms: None,
     });
     // Init takes 300 ms: the first poll returns at once with Pending.
     assert!(matches!(w.poll_open(Duration::ZERO), Opened::Pending));
@@ -945,10 +946,10 @@ fn ledger_reads_counters_idle_time_and_gpm() {
 
     let r = read_ledger(&d, &mut ch);
     assert_eq!(limiter_names()[0], "power");
-    assert_eq!(r.violation_ns[0], Some(1_500_000_000));
-    assert_eq!(r.violation_ns[6], Some(1_500_000_000));
+    assert_eq!(r.violation_ns[0], Ok(1_500_000_000));
+    assert_eq!(r.violation_ns[6], Ok(1_500_000_000));
     assert!(
-        r.violation_ns[1..6].iter().all(Option::is_none),
+        r.violation_ns[1..6].iter().all(Result::is_err),
         "{:?}",
         r.violation_ns
     );
@@ -961,8 +962,12 @@ fn ledger_reads_counters_idle_time_and_gpm() {
     assert_eq!(r.gpm, Err(GpmUnavailable::FirstSample));
 
     let r = read_ledger(&a100, &mut ca);
-    assert_eq!(r.violation_ns, [None; 8], "unsupported is None, never 0");
-    assert_eq!(r.idle, None);
+    assert_eq!(
+        r.violation_ns,
+        [Err(GpuError::NotSupported); 8],
+        "unsupported is NVML's error, never 0"
+    );
+    assert_eq!(r.idle, Err(GpuError::NotSupported));
     assert_eq!(r.gpm, Err(GpmUnavailable::NotThisCard));
     assert_eq!(r.gpm.unwrap_err().to_string(), "not available on this card");
 
@@ -981,4 +986,81 @@ fn ledger_reads_counters_idle_time_and_gpm() {
     assert!(idle.covered_us < 1_000_000, "{idle:?}");
     ch.release(&nvml);
     ca.release(&nvml);
+}
+
+/// The collector's ledger through the file: a power-capping window of known length between
+/// two readings and an idle stretch of the card's utilization timeline are recorded to
+/// within the fake's sample period (here exactly: the stretch is whole periods); GPM on an
+/// H100 from its second reading, "not available on this card" on an A100.
+#[test]
+fn collector_records_the_ledger_exactly() {
+    use slurmwatch_core::analysis::card_ledger;
+    use slurmwatch_core::sample::GpmUnavailable;
+    // On a period boundary: the fake's samples fall on multiples of its period.
+    let t0 = now_ms() / 100 * 100;
+    let mut h = hopper(0);
+    h["violations_ns"] = json!({ "power": 5_000_000_000u64 });
+    h["violation_windows"] = json!({ "power": [[t0 + 1600, t0 + 2300]] });
+    // 100 ms periods: no kernel from t0 + 1600 to t0 + 2600, ten whole periods.
+    h["utilization_timeline"] = json!({ "points": [[t0 - 1000, 90], [t0 + 1600, 0],
+        [t0 + 2600, 85]], "period_us": 100_000 });
+    h["gpm"] = json!({ "sm_active": 62.5, "sm_occupancy": 30.0, "tensor_active": 45.0,
+        "dram_bw_util": 20.0 });
+    let scene = Scene::new(node(vec![h, card(1)]));
+    let mut c = GpuCollector::open(&fake_lib(), &wanted_cards(&env_cvd("0,1"))).unwrap();
+    c.count_ledger_from(t0 * 1000);
+    let mut w = Writer::create(&scene.file(), &meta()).unwrap();
+    let ids = w
+        .register_gpus("batch", 1_000_000, &c.cards(), &c.topology())
+        .unwrap();
+    let mut read = |w: &mut Writer| {
+        let t = now_ms() as i64;
+        for ((id, _), s) in ids.iter().zip(c.read(&mut |pid| pid == JOB_PID)) {
+            w.push_gpu(t, *id, s);
+        }
+        t
+    };
+    let first = read(&mut w);
+    assert!(
+        first < t0 as i64 + 1600,
+        "the first reading precedes both windows"
+    );
+    std::thread::sleep(Duration::from_millis((t0 + 3000).saturating_sub(now_ms())));
+    read(&mut w);
+    read(&mut w);
+    w.close().unwrap();
+    drop(c);
+
+    let r = Reader::open(&scene.file()).unwrap();
+    let gpus = r.gpus().unwrap();
+    let h100 = r.gpu_samples(gpus[0].id).unwrap();
+    let l = card_ledger(&h100, i64::MIN, i64::MAX).unwrap();
+    assert_eq!(l.limiter_seconds[0], Some(0.7), "{l:?}");
+    assert_eq!(
+        l.limiter_seconds[1], None,
+        "a limiter the card lacks is None, never 0"
+    );
+    assert_eq!(l.no_work_seconds, Some(1.0), "{l:?}");
+    let covered = l.no_work_covered_seconds.unwrap();
+    assert!((2.8..=3.3).contains(&covered), "{l:?}");
+    assert_eq!(h100[0].sample.ledger.gpm, Err(GpmUnavailable::FirstSample));
+    let g = l.gpm.unwrap();
+    assert_eq!(
+        (g.sm_active_percent, g.tensor_active_percent),
+        (Some(62.5), Some(45.0))
+    );
+
+    let a100 = r.gpu_samples(gpus[1].id).unwrap();
+    assert!(a100
+        .iter()
+        .all(|row| row.sample.ledger.gpm == Err(GpmUnavailable::NotThisCard)));
+    let l = card_ledger(&a100, i64::MIN, i64::MAX).unwrap();
+    assert_eq!(
+        (l.gpm, l.gpm_unavailable),
+        (None, Some(GpmUnavailable::NotThisCard))
+    );
+    assert_eq!(
+        l.no_work_seconds, None,
+        "no samples ring scripted: unreadable"
+    );
 }

@@ -214,6 +214,7 @@ mod tests {
             nvlink: Err(GpuError::NotSupported),
             pcie_tx_kib_per_s: Ok(1_200_000),
             pcie_rx_kib_per_s: Ok(300_000),
+            ledger: crate::sample::GpuLedger::all_failed(GpuError::NotSupported),
             xid_errors: Ok(Vec::new()),
         }
     }

@@ -36,7 +36,7 @@ use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings::{nvmlEventData_t, nvmlEventSet_t};
 
 use crate::sample::{
-    GpuCard, GpuError, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
+    GpuCard, GpuError, GpuLedger, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
 };
 pub use select::{wanted_cards, CardRef, GpuEnv, Wanted};
 
@@ -109,6 +109,9 @@ struct Card {
     links: Vec<u32>,
     /// Whether the card's critical Xid events are registered in the collector's event set.
     xid: GpuReading<()>,
+    /// Where the card's ledger counters continue from; `None` on a MIG slice (see
+    /// [`open_mig`]).
+    ledger: Option<ledger::LedgerCursor>,
 }
 
 /// Reads the job's cards. Not `Sync`; create and use it on one thread (see [`worker`]).
@@ -124,6 +127,12 @@ pub struct GpuCollector {
 
 impl Drop for GpuCollector {
     fn drop(&mut self) {
+        // The GPM samples the cursors hold are NVML's memory: free them before it shuts down.
+        for c in &mut self.cards {
+            if let Some(l) = c.ledger.as_mut() {
+                l.release(&self.nvml);
+            }
+        }
         if let (Some(set), Ok(free)) = (self.xid_set.take(), &self.nvml.lib().nvmlEventSetFree) {
             // SAFETY: `set` came from nvmlEventSetCreate on this library and is freed once.
             unsafe {
@@ -141,6 +150,8 @@ unsafe impl Send for GpuCollector {}
 /// and PCI bus id of the card it is on. No power limit, clock limit or NVLinks of its own:
 /// those are the whole card's, shared with the other slices' jobs, so they are not
 /// credited to this one (NVML answers NOT_SUPPORTED for a slice's utilization and power).
+/// No ledger either: a slice has no utilization samples, and the card's limiters and GPM
+/// count every slice's work, so they would credit the neighbours' time to this job.
 fn open_mig(nvml: &Nvml, uuid: &str, cuda_index: Option<u32>) -> Option<Card> {
     let dev = nvml.device_by_uuid(uuid).ok()?;
     if !dev.mig_is_mig_device_handle().ok()? {
@@ -165,6 +176,7 @@ fn open_mig(nvml: &Nvml, uuid: &str, cuda_index: Option<u32>) -> Option<Card> {
         handle,
         links: Vec::new(),
         xid: Err(GpuError::NotSupported),
+        ledger: None,
     })
 }
 
@@ -202,6 +214,7 @@ fn open_card(dev: &Device<'_>, uuid: String, index: u32, cuda_index: Option<u32>
         handle,
         links,
         xid: Err(GpuError::NotSupported),
+        ledger: Some(ledger::LedgerCursor::starting_now()),
     }
 }
 
@@ -288,6 +301,18 @@ impl GpuCollector {
     /// The job's cards, in `cuda:N` order.
     pub fn cards(&self) -> Vec<GpuCard> {
         self.cards.iter().map(|c| c.info.clone()).collect()
+    }
+
+    /// Counts the cards' time with no work from `since_unix_us` (the step's start: NVML's
+    /// ring also holds samples from before it, which are not the job's) instead of from when
+    /// NVML opened. Call it before the first reading.
+    pub fn count_ledger_from(&mut self, since_unix_us: u64) {
+        for c in &mut self.cards {
+            if let Some(l) = c.ledger.as_mut() {
+                l.release(&self.nvml);
+                *l = ledger::LedgerCursor::new(since_unix_us);
+            }
+        }
     }
 
     /// Records the duration of every NVML call of the next reads (for the real-GPU check).
@@ -484,6 +509,7 @@ impl GpuCollector {
         let pcie_rx = r(dev.pcie_throughput(PcieUtilCounter::Receive));
         t("pcie_throughput_rx", s);
         self.timings = timings;
+        let ledger = self.card_ledger(i);
         GpuSample {
             utilization_percent: util.as_ref().map(|u| u.gpu).map_err(|e| *e),
             memory_utilization_percent: util.map(|u| u.memory),
@@ -500,7 +526,22 @@ impl GpuCollector {
             pcie_tx_kib_per_s: pcie_tx,
             pcie_rx_kib_per_s: pcie_rx,
             xid_errors: xid,
+            ledger,
         }
+    }
+
+    /// The card's ledger counters, advancing its cursor (a MIG slice has none).
+    fn card_ledger(&mut self, i: usize) -> GpuLedger {
+        let Some(mut cursor) = self.cards[i].ledger.take() else {
+            return GpuLedger::all_failed(GpuError::NotSupported);
+        };
+        let s = Instant::now();
+        let got = ledger::read_ledger(&self.device(i), &mut cursor);
+        if let Some(v) = self.timings.as_mut() {
+            v.push(("ledger", s.elapsed()));
+        }
+        self.cards[i].ledger = Some(cursor);
+        got
     }
 
     /// NVLink data counters summed over *every* active link. nvml-wrapper's

@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
 use super::{pids, GpuCollector, NoGpus, Wanted};
-use crate::sample::{GpuCard, GpuError, GpuLink, GpuSample};
+use crate::sample::{GpuCard, GpuError, GpuLink, GpuSample, IdleTime};
 
 /// What the worker needs: the site's library path, the job's cards, and how to tell the
 /// job's processes (its id and the roots of its process trees, for the /proc fallback).
@@ -21,6 +21,9 @@ pub struct GpuWorkerConfig {
     pub allocated: Option<Vec<u32>>,
     pub proc_root: PathBuf,
     pub job_id: u32,
+    /// The step's start: the cards' time with no work counts from it (`None`: from when
+    /// NVML opened; see `GpuCollector::count_ledger_from`).
+    pub ledger_since_unix_ms: Option<u64>,
 }
 
 /// The worker's answer to opening NVML.
@@ -55,6 +58,9 @@ pub struct GpuWorker {
     /// Xid events of replies that came too late to be stored: NVML delivers each event
     /// once, so they go with the next reading that is stored.
     late_xids: Vec<Vec<u64>>,
+    /// Idle time of those replies, per card: the cursor moved past it, so it too goes with
+    /// the next stored reading (else the cumulative no-work time would lose it).
+    late_idle: Vec<IdleTime>,
 }
 
 enum State {
@@ -88,6 +94,7 @@ impl GpuWorker {
             seq: 0,
             outstanding: None,
             late_xids: Vec::new(),
+            late_idle: Vec::new(),
         }
     }
 
@@ -131,7 +138,7 @@ impl GpuWorker {
             loop {
                 match self.rx.try_recv() {
                     Ok(Reply::Read(seq, late)) => {
-                        self.keep_xids(&late);
+                        self.keep_late(&late);
                         if seq == want {
                             self.outstanding = None;
                             break;
@@ -173,9 +180,15 @@ impl GpuWorker {
                             std::mem::swap(now, late);
                         }
                     }
+                    for (sample, late) in samples.iter_mut().zip(self.late_idle.iter_mut()) {
+                        if let Ok(now) = &mut sample.ledger.idle {
+                            now.no_work_us += std::mem::take(&mut late.no_work_us);
+                            now.covered_us += std::mem::take(&mut late.covered_us);
+                        }
+                    }
                     return Some(samples);
                 }
-                Ok(Reply::Read(_, late)) => self.keep_xids(&late),
+                Ok(Reply::Read(_, late)) => self.keep_late(&late),
                 Ok(_) => continue,
                 Err(RecvTimeoutError::Timeout) => return Some(timed_out()),
                 Err(RecvTimeoutError::Disconnected) => {
@@ -188,9 +201,16 @@ impl GpuWorker {
 }
 
 impl GpuWorker {
-    fn keep_xids(&mut self, late: &[GpuSample]) {
+    fn keep_late(&mut self, late: &[GpuSample]) {
         if self.late_xids.len() < late.len() {
             self.late_xids.resize(late.len(), Vec::new());
+            self.late_idle.resize(late.len(), IdleTime::default());
+        }
+        for (keep, s) in self.late_idle.iter_mut().zip(late) {
+            if let Ok(t) = &s.ledger.idle {
+                keep.no_work_us += t.no_work_us;
+                keep.covered_us += t.covered_us;
+            }
         }
         for (keep, s) in self.late_xids.iter_mut().zip(late) {
             if let Ok(x) = &s.xid_errors {
@@ -205,7 +225,10 @@ impl GpuWorker {
 fn serve(cfg: GpuWorkerConfig, rx: Receiver<Req>, tx: Sender<Reply>) {
     let mut collector =
         match GpuCollector::open_allocated(&cfg.lib_path, &cfg.wanted, cfg.allocated.as_deref()) {
-            Ok(c) => {
+            Ok(mut c) => {
+                if let Some(ms) = cfg.ledger_since_unix_ms {
+                    c.count_ledger_from(ms.saturating_mul(1000));
+                }
                 let _ = tx.send(Reply::Opened(Ok((c.cards(), c.topology()))));
                 c
             }

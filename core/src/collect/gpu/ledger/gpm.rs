@@ -9,41 +9,8 @@ use nvml_wrapper::{Device, GpmSample, Nvml};
 use nvml_wrapper_sys::bindings::nvmlGpmSample_t;
 
 use crate::collect::gpu::gpu_error;
-use crate::sample::GpuError;
 
-/// Percentages over one interval; each `None` when NVML could not compute it.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct Gpm {
-    /// `NVML_GPM_METRIC_SM_UTIL`: share of time SMs had a warp assigned, averaged over SMs.
-    pub sm_active_percent: Option<f64>,
-    /// `NVML_GPM_METRIC_SM_OCCUPANCY`: resident warps over the SMs' maximum.
-    pub sm_occupancy_percent: Option<f64>,
-    /// `NVML_GPM_METRIC_ANY_TENSOR_UTIL`: share of time any tensor pipe was busy.
-    pub tensor_active_percent: Option<f64>,
-    /// `NVML_GPM_METRIC_DRAM_BW_UTIL`: share of the peak DRAM bandwidth used.
-    pub dram_bw_util_percent: Option<f64>,
-}
-
-/// Why a reading has no GPM figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpmUnavailable {
-    /// The card (pre-Hopper) or its driver has no GPM.
-    NotThisCard,
-    /// The first read of a card: GPM needs a sample at each end of an interval.
-    FirstSample,
-    /// NVML's error for this read.
-    Error(GpuError),
-}
-
-impl std::fmt::Display for GpmUnavailable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            GpmUnavailable::NotThisCard => write!(f, "not available on this card"),
-            GpmUnavailable::FirstSample => write!(f, "needs a second reading"),
-            GpmUnavailable::Error(e) => write!(f, "{e}"),
-        }
-    }
-}
+pub use crate::sample::{Gpm, GpmUnavailable};
 
 const METRICS: [GpmMetricId; 4] = [
     GpmMetricId::SmUtil,

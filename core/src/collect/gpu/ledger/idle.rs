@@ -16,14 +16,10 @@ use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::Device;
 
-/// Idle time over one interval between reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct IdleTime {
-    /// µs of sample periods whose utilization was 0.
-    pub no_work_us: u64,
-    /// µs of sample periods read (idle or not): the part of the interval accounted for.
-    pub covered_us: u64,
-}
+use crate::collect::gpu::gpu_error;
+use crate::sample::GpuReading;
+
+pub use crate::sample::IdleTime;
 
 /// A gap between samples longer than this many periods is samples lost, not one period.
 const GAP_PERIODS: u64 = 2;
@@ -44,12 +40,12 @@ impl IdleCursor {
         }
     }
 
-    pub(super) fn read(&mut self, dev: &Device) -> Option<IdleTime> {
+    pub(super) fn read(&mut self, dev: &Device) -> GpuReading<IdleTime> {
         let samples = match dev.samples(Sampling::GpuUtilization, self.last_us) {
             Ok(s) => s,
             // No sample newer than the last one counted: an empty interval.
-            Err(NvmlError::NotFound) => return Some(IdleTime::default()),
-            Err(_) => return None,
+            Err(NvmlError::NotFound) => return Ok(IdleTime::default()),
+            Err(e) => return Err(gpu_error(&e)),
         };
         let mut points: Vec<(u64, bool)> = samples
             .iter()
@@ -57,7 +53,7 @@ impl IdleCursor {
             .map(|s| (s.timestamp, is_zero(&s.value)))
             .collect();
         points.sort_unstable_by_key(|p| p.0);
-        Some(self.count(&points))
+        Ok(self.count(&points))
     }
 
     /// Credits each sample's interval `(previous, this]` to its value; an interval longer

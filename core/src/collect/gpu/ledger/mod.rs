@@ -8,7 +8,7 @@
 //!
 //! [`read_ledger`] reads one card; a [`LedgerCursor`] per card carries what the next read
 //! continues from. Counters stay raw and cumulative: differences and shares are the
-//! model's job. An unreadable counter is `None`, never 0.
+//! model's job. An unreadable counter is NVML's error, never 0.
 
 pub mod gpm;
 pub mod idle;
@@ -18,6 +18,8 @@ use nvml_wrapper::{Device, Nvml};
 
 pub use gpm::{Gpm, GpmUnavailable};
 pub use idle::IdleTime;
+
+const _: () = assert!(LIMITERS.len() == crate::sample::GPU_LIMITERS);
 
 /// One clock limiter: our name, NVML's `nvmlPerfPolicyType_t` name, and its policy.
 #[derive(Debug, Clone, Copy)]
@@ -76,18 +78,8 @@ pub fn limiter_names() -> [&'static str; 8] {
     LIMITERS.map(|l| l.name)
 }
 
-/// One card's ledger counters at one instant.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GpuLedgerReading {
-    /// Per [`LIMITERS`] entry: NVML's cumulative violation time, ns; `None` when the card
-    /// does not report that limiter or the read failed.
-    pub violation_ns: [Option<u64>; 8],
-    /// Time with no kernel running since the previous read (not cumulative: add it up);
-    /// `None` when the card has no utilization samples (a MIG slice, an old card).
-    pub idle: Option<IdleTime>,
-    /// GPM over the interval since the previous read.
-    pub gpm: Result<Gpm, GpmUnavailable>,
-}
+/// One card's ledger counters at one instant (the sample's own type: it is stored as is).
+pub type GpuLedgerReading = crate::sample::GpuLedger;
 
 /// What one card's next read continues from. Holds an NVML GPM sample between reads:
 /// call [`LedgerCursor::release`] before the `Nvml` it came from shuts down.
@@ -128,10 +120,18 @@ pub fn read_ledger(dev: &Device, cursor: &mut LedgerCursor) -> GpuLedgerReading 
     GpuLedgerReading {
         violation_ns: LIMITERS.map(|l| {
             dev.violation_status(l.policy)
-                .ok()
                 .map(|v| v.violation_time)
+                .map_err(|e| super::gpu_error(&e))
         }),
         idle: cursor.idle.read(dev),
         gpm: cursor.gpm.read(dev),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_samples_limiter_names_are_these() {
+        assert_eq!(super::limiter_names(), crate::sample::GPU_LIMITER_NAMES);
     }
 }
