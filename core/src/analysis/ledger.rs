@@ -1,131 +1,20 @@
 //! Where the allocation went, exactly: differences of the kernel's cumulative counters between
 //! the recording's first and last rows (a step's start and end rows are read at its start and
 //! end, so a 3-second job and a stall between two periodic rows are counted whole, whatever
-//! the interval). Pure: computed from decoded rows.
+//! the interval). Pure: built from the merged summary's figures.
 //!
 //! - CPU: the cgroup's `usage_usec` against cores allocated × the time between those rows.
-//! - Stalls: PSI's `total=` (µs, kept to the ms) for cpu, memory and io, `some` (at least
-//!   one runnable task waited) and `full` (all of them did). cgroup v2 only: on cgroup v1 and
-//!   in /proc mode there is no per-job PSI, and the ledger says so instead of a 0.
+//! - Stalls: PSI's `total=` ([`super::stalls`]); "not available" on cgroup v1 and in /proc
+//!   mode, never a 0.
+//! - GPUs: each card's limiter, no-work and GPM time ([`super::gpu_ledger`]), summed.
 
-use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
-use crate::model::SampleRow;
-use crate::sample::{Pressure, Source};
+use serde::Serialize;
 
-/// Seconds in which the job's tasks waited, per resource and kind, between the recording's
-/// first and last readable totals. `None`: not readable (never 0 for unknown).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct StallSeconds {
-    pub cpu_some: Option<f64>,
-    pub cpu_full: Option<f64>,
-    pub memory_some: Option<f64>,
-    pub memory_full: Option<f64>,
-    pub io_some: Option<f64>,
-    pub io_full: Option<f64>,
-}
-
-/// The six totals in [`StallSeconds`]' order, with their names.
-pub const STALLS: [(&str, &str); 6] = [
-    ("cpu", "some"),
-    ("cpu", "full"),
-    ("memory", "some"),
-    ("memory", "full"),
-    ("io", "some"),
-    ("io", "full"),
-];
-
-fn totals(p: &Pressure) -> [Option<u64>; 6] {
-    [
-        p.cpu_some_total_usec,
-        p.cpu_full_total_usec,
-        p.memory_some_total_usec,
-        p.memory_full_total_usec,
-        p.io_some_total_usec,
-        p.io_full_total_usec,
-    ]
-}
-
-impl StallSeconds {
-    /// From the job series (oldest first).
-    pub fn from_rows(job: &[SampleRow]) -> StallSeconds {
-        let mut out = [None; 6];
-        for (k, slot) in out.iter_mut().enumerate() {
-            *slot = increase(job.iter().map(|r| totals(&r.usage.pressure)[k]))
-                .map(|us| us as f64 / 1e6);
-        }
-        StallSeconds::from_array(out)
-    }
-
-    pub fn to_array(self) -> [Option<f64>; 6] {
-        [
-            self.cpu_some,
-            self.cpu_full,
-            self.memory_some,
-            self.memory_full,
-            self.io_some,
-            self.io_full,
-        ]
-    }
-
-    pub fn from_array(a: [Option<f64>; 6]) -> StallSeconds {
-        StallSeconds {
-            cpu_some: a[0],
-            cpu_full: a[1],
-            memory_some: a[2],
-            memory_full: a[3],
-            io_some: a[4],
-            io_full: a[5],
-        }
-    }
-
-    /// Any total readable at all.
-    pub fn any(&self) -> bool {
-        self.to_array().iter().any(Option::is_some)
-    }
-
-    /// Each total summed over nodes (`None` where no node had it).
-    pub fn sum<'a>(all: impl Iterator<Item = &'a StallSeconds> + Clone) -> StallSeconds {
-        let mut out = [None; 6];
-        for (k, slot) in out.iter_mut().enumerate() {
-            *slot = all
-                .clone()
-                .filter_map(|s| s.to_array()[k])
-                .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v));
-        }
-        StallSeconds::from_array(out)
-    }
-}
-
-/// How much a cumulative counter climbed over a series of readings: the sum of its rises
-/// between readable values. A drop means a new counter (a re-created cgroup): it counts from
-/// 0 again, and what the old one had is kept. `None` with fewer than one readable value.
-pub fn increase(values: impl Iterator<Item = Option<u64>>) -> Option<u64> {
-    let mut last: Option<u64> = None;
-    let mut total: Option<u64> = None;
-    for v in values.flatten() {
-        let rise = match last {
-            Some(l) if v >= l => v - l,
-            Some(_) => v,
-            None => 0,
-        };
-        total = Some(total.unwrap_or(0) + rise);
-        last = Some(v);
-    }
-    total
-}
-
-/// Why a job's stalls cannot be told, from how it was recorded; `None` when they can be
-/// (cgroup v2), or when the totals are simply unreadable there (then said by the caller).
-pub fn stalls_unavailable(source: Option<Source>) -> Option<&'static str> {
-    match source? {
-        Source::CgroupV2 => None,
-        Source::CgroupV1 => Some("not available: cgroup v1 keeps no pressure stall information"),
-        Source::Proc => {
-            Some("not available: without a job cgroup (proctrack/linuxproc) there is no per-job pressure stall information")
-        }
-    }
-}
+pub use super::stalls::{stalls_unavailable, StallSeconds, STALLS};
+use super::summary::{CardTime, GpuSummary};
+use crate::sample::Source;
 
 /// The whole allocation's ledger, as the report shows it (figures over every recorded node).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -144,19 +33,85 @@ pub struct Ledger {
     pub stall_share_of_wall: StallSeconds,
     /// Why the stalls are unknown, when they are.
     pub stalls_unavailable: Option<String>,
+    /// The cards' time summed over the cards that recorded a ledger: their spans, the time
+    /// with no work resident, and each limiter's time (`sample::GPU_LIMITER_NAMES`).
+    pub gpu_seconds: Option<f64>,
+    pub gpu_no_work_seconds: Option<f64>,
+    pub gpu_held_seconds: BTreeMap<String, f64>,
+    /// Each card's own ledger.
+    pub gpus: Vec<CardLine>,
     /// How each figure was measured.
     pub basis: Vec<String>,
 }
 
-/// Builds the ledger from the merged figures: `nodes` recorded nodes, each for `wall_seconds`.
-pub fn build(
-    wall_seconds: Option<f64>,
-    cores_allocated: Option<f64>,
-    cpu_seconds: Option<f64>,
-    stalls: StallSeconds,
-    nodes: usize,
-    source: Option<Source>,
-) -> Ledger {
+/// One card's line of the ledger.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CardLine {
+    pub label: String,
+    pub node: Option<String>,
+    #[serde(flatten)]
+    pub time: CardTime,
+}
+
+/// The cards' lines, and their sums (`None`/empty where no card had the figure).
+fn card_lines(
+    gpus: &[GpuSummary],
+) -> (
+    Vec<CardLine>,
+    Option<f64>,
+    Option<f64>,
+    BTreeMap<String, f64>,
+) {
+    let lines: Vec<CardLine> = gpus
+        .iter()
+        .filter_map(|g| {
+            Some(CardLine {
+                label: g.label.clone(),
+                node: g.node.clone(),
+                time: g.ledger.clone()?,
+            })
+        })
+        .collect();
+    let sum = |f: &dyn Fn(&CardTime) -> Option<f64>| {
+        lines
+            .iter()
+            .filter_map(|c| f(&c.time))
+            .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
+    };
+    let span = sum(&|t| Some(t.span_seconds));
+    let no_work = sum(&|t| t.no_work_seconds);
+    let mut held = BTreeMap::new();
+    for c in &lines {
+        for (k, v) in &c.time.held_seconds {
+            *held.entry(k.clone()).or_insert(0.0) += v;
+        }
+    }
+    (lines, span, no_work, held)
+}
+
+/// What the ledger is built from: the merged figures over `nodes` recorded nodes, each for
+/// `wall_seconds`.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs<'a> {
+    pub wall_seconds: Option<f64>,
+    pub cores_allocated: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    pub stalls: StallSeconds,
+    pub nodes: usize,
+    pub source: Option<Source>,
+    pub gpus: &'a [GpuSummary],
+}
+
+pub fn build(i: &Inputs) -> Ledger {
+    let Inputs {
+        wall_seconds,
+        cores_allocated,
+        cpu_seconds,
+        stalls,
+        nodes,
+        source,
+        gpus,
+    } = *i;
     let allocated = wall_seconds.zip(cores_allocated).map(|(w, c)| w * c);
     let share = |v: Option<f64>| {
         let wall = wall_seconds.filter(|w| *w > 0.0)? * nodes.max(1) as f64;
@@ -183,6 +138,15 @@ pub fn build(
                 .to_string(),
         );
     }
+    let (cards, gpu_seconds, gpu_no_work_seconds, gpu_held_seconds) = card_lines(gpus);
+    if !cards.is_empty() {
+        basis.push(
+            "GPUs: NVML's cumulative violation time per limiter (nvmlDeviceGetViolationStatus) \
+             and time with no kernel running (its utilization samples), between each card's \
+             first and last reading; GPM on Hopper and newer"
+                .to_string(),
+        );
+    }
     Ledger {
         wall_seconds,
         cores_allocated,
@@ -192,6 +156,10 @@ pub fn build(
         stall_seconds: stalls,
         stall_share_of_wall,
         stalls_unavailable,
+        gpu_seconds,
+        gpu_no_work_seconds,
+        gpu_held_seconds,
+        gpus: cards,
         basis,
     }
 }
@@ -199,36 +167,6 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{SampleKind, Series};
-
-    fn row(t: i64, mem_some: Option<u64>) -> SampleRow {
-        let mut r = SampleRow::empty(t, Series::Job, SampleKind::Periodic);
-        r.usage.pressure.memory_some_total_usec = mem_some;
-        r.usage.pressure.cpu_some_total_usec = Some(t as u64 * 10);
-        r
-    }
-
-    #[test]
-    fn a_counter_increase_skips_holes_and_survives_a_new_counter() {
-        let v = [None, Some(100), None, Some(250), Some(40), Some(90)];
-        // 150 from the first counter, then a new one: its 40 and 50 more.
-        assert_eq!(increase(v.into_iter()), Some(240));
-        assert_eq!(increase([None, None].into_iter()), None);
-        assert_eq!(increase([Some(7)].into_iter()), Some(0));
-    }
-
-    #[test]
-    fn stalls_from_rows_are_the_totals_difference() {
-        let rows = [
-            row(0, Some(1_000)),
-            row(1_000, None),
-            row(2_000, Some(501_000)),
-        ];
-        let s = StallSeconds::from_rows(&rows);
-        assert_eq!(s.memory_some, Some(0.5));
-        assert_eq!(s.cpu_some, Some(0.02));
-        assert_eq!(s.io_full, None, "unreadable is not 0");
-    }
 
     #[test]
     fn the_ledger_divides_stalls_by_every_nodes_wall_time() {
@@ -236,27 +174,28 @@ mod tests {
             memory_some: Some(30.0),
             ..StallSeconds::default()
         };
-        let l = build(
-            Some(100.0),
-            Some(8.0),
-            Some(200.0),
+        let l = build(&Inputs {
+            wall_seconds: Some(100.0),
+            cores_allocated: Some(8.0),
+            cpu_seconds: Some(200.0),
             stalls,
-            2,
-            Some(Source::CgroupV2),
-        );
+            nodes: 2,
+            source: Some(Source::CgroupV2),
+            gpus: &[],
+        });
         assert_eq!(l.core_seconds_allocated, Some(800.0));
         assert_eq!(l.core_seconds_idle, Some(600.0));
         assert_eq!(l.stall_share_of_wall.memory_some, Some(0.15));
         assert_eq!(l.stall_share_of_wall.cpu_some, None);
         assert!(l.stalls_unavailable.is_none());
-        let v1 = build(
-            Some(100.0),
-            Some(8.0),
-            Some(900.0),
-            StallSeconds::default(),
-            1,
-            Some(Source::CgroupV1),
-        );
+        let v1 = build(&Inputs {
+            wall_seconds: Some(100.0),
+            cores_allocated: Some(8.0),
+            cpu_seconds: Some(900.0),
+            nodes: 1,
+            source: Some(Source::CgroupV1),
+            ..Inputs::default()
+        });
         assert_eq!(v1.core_seconds_idle, Some(0.0), "never below 0");
         assert!(v1.stalls_unavailable.unwrap().contains("cgroup v1"));
     }

@@ -11,6 +11,7 @@ pub mod gpu_ledger;
 pub mod joblog;
 pub mod ledger;
 mod sbatch_lines;
+pub mod stalls;
 pub mod summary;
 pub mod thresholds;
 

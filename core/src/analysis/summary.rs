@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ledger::StallSeconds;
+use super::stalls::StallSeconds;
 use crate::collect::gpu::derive::{self, CardState, ThrottleState};
 use crate::model::effective_cores;
 use crate::model::SampleRow;
@@ -17,7 +17,8 @@ use crate::store::{Event, GpuRow, StepInfo, EXTERN_STEP};
 /// 5: per-card `nvml_index`, `pci_bus_id`, `sm_clock_max_mhz` and, while held back,
 ///    `throttled_readings` with the median `throttled_sm_clock_mhz`, `throttled_power_watts`
 ///    and `throttled_power_limit_watts` (the cross-job card view, `fleet`).
-/// 6: `stall_seconds`: PSI's stall totals between the first and last rows (the ledger).
+/// 6: `stall_seconds`: PSI's stall totals between the first and last rows (the ledger), and
+///    per card `ledger` (limiter, no-work and GPM time from schema 3's counters).
 pub const SUMMARY_VERSION: u32 = 6;
 
 /// A working set is "steady" while it stays within this share of the level before a kill.
@@ -97,6 +98,57 @@ pub struct GpuSummary {
     /// Critical Xid events NVML reported for the card (the latest [`MAX_XID_EVENTS`]).
     #[serde(default)]
     pub xid_events: Vec<XidEvent>,
+    /// The card's exact ledger over its recording (`analysis::card_ledger`); absent before
+    /// schema 3 recorded the counters, or with fewer than two readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<CardTime>,
+}
+
+/// Where one card's time went, exactly (the summary's form of
+/// [`CardLedger`](super::gpu_ledger::CardLedger)).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CardTime {
+    /// Between the card's first and last readings.
+    pub span_seconds: f64,
+    /// Seconds each limiter held the clocks down, by NVML's limiter
+    /// (`sample::GPU_LIMITER_NAMES`); a limiter the card could not say is absent.
+    pub held_seconds: std::collections::BTreeMap<String, f64>,
+    /// Seconds with no kernel running, from NVML's utilization samples, and the seconds
+    /// those samples covered.
+    pub no_work_seconds: Option<f64>,
+    pub no_work_covered_seconds: Option<f64>,
+    pub gpm: Option<crate::sample::Gpm>,
+    /// Why there are no GPM means (e.g. "not available on this card"), when there are none.
+    pub gpm_unavailable: Option<String>,
+}
+
+impl CardTime {
+    fn of(rows: &[GpuRow]) -> Option<CardTime> {
+        let (first, last) = (rows.first()?, rows.last()?);
+        let l = super::gpu_ledger::card_ledger(rows, first.t_unix_ms, last.t_unix_ms)?;
+        let held_seconds: std::collections::BTreeMap<String, f64> =
+            crate::sample::GPU_LIMITER_NAMES
+                .iter()
+                .zip(l.limiter_seconds)
+                .filter_map(|(n, s)| Some((n.to_string(), s?)))
+                .collect();
+        let not_this_card = matches!(
+            l.gpm_unavailable,
+            Some(crate::sample::GpmUnavailable::NotThisCard)
+        );
+        let t = CardTime {
+            span_seconds: (l.to_unix_ms - l.from_unix_ms) as f64 / 1000.0,
+            held_seconds,
+            no_work_seconds: l.no_work_seconds,
+            no_work_covered_seconds: l.no_work_covered_seconds,
+            gpm: l.gpm,
+            gpm_unavailable: l.gpm_unavailable.map(|w| w.to_string()),
+        };
+        // A file from before schema 3 has none of the counters (its rows read back as
+        // NOT_SUPPORTED): no ledger, not zeros. A pre-Hopper card's "no GPM" is an answer.
+        let any = !t.held_seconds.is_empty() || t.no_work_seconds.is_some() || t.gpm.is_some();
+        (any || not_this_card).then_some(t)
+    }
 }
 
 /// Most Xid events kept per card in a summary (a failing card can report thousands).
@@ -564,6 +616,7 @@ impl GpuSummary {
         g.throttle_reasons = derive::throttle_names(reasons & !derive::THROTTLE_GPU_IDLE);
         let keep = g.xid_events.len().saturating_sub(MAX_XID_EVENTS);
         g.xid_events.drain(..keep);
+        g.ledger = CardTime::of(rows);
         g
     }
 }

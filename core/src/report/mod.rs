@@ -454,14 +454,15 @@ impl Sources<'_> {
             .first_t_unix_ms
             .zip(m.last_t_unix_ms)
             .map(|(a, b)| (b - a) as f64 / 1000.0);
-        Some(analysis::ledger::build(
-            wall,
+        Some(analysis::ledger::build(&analysis::ledger::Inputs {
+            wall_seconds: wall,
             cores_allocated,
-            m.cpu_usage_seconds_total,
-            m.stall_seconds.unwrap_or_default(),
-            self.recs.len(),
-            self.rec.map(|r| r.meta.source),
-        ))
+            cpu_seconds: m.cpu_usage_seconds_total,
+            stalls: m.stall_seconds.unwrap_or_default(),
+            nodes: self.recs.len(),
+            source: self.rec.map(|r| r.meta.source),
+            gpus: &m.gpus,
+        }))
     }
 
     fn recorded_span_seconds(&self) -> Option<f64> {

@@ -43,6 +43,45 @@ fn stall_line(l: &Ledger) -> Option<String> {
     (!parts.is_empty()).then(|| format!("stalled: {}", parts.join("; ")))
 }
 
+/// GPU time in the unit a reader compares at a glance: GPU-hours from one hour up.
+fn gpu_time(seconds: f64) -> String {
+    if seconds >= 3600.0 {
+        format!("{:.2} GPU-hours", seconds / 3600.0)
+    } else {
+        format!("{seconds:.1} GPU-seconds")
+    }
+}
+
+/// What each limiter means to a reader; the clock totals (any reason) are in the JSON only.
+const LIMITER_WORDS: [(&str, &str); 6] = [
+    ("power", "held below its clocks by the power brake"),
+    ("thermal", "by heat"),
+    ("board_limit", "by the board's limit"),
+    ("reliability", "by reliability limits"),
+    ("sync_boost", "by sync boost"),
+    ("low_utilization", "by low utilization"),
+];
+
+/// The GPU line: the cards' time, none of it with work, and each limiter's share.
+fn gpu_line(l: &Ledger) -> Option<String> {
+    let total = l.gpu_seconds?;
+    let mut parts = vec![format!(
+        "of {} ({} card{})",
+        gpu_time(total),
+        l.gpus.len(),
+        if l.gpus.len() == 1 { "" } else { "s" }
+    )];
+    if let Some(idle) = l.gpu_no_work_seconds {
+        parts.push(format!("{} with no work resident", gpu_time(idle)));
+    }
+    for (name, words) in LIMITER_WORDS {
+        if let Some(s) = l.gpu_held_seconds.get(name).filter(|s| **s > 0.0) {
+            parts.push(format!("{} {words}", gpu_time(*s)));
+        }
+    }
+    Some(parts.join(", "))
+}
+
 /// WHERE THE ALLOCATION WENT; nothing when there is no recording.
 pub fn section(o: &mut String, r: &Report) {
     let Some(l) = &r.ledger else { return };
@@ -81,13 +120,67 @@ pub fn section(o: &mut String, r: &Report) {
         }
         (None, None) => {}
     }
+    if let Some(line) = gpu_line(l) {
+        let _ = writeln!(o, "  {line}");
+        let _ = writeln!(
+            o,
+            "    (NVML's violation counters and utilization samples, each card's first to last reading)"
+        );
+        for c in &l.gpus {
+            if let Some(g) = &c.time.gpm {
+                let pct = |v: Option<f64>| v.map_or("n/a".into(), |p| format!("{p:.0}%"));
+                let _ = writeln!(
+                    o,
+                    "  {}: SM active {}, tensor active {}, DRAM bandwidth {} (GPM means)",
+                    crate::render::terminal::field(&c.label),
+                    pct(g.sm_active_percent),
+                    pct(g.tensor_active_percent),
+                    pct(g.dram_bw_util_percent)
+                );
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::ledger::{build, StallSeconds};
+    use crate::analysis::ledger::{build, Inputs, StallSeconds};
     use crate::sample::Source;
+
+    #[test]
+    fn the_gpu_line_sums_the_cards_and_names_the_limiters_that_held_them() {
+        use crate::analysis::summary::{CardTime, GpuSummary};
+        let card = |label: &str, idle: f64, power: f64| GpuSummary {
+            label: label.into(),
+            ledger: Some(CardTime {
+                span_seconds: 3600.0,
+                held_seconds: [("power".to_string(), power), ("thermal".to_string(), 0.0)]
+                    .into_iter()
+                    .collect(),
+                no_work_seconds: Some(idle),
+                ..CardTime::default()
+            }),
+            ..GpuSummary::default()
+        };
+        let gpus = [card("cuda:0", 1800.0, 900.0), card("cuda:1", 0.0, 0.0)];
+        let l = build(&Inputs {
+            gpus: &gpus,
+            ..Inputs::default()
+        });
+        assert_eq!(
+            gpu_line(&l).unwrap(),
+            "of 2.00 GPU-hours (2 cards), 1800.0 GPU-seconds with no work resident, \
+             900.0 GPU-seconds held below its clocks by the power brake"
+        );
+        // A card without a ledger (an older file) adds nothing, not a zero.
+        let old = [GpuSummary::default()];
+        let none = build(&Inputs {
+            gpus: &old,
+            ..Inputs::default()
+        });
+        assert!(gpu_line(&none).is_none());
+    }
 
     #[test]
     fn stall_shares_read_as_percent_of_the_wall_time() {
@@ -97,14 +190,15 @@ mod tests {
             cpu_some: Some(0.05),
             ..StallSeconds::default()
         };
-        let l = build(
-            Some(100.0),
-            Some(4.0),
-            Some(100.0),
+        let l = build(&Inputs {
+            wall_seconds: Some(100.0),
+            cores_allocated: Some(4.0),
+            cpu_seconds: Some(100.0),
             stalls,
-            1,
-            Some(Source::CgroupV2),
-        );
+            nodes: 1,
+            source: Some(Source::CgroupV2),
+            gpus: &[],
+        });
         assert_eq!(
             stall_line(&l).unwrap(),
             "stalled: <0.1% on cpu (some task); 12.0% on memory (some task, all tasks 3.0%)"

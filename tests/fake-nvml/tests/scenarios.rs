@@ -1063,4 +1063,28 @@ fn collector_records_the_ledger_exactly() {
         l.no_work_seconds, None,
         "no samples ring scripted: unreadable"
     );
+
+    // The epilog's summary keeps each card's ledger, and the report's ledger sums them.
+    let cards = slurmwatch_core::analysis::summary::gpu_summaries(&r).unwrap();
+    let t = cards[0].ledger.as_ref().expect("the H100's ledger");
+    assert_eq!(t.held_seconds.get("power"), Some(&0.7), "{t:?}");
+    assert!(!t.held_seconds.contains_key("thermal"), "{t:?}");
+    assert_eq!(t.no_work_seconds, Some(1.0));
+    let a = cards[1].ledger.as_ref().expect("the A100's ledger");
+    assert_eq!(
+        a.gpm_unavailable.as_deref(),
+        Some("not available on this card")
+    );
+    let whole =
+        slurmwatch_core::analysis::ledger::build(&slurmwatch_core::analysis::ledger::Inputs {
+            gpus: &cards,
+            ..Default::default()
+        });
+    assert_eq!(whole.gpu_held_seconds.get("power"), Some(&0.7));
+    assert_eq!(
+        whole.gpu_no_work_seconds,
+        Some(1.0),
+        "the A100 had no samples ring"
+    );
+    assert_eq!(whole.gpus.len(), 2);
 }
