@@ -93,12 +93,13 @@ pub fn section(o: &mut String, r: &Report) {
         (Some(a), Some(u)) => {
             let _ = writeln!(
                 o,
-                "  of {}, {} idle (used {}: the job cgroup's CPU time against {} cores × {})",
+                "  of {}, {} idle (used {}: the job cgroup's CPU time against {} × {})",
                 core_time(a),
                 core_time((a - u).max(0.0)),
                 core_time(u),
-                l.cores_allocated
-                    .map_or("n/a".into(), |c| format!("{c:.0}")),
+                l.cores_allocated.map_or("n/a cores".into(), |c| {
+                    format!("{c:.0} core{}", if c == 1.0 { "" } else { "s" })
+                }),
                 crate::units::duration(l.wall_seconds.unwrap_or(0.0))
             );
         }
