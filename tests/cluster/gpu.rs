@@ -287,3 +287,56 @@ fn cards_named_by_the_job_alone_are_not_read() {
         r.events()
     );
 }
+
+/// A 3-second job's cards get exact ledger totals, not "no data": the fake holds the power
+/// brake on and runs no kernel for the whole job, so each card's held time and its time with
+/// no work resident both equal its recorded span (the counters read at the step's start and
+/// end rows; slack for the moments between a row's time and its NVML reads, and for the
+/// samples' 1/6 s period).
+#[cluster_test]
+fn a_three_second_gpu_job_gets_exact_ledger_totals() {
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
+    ));
+    install_fake_nvml();
+    let since_ms = (now() - 60) * 1000;
+    let braked = |i: u32| {
+        let mut c = fake_a100(i);
+        c["violation_windows"] = json!({ "power": [[since_ms, null]] });
+        c["utilization_timeline"] =
+            json!({ "points": [[since_ms, 0]], "period_us": 166_667, "capacity": 120 });
+        c
+    };
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(braked).collect::<Vec<_>>() }));
+    let mut submit = Submit::new("gpu-ledger", "sleep 3").arg("--slurmwatch=1");
+    submit = if cluster_has_gpu_gres() {
+        submit.arg("--gres=gpu:2")
+    } else {
+        submit.env("CUDA_VISIBLE_DEVICES", "2,3")
+    };
+    let job = submit.submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let r = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
+    let l = &r["ledger"];
+    let cards = l["gpus"].as_array().expect("the ledger's cards");
+    assert_eq!(cards.len(), 2, "{l:#}");
+    for c in cards {
+        let span = c["span_seconds"].as_f64().unwrap();
+        // The card's span runs from its first reading, which the GPU worker takes once NVML
+        // is open (about 1 s into this 3-second job: 1.99 s seen); what came before it is
+        // not in the ledger (said in the note).
+        assert!(span >= 1.5, "a 3-second job's card: {c:#}");
+        let held = c["held_seconds"]["power"].as_f64().expect("power held");
+        assert!((held - span).abs() <= 0.25, "held {held} s of {span} s: {c:#}");
+        assert!(
+            c["held_seconds"].get("thermal").is_none(),
+            "a limiter the card cannot say is absent, not 0: {c:#}"
+        );
+        let idle = c["no_work_seconds"].as_f64().expect("no-work time");
+        assert!((idle - span).abs() <= 0.5, "idle {idle} s of {span} s: {c:#}");
+        assert_eq!(c["gpm_unavailable"], "not available on this card", "{c:#}");
+    }
+    let total = l["gpu_held_seconds"]["power"].as_f64().unwrap();
+    let spans: f64 = cards.iter().map(|c| c["span_seconds"].as_f64().unwrap()).sum();
+    assert!((total - spans).abs() <= 0.5, "{l:#}");
+}
