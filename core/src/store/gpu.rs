@@ -17,7 +17,9 @@
 //!   header alone (no payload byte).
 //!
 //! Schema 3 appended the exact ledger's columns (violation time per limiter, cumulative
-//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`].
+//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`]. Three of
+//! them are packed further (second differences for the violation counters, the uncovered
+//! time for the covered one): see [`chain`].
 //! A schema-1/2 file has the first 19 value columns only; a writer reopening one keeps
 //! writing those, and its rows read back with the ledger unreadable (`NOT_SUPPORTED`).
 //!
@@ -26,9 +28,11 @@
 //! codes are in `gpu_xid`, in the same order as the rows (NVML gives an event no time: it is
 //! stamped with the reading that collected it).
 
+mod chain;
 mod ddl;
 pub mod ledger;
 
+pub(crate) use chain::GpuChain;
 pub(crate) use ddl::create_sql;
 
 use rusqlite::{params, Connection, Row};
@@ -40,7 +44,7 @@ use crate::error::Result;
 use crate::sample::{
     GpuCard, GpuError, GpuLedger, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
 };
-use ledger::{IdleSum, LedgerTotals, NLEDGER};
+use ledger::{LedgerTotals, NLEDGER};
 
 /// The readings of a `GpuSample` in `errors` nibble order, with the view's name for each.
 pub const GPU_READINGS: [&str; 15] = [
@@ -161,7 +165,11 @@ const COLUMNS: [(&str, &str, Unit); NCOLS] = [
         Unit::Milli,
     ),
     ("no_work_ms", "no_work_seconds", Unit::Milli),
-    ("no_work_covered_ms", "no_work_covered_seconds", Unit::Milli),
+    (
+        "no_work_uncovered_ms",
+        "no_work_covered_seconds",
+        Unit::Milli,
+    ),
     (
         "gpm_sm_active_centipercent",
         "gpm_sm_active_percent",
@@ -347,92 +355,6 @@ fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -
     }
 }
 
-/// One card's delta chain: the last `t_ms` and the last non-NULL absolute value of each
-/// column (0 before the first).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GpuChain {
-    t_ms: i64,
-    v: [i64; NCOLS],
-    /// The card's no-work pair, exact in µs (the columns hold it rounded to the ms).
-    idle: IdleSum,
-}
-
-impl Default for GpuChain {
-    fn default() -> GpuChain {
-        GpuChain {
-            t_ms: 0,
-            v: [0; NCOLS],
-            idle: IdleSum::default(),
-        }
-    }
-}
-
-impl GpuChain {
-    /// The no-work pair (running totals, ms) of the card's latest row that had it.
-    fn idle_pair(&self) -> (i64, i64) {
-        (self.v[LEDGER_IDLE], self.v[LEDGER_IDLE + 1])
-    }
-
-    /// Absolute → stored differences; advances the chain.
-    fn delta(&mut self, t_ms: i64, abs: &Values) -> (i64, Values) {
-        let dt = t_ms.wrapping_sub(self.t_ms);
-        self.t_ms = t_ms;
-        let mut out = [None; NCOLS];
-        for i in 0..NCOLS {
-            if let Some(a) = abs[i] {
-                out[i] = Some(a - self.v[i]); // both in [0, i64::MAX]: cannot overflow
-                self.v[i] = a;
-            }
-        }
-        (dt, out)
-    }
-
-    /// Stored differences → absolute values; advances the chain.
-    fn undelta(&mut self, dt: i64, stored: &Values) -> (i64, Values) {
-        self.t_ms = self.t_ms.wrapping_add(dt);
-        let mut out = [None; NCOLS];
-        for i in 0..NCOLS {
-            if let Some(d) = stored[i] {
-                self.v[i] = self.v[i].wrapping_add(d);
-                out[i] = Some(self.v[i]);
-            }
-        }
-        (self.t_ms, out)
-    }
-}
-
-/// The chain of card `gpu` after its rows with `rowid < before`: one SUM per column.
-fn load_chain(
-    conn: &Connection,
-    path: &Path,
-    version: i64,
-    gpu: i64,
-    before: i64,
-) -> Result<GpuChain> {
-    let n = ncols_in(version);
-    let sums: Vec<String> = COLUMNS[..n]
-        .iter()
-        .map(|(c, _, _)| format!("SUM({c})"))
-        .collect();
-    let sql = format!(
-        "SELECT SUM(t_ms), {} FROM gpu_samples WHERE gpu = ?1 AND rowid < ?2",
-        sums.join(", ")
-    );
-    conn.query_row(&sql, [gpu, before], |r| {
-        let mut c = GpuChain {
-            t_ms: r.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            ..GpuChain::default()
-        };
-        for (i, slot) in c.v[..n].iter_mut().enumerate() {
-            *slot = r.get::<_, Option<i64>>(i + 1)?.unwrap_or(0);
-        }
-        let (no_work, covered) = c.idle_pair();
-        c.idle = IdleSum::from_stored(no_work, covered);
-        Ok(c)
-    })
-    .map_err(|e| db_err(path, e))
-}
-
 /// Per card (`gpus.id`): its delta chain, loaded from the file on first use.
 pub(crate) type Chains = HashMap<i64, GpuChain>;
 
@@ -457,7 +379,7 @@ pub(crate) fn insert_rows(
         .map_err(|e| db_err(path, e))?;
     for (t, gpu, sample) in rows {
         if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(*gpu) {
-            e.insert(load_chain(conn, path, version, *gpu, i64::MAX)?);
+            e.insert(chain::load(conn, path, version, *gpu, i64::MAX)?);
         }
         let chain = chains.get_mut(gpu).expect("inserted");
         let (mut abs, errors) = encode(sample);
@@ -619,7 +541,7 @@ pub(crate) fn load_samples(
         }
     };
     let mut chain = if first > 0 {
-        load_chain(conn, path, version, gpu, first)?
+        chain::load(conn, path, version, gpu, first)?
     } else {
         GpuChain::default()
     };
@@ -716,21 +638,5 @@ mod tests {
         assert_eq!(reading::<u32>(None, e, 11), Err(GpuError::GpuIsLost));
         assert_eq!(reading::<u32>(None, e, 14), Err(GpuError::Timeout));
         assert!(e > 0, "15 nibbles stay clear of the sign bit");
-    }
-
-    #[test]
-    fn the_chain_round_trips_nulls_zeros_and_counters() {
-        let rows: Vec<(i64, Values)> = vec![
-            (0, [Some(7); NCOLS]),
-            (5000, [None; NCOLS]),
-            (10_000, [Some(0); NCOLS]),
-            (15_000, [Some(i64::MAX); NCOLS]),
-            (14_000, [Some(3); NCOLS]),
-        ];
-        let (mut w, mut r) = (GpuChain::default(), GpuChain::default());
-        for (t, v) in &rows {
-            let (dt, d) = w.delta(*t, v);
-            assert_eq!(r.undelta(dt, &d), (*t, *v));
-        }
     }
 }

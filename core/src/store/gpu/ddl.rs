@@ -2,6 +2,7 @@
 //! `gpu_xid` and the decoding view `gpu_readings`. `harden` checks a file's schema against
 //! this text, so it must not change for an existing schema version.
 
+use super::chain::{pack, Pack};
 use super::{Unit, COLUMNS, GPU_READINGS, LEDGER};
 use crate::sample::GpuError;
 
@@ -17,9 +18,9 @@ fn column_comment(c: &str) -> &'static str {
         "pcie_tx_kib_per_s" => "NVML's 20 ms window, card -> host",
         "pcie_rx_kib_per_s" => "host -> card",
         "xid_events" => "critical Xid events since the previous row (gpu_xid)",
-        "violation_power_ms" => "NVML violation time per limiter, cumulative",
+        "violation_power_ms" => "per limiter: change of the difference (store/gpu/chain.rs)",
         "no_work_ms" => "no kernel running, cumulative from the card's first row",
-        "no_work_covered_ms" => "time the utilization samples accounted for, cumulative",
+        "no_work_uncovered_ms" => "t_ms minus the covered time's difference (chain.rs)",
         "gpm_sm_active_centipercent" => "GPM since the previous row, 1/100 %",
         "ledger_errors" => "why a ledger column is NULL, see store/gpu/ledger.rs",
         _ => "",
@@ -94,7 +95,7 @@ CREATE TABLE gpu_samples (
     )
 }
 
-/// `gpu_readings`: the packed rows summed back into readings in their units, with each
+/// `gpu_readings`: the packed rows (the inner query their differences) summed back into readings in their units, with each
 /// unreadable reading's error named.
 fn gpu_readings_view_sql() -> String {
     let mut err_cols = Vec::new();
@@ -139,10 +140,13 @@ fn gpu_readings_view_sql() -> String {
         WHERE key = 'started_unix_ms') + d.t_ms) END AS xid_codes,
     {},
 {}
-FROM (SELECT rowid AS r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
+FROM (SELECT r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
 {}
-      FROM gpu_samples
-      WINDOW w AS (PARTITION BY gpu ORDER BY rowid ROWS UNBOUNDED PRECEDING)) d
+      FROM (SELECT rowid AS r, gpu, errors, t_ms,
+{}
+            FROM gpu_samples
+            WINDOW w AS (PARTITION BY gpu ORDER BY rowid ROWS UNBOUNDED PRECEDING))
+      WINDOW w AS (PARTITION BY gpu ORDER BY r ROWS UNBOUNDED PRECEDING)) d
 JOIN gpus g ON g.id = d.gpu
 ORDER BY d.gpu, d.r;
 ",
@@ -171,8 +175,27 @@ ORDER BY d.gpu, d.r;
         ]),
         ledger.join(",\n    "),
         err_cols.join(",\n"),
-        sums.join(",\n")
+        sums.join(",\n"),
+        differences().join(",\n")
     )
+}
+
+/// Each column's difference from the card's previous value, as the view's inner query
+/// unpacks it from the stored cell (see `chain.rs`).
+fn differences() -> Vec<String> {
+    COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _, _))| match pack(i) {
+            Pack::Delta => format!("            {c}"),
+            Pack::Delta2 => {
+                format!(
+                    "            CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}"
+                )
+            }
+            Pack::Uncovered => format!("            t_ms - {c} AS {c}"),
+        })
+        .collect()
 }
 
 /// The view's expression for value column `c` (its view name) in its plain unit.
