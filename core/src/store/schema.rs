@@ -74,7 +74,8 @@
 //!   decodes it: plain units and one `<reading>_error` text column per reading. Schema 3
 //!   appended the exact ledger's columns (`store/gpu/ledger.rs`): NVML's violation time per
 //!   limiter and the card's no-work time, both cumulative in ms, GPM in 1/100 %, and their
-//!   errors word.
+//!   errors word (the violation counters as second differences and the covered time as the
+//!   interval it left uncovered: `store/gpu/chain.rs`).
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.
