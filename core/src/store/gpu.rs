@@ -93,6 +93,10 @@ const XID: usize = 18;
 const LEDGER: usize = NCOLS_BEFORE_3;
 const LEDGER_IDLE: usize = LEDGER + crate::sample::GPU_LIMITERS;
 
+/// The schema this code creates (`schema::SCHEMA_VERSION`; importing it would make the two
+/// modules depend on each other).
+pub(crate) const NEWEST: i64 = 3;
+
 /// How many of [`COLUMNS`] a file of schema `version` has.
 const fn ncols_in(version: i64) -> usize {
     if version >= 3 {
@@ -195,23 +199,60 @@ const COLUMNS: [(&str, &str, Unit); NCOLS] = [
 
 type Values = [Option<i64>; NCOLS];
 
-fn insert_sql(version: i64) -> String {
-    let n = ncols_in(version);
-    let cols: Vec<&str> = COLUMNS[..n].iter().map(|(c, _, _)| *c).collect();
-    let marks: Vec<String> = (1..=n + 3).map(|i| format!("?{i}")).collect();
-    format!(
-        "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
-        cols.join(", "),
-        marks.join(", ")
+/// `INSERT` into `gpu_samples` (`t_ms, gpu, <main columns>, errors`) and, from schema 3,
+/// into `gpu_rare` (`id, <rare columns>`).
+fn insert_sql(version: i64) -> (String, String) {
+    let names = |cols: &[usize]| -> String {
+        cols.iter()
+            .map(|&i| COLUMNS[i].0)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let marks = |n: usize| -> String {
+        (1..=n)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let main: Vec<usize> = chain::main_columns(version).collect();
+    let rare: Vec<usize> = chain::rare_columns(version).collect();
+    (
+        format!(
+            "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
+            names(&main),
+            marks(main.len() + 3)
+        ),
+        format!(
+            "INSERT INTO gpu_rare(id, {}) VALUES ({})",
+            names(&rare),
+            marks(rare.len() + 1)
+        ),
     )
 }
 
-fn select_sql(version: i64) -> String {
-    let cols: Vec<&str> = COLUMNS[..ncols_in(version)]
-        .iter()
-        .map(|(c, _, _)| *c)
+/// One card's stored rows from `rowid >= ?2` on: `t_ms, errors, has a gpu_rare row,
+/// <main columns>, <rare columns>`; and the [`COLUMNS`] index of each value read.
+fn select_sql(version: i64) -> (String, Vec<usize>) {
+    let main = chain::main_columns(version).map(|i| format!("p.{}", COLUMNS[i].0));
+    let rare = chain::rare_columns(version).map(|i| format!("r.{}", COLUMNS[i].0));
+    let cols: Vec<String> = main.chain(rare).collect();
+    let order = chain::main_columns(version)
+        .chain(chain::rare_columns(version))
         .collect();
-    format!("SELECT t_ms, {}, errors FROM gpu_samples", cols.join(", "))
+    let (flag, join) = if version >= 3 {
+        (
+            "r.id IS NOT NULL",
+            " LEFT JOIN gpu_rare r ON r.id = p.rowid",
+        )
+    } else {
+        ("0", "")
+    };
+    let sql = format!(
+        "SELECT p.t_ms, p.errors, {flag}, {} FROM gpu_samples p{join}
+         WHERE p.gpu = ?1 AND p.rowid >= ?2 ORDER BY p.rowid",
+        cols.join(", ")
+    );
+    (sql, order)
 }
 
 /// One stored reading of one card.
@@ -371,8 +412,9 @@ pub(crate) fn insert_rows(
         return Ok(());
     }
     let n = ncols_in(version);
+    let (insert_sql, rare_sql) = insert_sql(version);
     let mut insert = conn
-        .prepare_cached(&insert_sql(version))
+        .prepare_cached(&insert_sql)
         .map_err(|e| db_err(path, e))?;
     let mut xid = conn
         .prepare_cached("INSERT INTO gpu_xid(t_unix_ms, gpu, xid) VALUES (?1, ?2, ?3)")
@@ -386,14 +428,21 @@ pub(crate) fn insert_rows(
         // An older file has no ledger columns: the chain must not count what it cannot keep.
         abs[n..].fill(None);
         chain.idle.accumulate(&mut abs[LEDGER..]);
-        let (dt, v) = chain.delta(t.wrapping_sub(base), &abs);
+        let (dt, v, rare) = chain.delta(t.wrapping_sub(base), &abs);
         let mut p: Vec<Option<i64>> = Vec::with_capacity(n + 3);
         p.extend([Some(dt), Some(*gpu)]);
-        p.extend_from_slice(&v[..n]);
+        p.extend(chain::main_columns(version).map(|i| v[i]));
         p.push(Some(errors));
         insert
             .execute(rusqlite::params_from_iter(p.iter()))
             .map_err(|e| db_err(path, e))?;
+        if rare && version >= 3 {
+            let mut p = vec![Some(conn.last_insert_rowid())];
+            p.extend(chain::rare_columns(version).map(|i| v[i]));
+            conn.prepare_cached(&rare_sql)
+                .and_then(|mut s| s.execute(rusqlite::params_from_iter(p.iter())))
+                .map_err(|e| db_err(path, e))?;
+        }
         for code in sample.xid_errors.iter().flatten() {
             xid.execute(params![t, gpu, int(*code)])
                 .map_err(|e| db_err(path, e))?;
@@ -545,27 +594,22 @@ pub(crate) fn load_samples(
     } else {
         GpuChain::default()
     };
-    let n = ncols_in(version);
-    let mut stmt = conn
-        .prepare(&format!(
-            "{} WHERE gpu = ?1 AND rowid >= ?2 ORDER BY rowid",
-            select_sql(version)
-        ))
-        .map_err(e)?;
+    let (sql, order) = select_sql(version);
+    let mut stmt = conn.prepare(&sql).map_err(e)?;
     // (t_ms, absolute values, errors, the no-work pair of the card's row before).
     let mut decoded: Vec<(i64, Values, i64, (i64, i64))> = Vec::new();
     let mut q = stmt.query([gpu, first]).map_err(e)?;
     while let Some(r) = q.next().map_err(e)? {
-        let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Values, i64)> {
+        let row = |r: &Row<'_>| -> rusqlite::Result<(i64, i64, bool, Values)> {
             let mut v: Values = [None; NCOLS];
-            for (i, slot) in v[..n].iter_mut().enumerate() {
-                *slot = r.get(i + 1)?;
+            for (k, &i) in order.iter().enumerate() {
+                v[i] = r.get(k + 3)?;
             }
-            Ok((r.get(0)?, v, r.get(n + 1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, v))
         };
-        let (dt, stored, errors) = row(r).map_err(e)?;
+        let (dt, errors, rare, stored) = row(r).map_err(e)?;
         let before = chain.idle_pair();
-        let (t, abs) = chain.undelta(dt, &stored);
+        let (t, abs) = chain.undelta(dt, &stored, rare);
         decoded.push((t, abs, errors, before));
     }
     // The card's Xid codes in row order: these rows' events are the last ones stored.

@@ -95,6 +95,8 @@
 /// `PRAGMA user_version` of files this code creates; readers accept 1..=SCHEMA_VERSION, and a
 /// writer reopening an older file keeps its version.
 pub const SCHEMA_VERSION: i64 = 3;
+// The GPU tables' DDL follows it without importing it (the modules would depend on each other).
+const _: () = assert!(super::gpu::NEWEST == SCHEMA_VERSION);
 
 /// Largest job file anyone opens (checked before SQLite sees it, see `harden`). A 7-day job
 /// at 5 s is 5–9 MB per node (measured above), so this is several weeks of the densest case;
