@@ -1,6 +1,7 @@
 //! The GPU tables: `gpus` (once per card), `gpu_links` (once per pair of the job's cards),
-//! `gpu_samples` (one row per card per stored sample), `gpu_xid` (one row per critical Xid
-//! event) and the decoded view `gpu_readings`.
+//! `gpu_samples` (one row per card per stored sample), `gpu_rare` (the ledger's seldom-changing
+//! columns, for some of those rows), `gpu_xid` (one row per critical Xid event) and the
+//! decoded view `gpu_readings`.
 //!
 //! `gpu_samples` is packed the way schema 1's `samples_packed` was (see `schema`):
 //! - `t_ms` and every value column hold the *difference from the same column's previous
@@ -17,9 +18,9 @@
 //!   header alone (no payload byte).
 //!
 //! Schema 3 appended the exact ledger's columns (violation time per limiter, cumulative
-//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`]. Three of
-//! them are packed further (second differences for the violation counters, the uncovered
-//! time for the covered one): see [`chain`].
+//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`]. They are
+//! packed further (second differences for the busy limiters, the uncovered time for the
+//! covered one, the seldom-changing limiters and `ledger_errors` in `gpu_rare`): see [`chain`].
 //! A schema-1/2 file has the first 19 value columns only; a writer reopening one keeps
 //! writing those, and its rows read back with the ledger unreadable (`NOT_SUPPORTED`).
 //!

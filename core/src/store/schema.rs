@@ -74,8 +74,10 @@
 //!   decodes it: plain units and one `<reading>_error` text column per reading. Schema 3
 //!   appended the exact ledger's columns (`store/gpu/ledger.rs`): NVML's violation time per
 //!   limiter and the card's no-work time, both cumulative in ms, GPM in 1/100 %, and their
-//!   errors word (the violation counters as second differences and the covered time as the
-//!   interval it left uncovered: `store/gpu/chain.rs`).
+//!   errors word (packed further: the busy limiters as second differences, the covered time
+//!   as the interval it left uncovered, and the seldom-changing limiters and the errors word
+//!   in `gpu_rare(id, …)`, a row only where one changes, like `samples_rare`:
+//!   `store/gpu/chain.rs`).
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.
