@@ -20,7 +20,8 @@
 //! Schema 3 appended the exact ledger's columns (violation time per limiter, cumulative
 //! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`]. They are
 //! packed further (second differences for the busy limiters, the uncovered time for the
-//! covered one, the seldom-changing limiters and `ledger_errors` in `gpu_rare`): see `store/gpu/chain.rs`.
+//! covered one, the seldom-changing limiters and `ledger_errors` in `gpu_rare`): see
+//! `store/gpu/chain.rs`.
 //! A schema-1/2 file has the first 19 value columns only; a writer reopening one keeps
 //! writing those, and its rows read back with the ledger unreadable (`NOT_SUPPORTED`).
 //!
