@@ -241,3 +241,78 @@ fn a_schema_2_file_keeps_its_gpu_columns() {
         .unwrap();
     assert_eq!(energy, [5_000.0, 7_000.0, 9_000.0, 11_000.0]);
 }
+
+/// Reading `i` with jittery counters: a limiter's share of the interval changing, gaps of
+/// unreadable rows, covered time above and below the interval.
+fn jittery(i: u64) -> GpuSample {
+    let mut s = reading(i);
+    let mut total = 0;
+    for k in 0..=i {
+        total += (k * 7919) % 5_000;
+    }
+    s.ledger.violation_ns[0] = match i % 5 {
+        3 => Err(GpuError::Timeout),
+        _ => Ok(total * 1_000_000 + i * 499_999),
+    };
+    s.ledger.violation_ns[7] = Ok(i * i * 1_000_000);
+    s.ledger.idle = match i % 7 {
+        4 => Err(GpuError::Unknown),
+        _ => Ok(IdleTime {
+            no_work_us: (i % 3) * 1_000_700,
+            covered_us: 5_000_000 + (i % 4) * 166_667 - 250_000,
+        }),
+    };
+    s
+}
+
+/// The view, a reopened writer's rows and the last rows read alone all decode the packed
+/// ledger (second differences, uncovered time) to the same totals as a full read.
+#[test]
+fn the_view_a_reopened_writer_and_the_last_rows_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("j.sqlite");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let id = w.register_gpus("batch", T0, &[card()], &[]).unwrap()[0].0;
+    for i in 0..30u64 {
+        if i == 17 {
+            w.close().unwrap();
+            w = Writer::open_existing(&path).unwrap();
+            w.register_gpus("batch", T0, &[card()], &[]).unwrap();
+        }
+        w.push_gpu(T0 + 5000 * i as i64, id, jittery(i));
+        w.flush().unwrap();
+    }
+    w.close().unwrap();
+    let r = Reader::open(&path).unwrap();
+    let rows = r.gpu_samples(id).unwrap();
+    assert_eq!(rows.len(), 30);
+    for (i, row) in rows.iter().enumerate() {
+        let want = jittery(i as u64).ledger.violation_ns;
+        let ms = |x: &Result<u64, GpuError>| x.as_ref().ok().map(|ns| (ns + 500_000) / 1_000_000);
+        assert_eq!(row.totals.violation_ms[0], ms(&want[0]), "row {i}");
+        assert_eq!(row.totals.violation_ms[7], ms(&want[7]), "row {i}");
+    }
+    assert_eq!(r.gpu_last(id, 4).unwrap(), rows[26..]);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let view: Vec<[Option<f64>; 4]> = c
+        .prepare(
+            "SELECT violation_power_seconds, violation_total_base_clocks_seconds,
+                    no_work_seconds, no_work_covered_seconds FROM gpu_readings",
+        )
+        .unwrap()
+        .query_map([], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?]))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    for (row, v) in rows.iter().zip(&view) {
+        let t = &row.totals;
+        let want = [
+            t.violation_ms[0],
+            t.violation_ms[7],
+            t.no_work_ms,
+            t.no_work_covered_ms,
+        ]
+        .map(|x| x.map(|ms| ms as f64 / 1000.0));
+        assert_eq!(*v, want);
+    }
+}

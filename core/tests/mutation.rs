@@ -155,6 +155,7 @@ fn damage_sql(rng: &mut Rng, path: &Path) -> String {
                 "events",
                 "gpus",
                 "gpu_samples",
+                "gpu_rare",
                 "gpu_xid",
             ];
             let t = *rng.pick(&tables);

@@ -1,6 +1,7 @@
 //! The GPU tables: `gpus` (once per card), `gpu_links` (once per pair of the job's cards),
-//! `gpu_samples` (one row per card per stored sample), `gpu_xid` (one row per critical Xid
-//! event) and the decoded view `gpu_readings`.
+//! `gpu_samples` (one row per card per stored sample), `gpu_rare` (the ledger's seldom-changing
+//! columns, for some of those rows), `gpu_xid` (one row per critical Xid event) and the
+//! decoded view `gpu_readings`.
 //!
 //! `gpu_samples` is packed the way schema 1's `samples_packed` was (see `schema`):
 //! - `t_ms` and every value column hold the *difference from the same column's previous
@@ -17,7 +18,10 @@
 //!   header alone (no payload byte).
 //!
 //! Schema 3 appended the exact ledger's columns (violation time per limiter, cumulative
-//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`].
+//! no-work time, GPM) and their own errors word `ledger_errors`: see [`ledger`]. They are
+//! packed further (second differences for the busy limiters, the uncovered time for the
+//! covered one, the seldom-changing limiters and `ledger_errors` in `gpu_rare`): see
+//! `store/gpu/chain.rs`.
 //! A schema-1/2 file has the first 19 value columns only; a writer reopening one keeps
 //! writing those, and its rows read back with the ledger unreadable (`NOT_SUPPORTED`).
 //!
@@ -26,9 +30,11 @@
 //! codes are in `gpu_xid`, in the same order as the rows (NVML gives an event no time: it is
 //! stamped with the reading that collected it).
 
+mod chain;
 mod ddl;
 pub mod ledger;
 
+pub(crate) use chain::GpuChain;
 pub(crate) use ddl::create_sql;
 
 use rusqlite::{params, Connection, Row};
@@ -40,7 +46,7 @@ use crate::error::Result;
 use crate::sample::{
     GpuCard, GpuError, GpuLedger, GpuLink, GpuProcesses, GpuReading, GpuSample, NvlinkCounters,
 };
-use ledger::{IdleSum, LedgerTotals, NLEDGER};
+use ledger::{LedgerTotals, NLEDGER};
 
 /// The readings of a `GpuSample` in `errors` nibble order, with the view's name for each.
 pub const GPU_READINGS: [&str; 15] = [
@@ -88,6 +94,10 @@ const XID: usize = 18;
 /// Where the ledger's columns start, and its no-work pair.
 const LEDGER: usize = NCOLS_BEFORE_3;
 const LEDGER_IDLE: usize = LEDGER + crate::sample::GPU_LIMITERS;
+
+/// The schema this code creates (`schema::SCHEMA_VERSION`; importing it would make the two
+/// modules depend on each other).
+pub(crate) const NEWEST: i64 = 3;
 
 /// How many of [`COLUMNS`] a file of schema `version` has.
 const fn ncols_in(version: i64) -> usize {
@@ -161,7 +171,11 @@ const COLUMNS: [(&str, &str, Unit); NCOLS] = [
         Unit::Milli,
     ),
     ("no_work_ms", "no_work_seconds", Unit::Milli),
-    ("no_work_covered_ms", "no_work_covered_seconds", Unit::Milli),
+    (
+        "no_work_uncovered_ms",
+        "no_work_covered_seconds",
+        Unit::Milli,
+    ),
     (
         "gpm_sm_active_centipercent",
         "gpm_sm_active_percent",
@@ -187,23 +201,60 @@ const COLUMNS: [(&str, &str, Unit); NCOLS] = [
 
 type Values = [Option<i64>; NCOLS];
 
-fn insert_sql(version: i64) -> String {
-    let n = ncols_in(version);
-    let cols: Vec<&str> = COLUMNS[..n].iter().map(|(c, _, _)| *c).collect();
-    let marks: Vec<String> = (1..=n + 3).map(|i| format!("?{i}")).collect();
-    format!(
-        "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
-        cols.join(", "),
-        marks.join(", ")
+/// `INSERT` into `gpu_samples` (`t_ms, gpu, <main columns>, errors`) and, from schema 3,
+/// into `gpu_rare` (`id, <rare columns>`).
+fn insert_sql(version: i64) -> (String, String) {
+    let names = |cols: &[usize]| -> String {
+        cols.iter()
+            .map(|&i| COLUMNS[i].0)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let marks = |n: usize| -> String {
+        (1..=n)
+            .map(|i| format!("?{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let main: Vec<usize> = chain::main_columns(version).collect();
+    let rare: Vec<usize> = chain::rare_columns(version).collect();
+    (
+        format!(
+            "INSERT INTO gpu_samples(t_ms, gpu, {}, errors) VALUES ({})",
+            names(&main),
+            marks(main.len() + 3)
+        ),
+        format!(
+            "INSERT INTO gpu_rare(id, {}) VALUES ({})",
+            names(&rare),
+            marks(rare.len() + 1)
+        ),
     )
 }
 
-fn select_sql(version: i64) -> String {
-    let cols: Vec<&str> = COLUMNS[..ncols_in(version)]
-        .iter()
-        .map(|(c, _, _)| *c)
+/// One card's stored rows from `rowid >= ?2` on: `t_ms, errors, has a gpu_rare row,
+/// <main columns>, <rare columns>`; and the [`COLUMNS`] index of each value read.
+fn select_sql(version: i64) -> (String, Vec<usize>) {
+    let main = chain::main_columns(version).map(|i| format!("p.{}", COLUMNS[i].0));
+    let rare = chain::rare_columns(version).map(|i| format!("r.{}", COLUMNS[i].0));
+    let cols: Vec<String> = main.chain(rare).collect();
+    let order = chain::main_columns(version)
+        .chain(chain::rare_columns(version))
         .collect();
-    format!("SELECT t_ms, {}, errors FROM gpu_samples", cols.join(", "))
+    let (flag, join) = if version >= 3 {
+        (
+            "r.id IS NOT NULL",
+            " LEFT JOIN gpu_rare r ON r.id = p.rowid",
+        )
+    } else {
+        ("0", "")
+    };
+    let sql = format!(
+        "SELECT p.t_ms, p.errors, {flag}, {} FROM gpu_samples p{join}
+         WHERE p.gpu = ?1 AND p.rowid >= ?2 ORDER BY p.rowid",
+        cols.join(", ")
+    );
+    (sql, order)
 }
 
 /// One stored reading of one card.
@@ -347,92 +398,6 @@ fn decode(v: &Values, errors: i64, xids: &mut std::collections::VecDeque<u64>) -
     }
 }
 
-/// One card's delta chain: the last `t_ms` and the last non-NULL absolute value of each
-/// column (0 before the first).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct GpuChain {
-    t_ms: i64,
-    v: [i64; NCOLS],
-    /// The card's no-work pair, exact in µs (the columns hold it rounded to the ms).
-    idle: IdleSum,
-}
-
-impl Default for GpuChain {
-    fn default() -> GpuChain {
-        GpuChain {
-            t_ms: 0,
-            v: [0; NCOLS],
-            idle: IdleSum::default(),
-        }
-    }
-}
-
-impl GpuChain {
-    /// The no-work pair (running totals, ms) of the card's latest row that had it.
-    fn idle_pair(&self) -> (i64, i64) {
-        (self.v[LEDGER_IDLE], self.v[LEDGER_IDLE + 1])
-    }
-
-    /// Absolute → stored differences; advances the chain.
-    fn delta(&mut self, t_ms: i64, abs: &Values) -> (i64, Values) {
-        let dt = t_ms.wrapping_sub(self.t_ms);
-        self.t_ms = t_ms;
-        let mut out = [None; NCOLS];
-        for i in 0..NCOLS {
-            if let Some(a) = abs[i] {
-                out[i] = Some(a - self.v[i]); // both in [0, i64::MAX]: cannot overflow
-                self.v[i] = a;
-            }
-        }
-        (dt, out)
-    }
-
-    /// Stored differences → absolute values; advances the chain.
-    fn undelta(&mut self, dt: i64, stored: &Values) -> (i64, Values) {
-        self.t_ms = self.t_ms.wrapping_add(dt);
-        let mut out = [None; NCOLS];
-        for i in 0..NCOLS {
-            if let Some(d) = stored[i] {
-                self.v[i] = self.v[i].wrapping_add(d);
-                out[i] = Some(self.v[i]);
-            }
-        }
-        (self.t_ms, out)
-    }
-}
-
-/// The chain of card `gpu` after its rows with `rowid < before`: one SUM per column.
-fn load_chain(
-    conn: &Connection,
-    path: &Path,
-    version: i64,
-    gpu: i64,
-    before: i64,
-) -> Result<GpuChain> {
-    let n = ncols_in(version);
-    let sums: Vec<String> = COLUMNS[..n]
-        .iter()
-        .map(|(c, _, _)| format!("SUM({c})"))
-        .collect();
-    let sql = format!(
-        "SELECT SUM(t_ms), {} FROM gpu_samples WHERE gpu = ?1 AND rowid < ?2",
-        sums.join(", ")
-    );
-    conn.query_row(&sql, [gpu, before], |r| {
-        let mut c = GpuChain {
-            t_ms: r.get::<_, Option<i64>>(0)?.unwrap_or(0),
-            ..GpuChain::default()
-        };
-        for (i, slot) in c.v[..n].iter_mut().enumerate() {
-            *slot = r.get::<_, Option<i64>>(i + 1)?.unwrap_or(0);
-        }
-        let (no_work, covered) = c.idle_pair();
-        c.idle = IdleSum::from_stored(no_work, covered);
-        Ok(c)
-    })
-    .map_err(|e| db_err(path, e))
-}
-
 /// Per card (`gpus.id`): its delta chain, loaded from the file on first use.
 pub(crate) type Chains = HashMap<i64, GpuChain>;
 
@@ -449,29 +414,37 @@ pub(crate) fn insert_rows(
         return Ok(());
     }
     let n = ncols_in(version);
+    let (insert_sql, rare_sql) = insert_sql(version);
     let mut insert = conn
-        .prepare_cached(&insert_sql(version))
+        .prepare_cached(&insert_sql)
         .map_err(|e| db_err(path, e))?;
     let mut xid = conn
         .prepare_cached("INSERT INTO gpu_xid(t_unix_ms, gpu, xid) VALUES (?1, ?2, ?3)")
         .map_err(|e| db_err(path, e))?;
     for (t, gpu, sample) in rows {
         if let std::collections::hash_map::Entry::Vacant(e) = chains.entry(*gpu) {
-            e.insert(load_chain(conn, path, version, *gpu, i64::MAX)?);
+            e.insert(chain::load(conn, path, version, *gpu, i64::MAX)?);
         }
         let chain = chains.get_mut(gpu).expect("inserted");
         let (mut abs, errors) = encode(sample);
         // An older file has no ledger columns: the chain must not count what it cannot keep.
         abs[n..].fill(None);
         chain.idle.accumulate(&mut abs[LEDGER..]);
-        let (dt, v) = chain.delta(t.wrapping_sub(base), &abs);
+        let (dt, v, rare) = chain.delta(t.wrapping_sub(base), &abs);
         let mut p: Vec<Option<i64>> = Vec::with_capacity(n + 3);
         p.extend([Some(dt), Some(*gpu)]);
-        p.extend_from_slice(&v[..n]);
+        p.extend(chain::main_columns(version).map(|i| v[i]));
         p.push(Some(errors));
         insert
             .execute(rusqlite::params_from_iter(p.iter()))
             .map_err(|e| db_err(path, e))?;
+        if rare && version >= 3 {
+            let mut p = vec![Some(conn.last_insert_rowid())];
+            p.extend(chain::rare_columns(version).map(|i| v[i]));
+            conn.prepare_cached(&rare_sql)
+                .and_then(|mut s| s.execute(rusqlite::params_from_iter(p.iter())))
+                .map_err(|e| db_err(path, e))?;
+        }
         for code in sample.xid_errors.iter().flatten() {
             xid.execute(params![t, gpu, int(*code)])
                 .map_err(|e| db_err(path, e))?;
@@ -619,31 +592,26 @@ pub(crate) fn load_samples(
         }
     };
     let mut chain = if first > 0 {
-        load_chain(conn, path, version, gpu, first)?
+        chain::load(conn, path, version, gpu, first)?
     } else {
         GpuChain::default()
     };
-    let n = ncols_in(version);
-    let mut stmt = conn
-        .prepare(&format!(
-            "{} WHERE gpu = ?1 AND rowid >= ?2 ORDER BY rowid",
-            select_sql(version)
-        ))
-        .map_err(e)?;
+    let (sql, order) = select_sql(version);
+    let mut stmt = conn.prepare(&sql).map_err(e)?;
     // (t_ms, absolute values, errors, the no-work pair of the card's row before).
     let mut decoded: Vec<(i64, Values, i64, (i64, i64))> = Vec::new();
     let mut q = stmt.query([gpu, first]).map_err(e)?;
     while let Some(r) = q.next().map_err(e)? {
-        let row = |r: &Row<'_>| -> rusqlite::Result<(i64, Values, i64)> {
+        let row = |r: &Row<'_>| -> rusqlite::Result<(i64, i64, bool, Values)> {
             let mut v: Values = [None; NCOLS];
-            for (i, slot) in v[..n].iter_mut().enumerate() {
-                *slot = r.get(i + 1)?;
+            for (k, &i) in order.iter().enumerate() {
+                v[i] = r.get(k + 3)?;
             }
-            Ok((r.get(0)?, v, r.get(n + 1)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, v))
         };
-        let (dt, stored, errors) = row(r).map_err(e)?;
+        let (dt, errors, rare, stored) = row(r).map_err(e)?;
         let before = chain.idle_pair();
-        let (t, abs) = chain.undelta(dt, &stored);
+        let (t, abs) = chain.undelta(dt, &stored, rare);
         decoded.push((t, abs, errors, before));
     }
     // The card's Xid codes in row order: these rows' events are the last ones stored.
@@ -716,21 +684,5 @@ mod tests {
         assert_eq!(reading::<u32>(None, e, 11), Err(GpuError::GpuIsLost));
         assert_eq!(reading::<u32>(None, e, 14), Err(GpuError::Timeout));
         assert!(e > 0, "15 nibbles stay clear of the sign bit");
-    }
-
-    #[test]
-    fn the_chain_round_trips_nulls_zeros_and_counters() {
-        let rows: Vec<(i64, Values)> = vec![
-            (0, [Some(7); NCOLS]),
-            (5000, [None; NCOLS]),
-            (10_000, [Some(0); NCOLS]),
-            (15_000, [Some(i64::MAX); NCOLS]),
-            (14_000, [Some(3); NCOLS]),
-        ];
-        let (mut w, mut r) = (GpuChain::default(), GpuChain::default());
-        for (t, v) in &rows {
-            let (dt, d) = w.delta(*t, v);
-            assert_eq!(r.undelta(dt, &d), (*t, *v));
-        }
     }
 }

@@ -314,6 +314,7 @@ const GPU_TABLES: &[&str] = &[
     "gpus",
     "gpu_links",
     "gpu_samples",
+    "gpu_rare",
     "gpu_xid",
     "gpu_readings",
 ];

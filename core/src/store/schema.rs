@@ -74,7 +74,10 @@
 //!   decodes it: plain units and one `<reading>_error` text column per reading. Schema 3
 //!   appended the exact ledger's columns (`store/gpu/ledger.rs`): NVML's violation time per
 //!   limiter and the card's no-work time, both cumulative in ms, GPM in 1/100 %, and their
-//!   errors word.
+//!   errors word (packed further: the busy limiters as second differences, the covered time
+//!   as the interval it left uncovered, and the seldom-changing limiters and the errors word
+//!   in `gpu_rare(id, …)`, a row only where one changes, like `samples_rare`:
+//!   `store/gpu/chain.rs`).
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.
@@ -94,6 +97,8 @@
 /// `PRAGMA user_version` of files this code creates; readers accept 1..=SCHEMA_VERSION, and a
 /// writer reopening an older file keeps its version.
 pub const SCHEMA_VERSION: i64 = 3;
+// The GPU tables' DDL follows it without importing it (the modules would depend on each other).
+const _: () = assert!(super::gpu::NEWEST == SCHEMA_VERSION);
 
 /// Largest job file anyone opens (checked before SQLite sees it, see `harden`). A 7-day job
 /// at 5 s is 5–9 MB per node (measured above), so this is several weeks of the densest case;

@@ -2,7 +2,8 @@
 //! `gpu_xid` and the decoding view `gpu_readings`. `harden` checks a file's schema against
 //! this text, so it must not change for an existing schema version.
 
-use super::{Unit, COLUMNS, GPU_READINGS, LEDGER};
+use super::chain::{main_columns, pack, rare_columns, Pack};
+use super::{Unit, COLUMNS, GPU_READINGS, LEDGER, NEWEST};
 use crate::sample::GpuError;
 
 /// Comments for the table's columns (the file is read with `sqlite3` too).
@@ -17,9 +18,9 @@ fn column_comment(c: &str) -> &'static str {
         "pcie_tx_kib_per_s" => "NVML's 20 ms window, card -> host",
         "pcie_rx_kib_per_s" => "host -> card",
         "xid_events" => "critical Xid events since the previous row (gpu_xid)",
-        "violation_power_ms" => "NVML violation time per limiter, cumulative",
+        "violation_power_ms" => "per limiter: change of the difference (store/gpu/chain.rs)",
         "no_work_ms" => "no kernel running, cumulative from the card's first row",
-        "no_work_covered_ms" => "time the utilization samples accounted for, cumulative",
+        "no_work_uncovered_ms" => "t_ms minus the covered time's difference (chain.rs)",
         "gpm_sm_active_centipercent" => "GPM since the previous row, 1/100 %",
         "ledger_errors" => "why a ledger column is NULL, see store/gpu/ledger.rs",
         _ => "",
@@ -31,8 +32,9 @@ fn column_comment(c: &str) -> &'static str {
 /// against this text, so it must not change for an existing schema version.
 pub(crate) fn create_sql() -> String {
     format!(
-        "{GPU_CARD_TABLES_SQL}{}{GPU_XID_TABLE_SQL}{}",
+        "{GPU_CARD_TABLES_SQL}{}{}{GPU_XID_TABLE_SQL}{}",
         gpu_samples_table_sql(),
+        gpu_rare_table_sql(),
         gpu_readings_view_sql()
     )
 }
@@ -71,15 +73,40 @@ CREATE TABLE gpu_xid (
 );
 ";
 
-/// `gpu_samples`: one packed row per card per reading, every [`COLUMNS`] column.
+/// A column's declaration, with its comment.
+fn declare(i: usize) -> String {
+    let c = COLUMNS[i].0;
+    match column_comment(c) {
+        "" => format!("    {c:<26} INTEGER,"),
+        note => format!("    {c:<26} INTEGER,  -- {note}"),
+    }
+}
+
+/// `gpu_rare`: the rarely changing ledger columns of some `gpu_samples` rows.
+fn gpu_rare_table_sql() -> String {
+    let mut cols: Vec<String> = rare_columns(NEWEST).map(declare).collect();
+    if let Some(last) = cols.last_mut() {
+        *last = last
+            .replacen(" INTEGER,", " INTEGER ", 1)
+            .trim_end()
+            .to_string();
+    }
+    format!(
+        "-- The rarely changing ledger columns of some gpu_samples rows (id = its rowid): see
+-- store/gpu/chain.rs. A row without one keeps the card's latest state.
+CREATE TABLE gpu_rare (
+    id                         INTEGER PRIMARY KEY,
+{}
+);
+",
+        cols.join("\n")
+    )
+}
+
+/// `gpu_samples`: one packed row per card per reading, every [`COLUMNS`] column but the
+/// `gpu_rare` ones.
 fn gpu_samples_table_sql() -> String {
-    let table_cols: Vec<String> = COLUMNS
-        .iter()
-        .map(|(c, _, _)| match column_comment(c) {
-            "" => format!("    {c:<26} INTEGER,"),
-            note => format!("    {c:<26} INTEGER,  -- {note}"),
-        })
-        .collect();
+    let table_cols: Vec<String> = main_columns(NEWEST).map(declare).collect();
     format!(
         "-- Packed (differences per card, see store/gpu.rs): read the gpu_readings view instead.
 -- NULL = unreadable, and `errors` says why.
@@ -94,7 +121,7 @@ CREATE TABLE gpu_samples (
     )
 }
 
-/// `gpu_readings`: the packed rows summed back into readings in their units, with each
+/// `gpu_readings`: the packed rows (the inner query their differences) summed back into readings in their units, with each
 /// unreadable reading's error named.
 fn gpu_readings_view_sql() -> String {
     let mut err_cols = Vec::new();
@@ -108,8 +135,11 @@ fn gpu_readings_view_sql() -> String {
     }
     let sums: Vec<String> = COLUMNS
         .iter()
-        .map(|(c, _, _)| {
-            format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}")
+        .enumerate()
+        .map(|(i, (c, _, _))| match pack(i) {
+            // Masked by the card's latest gpu_rare row, `l`.
+            Pack::Rare => format!("        SUM({c}) OVER w AS {c}"),
+            _ => format!("        CASE WHEN {c} IS NULL THEN NULL ELSE SUM({c}) OVER w END AS {c}"),
         })
         .collect();
     let cols = |names: &[&str]| {
@@ -139,11 +169,15 @@ fn gpu_readings_view_sql() -> String {
         WHERE key = 'started_unix_ms') + d.t_ms) END AS xid_codes,
     {},
 {}
-FROM (SELECT rowid AS r, gpu, errors, SUM(t_ms) OVER w AS t_ms,
+FROM (SELECT r, gpu, errors, SUM(t_ms) OVER w AS t_ms, MAX(rare_id) OVER w AS rare_id,
 {}
-      FROM gpu_samples
-      WINDOW w AS (PARTITION BY gpu ORDER BY rowid ROWS UNBOUNDED PRECEDING)) d
-JOIN gpus g ON g.id = d.gpu
+      FROM (SELECT s.rowid AS r, s.gpu AS gpu, s.errors AS errors, s.t_ms AS t_ms,
+            x.id AS rare_id,
+{}
+            FROM gpu_samples s LEFT JOIN gpu_rare x ON x.id = s.rowid
+            WINDOW w AS (PARTITION BY s.gpu ORDER BY s.rowid ROWS UNBOUNDED PRECEDING))
+      WINDOW w AS (PARTITION BY gpu ORDER BY r ROWS UNBOUNDED PRECEDING)) d
+JOIN gpus g ON g.id = d.gpu LEFT JOIN gpu_rare l ON l.id = d.rare_id
 ORDER BY d.gpu, d.r;
 ",
         cols(&[
@@ -171,18 +205,44 @@ ORDER BY d.gpu, d.r;
         ]),
         ledger.join(",\n    "),
         err_cols.join(",\n"),
-        sums.join(",\n")
+        sums.join(",\n"),
+        differences().join(",\n")
     )
+}
+
+/// Each column's difference from the card's previous value, as the view's inner query
+/// unpacks it from the stored cell (see `chain.rs`).
+fn differences() -> Vec<String> {
+    COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, (c, _, _))| match pack(i) {
+            Pack::Delta => format!("            s.{c} AS {c}"),
+            Pack::Delta2 => format!(
+                "            CASE WHEN s.{c} IS NULL THEN NULL ELSE SUM(s.{c}) OVER w END AS {c}"
+            ),
+            Pack::Uncovered => format!("            s.t_ms - s.{c} AS {c}"),
+            Pack::Rare => format!("            x.{c} AS {c}"),
+        })
+        .collect()
 }
 
 /// The view's expression for value column `c` (its view name) in its plain unit.
 fn view_column(c: &str) -> String {
-    let (stored, name, unit) = COLUMNS.iter().find(|(_, v, _)| *v == c).expect("column");
+    let i = COLUMNS
+        .iter()
+        .position(|(_, v, _)| *v == c)
+        .expect("column");
+    let (stored, name, unit) = COLUMNS[i];
+    let x = match pack(i) {
+        Pack::Rare => format!("(CASE WHEN l.{stored} IS NULL THEN NULL ELSE d.{stored} END)"),
+        _ => format!("d.{stored}"),
+    };
     match unit {
-        Unit::Plain | Unit::Errors => format!("d.{stored} AS {name}"),
-        Unit::Mib => format!("1048576 * d.{stored} AS {name}"),
-        Unit::Kib => format!("1024 * d.{stored} AS {name}"),
-        Unit::Milli => format!("d.{stored} / 1000.0 AS {name}"),
-        Unit::Centi => format!("d.{stored} / 100.0 AS {name}"),
+        Unit::Plain | Unit::Errors => format!("{x} AS {name}"),
+        Unit::Mib => format!("1048576 * {x} AS {name}"),
+        Unit::Kib => format!("1024 * {x} AS {name}"),
+        Unit::Milli => format!("{x} / 1000.0 AS {name}"),
+        Unit::Centi => format!("{x} / 100.0 AS {name}"),
     }
 }

@@ -1,13 +1,15 @@
 //! Schema 3's ledger columns of `gpu_samples` (after the 19 of schemas 1 and 2), see
-//! `store/gpu.rs` for the packing they share:
+//! `store/gpu.rs` for the packing they share and `store/gpu/chain.rs` for how the
+//! violation counters and the covered time are packed further. The values here:
 //!
 //! - `violation_<limiter>_ms`: NVML's cumulative violation time per limiter (in
 //!   `sample::GPU_LIMITER_NAMES` order), ns rounded to whole ms: the ledger needs no finer,
 //!   and a counter that climbs every row costs 2 bytes a row in ms, 3–4 in µs;
-//! - `no_work_ms`, `no_work_covered_ms`: the card's time with no kernel running and the
-//!   time its utilization samples accounted for, *cumulative* from the card's first row
-//!   (the reading gives them per interval; the writer adds them up exactly in µs and stores
-//!   the running total rounded to the ms), so any two rows subtract exactly;
+//! - `no_work_ms`, covered (stored as `no_work_uncovered_ms`): the card's time with no
+//!   kernel running and the time its utilization samples accounted for, *cumulative* from
+//!   the card's first row (the reading gives them per interval; the writer adds them up
+//!   exactly in µs and keeps the running total rounded to the ms), so any two rows
+//!   subtract exactly;
 //! - `gpm_<metric>_centipercent`: GPM over the interval since the card's previous row, in
 //!   hundredths of a percent;
 //! - `ledger_errors`: why each of these is NULL, stored (like the value columns) as the
