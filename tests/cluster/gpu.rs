@@ -327,16 +327,25 @@ fn a_three_second_gpu_job_gets_exact_ledger_totals() {
         // not in the ledger (said in the note).
         assert!(span >= 1.5, "a 3-second job's card: {c:#}");
         let held = c["held_seconds"]["power"].as_f64().expect("power held");
-        assert!((held - span).abs() <= 0.25, "held {held} s of {span} s: {c:#}");
+        assert!(
+            (held - span).abs() <= 0.25,
+            "held {held} s of {span} s: {c:#}"
+        );
         assert!(
             c["held_seconds"].get("thermal").is_none(),
             "a limiter the card cannot say is absent, not 0: {c:#}"
         );
         let idle = c["no_work_seconds"].as_f64().expect("no-work time");
-        assert!((idle - span).abs() <= 0.5, "idle {idle} s of {span} s: {c:#}");
+        assert!(
+            (idle - span).abs() <= 0.5,
+            "idle {idle} s of {span} s: {c:#}"
+        );
         assert_eq!(c["gpm_unavailable"], "not available on this card", "{c:#}");
     }
     let total = l["gpu_held_seconds"]["power"].as_f64().unwrap();
-    let spans: f64 = cards.iter().map(|c| c["span_seconds"].as_f64().unwrap()).sum();
+    let spans: f64 = cards
+        .iter()
+        .map(|c| c["span_seconds"].as_f64().unwrap())
+        .sum();
     assert!((total - spans).abs() <= 0.5, "{l:#}");
 }
