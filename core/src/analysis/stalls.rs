@@ -29,7 +29,8 @@ pub const STALLS: [(&str, &str); 6] = [
     ("io", "full"),
 ];
 
-fn totals(p: &Pressure) -> [Option<u64>; 6] {
+/// A reading's six stall totals (µs), in [`STALLS`]' order.
+pub fn totals(p: &Pressure) -> [Option<u64>; 6] {
     [
         p.cpu_some_total_usec,
         p.cpu_full_total_usec,

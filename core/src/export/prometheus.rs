@@ -270,15 +270,8 @@ fn native_series(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) 
             }
             f[21].add(&l, micros(r.sampler_cpu_usec));
             f[22].add(&l, int(r.sampler_bytes_written));
-            let totals = [
-                p.cpu_some_total_usec,
-                p.cpu_full_total_usec,
-                p.memory_some_total_usec,
-                p.memory_full_total_usec,
-                p.io_some_total_usec,
-                p.io_full_total_usec,
-            ];
-            for ((resource, kind), v) in crate::analysis::ledger::STALLS.iter().zip(totals) {
+            let totals = crate::analysis::stalls::totals(p);
+            for ((resource, kind), v) in crate::analysis::stalls::STALLS.iter().zip(totals) {
                 let mut lp = l.clone();
                 lp.push(("resource", (*resource).into()));
                 lp.push(("kind", (*kind).into()));
