@@ -135,37 +135,7 @@ fn holding_two_node_job(name: &str, seconds: u32) -> (Job, CancelOnDrop) {
 
 /// The job's node list as sacct has it (one node: its name).
 pub(crate) fn node_list(job: &Job) -> String {
-    stdout(&run(
-        "sacct",
-        &[
-            "-j",
-            &job.id.to_string(),
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "NodeList",
-        ],
-    ))
-    .trim()
-    .to_string()
-}
-
-fn admin_comment_now(job: &Job) -> String {
-    stdout(&run(
-        "sacct",
-        &[
-            "-j",
-            &job.id.to_string(),
-            "-X",
-            "-n",
-            "-P",
-            "-o",
-            "AdminComment",
-        ],
-    ))
-    .trim()
-    .to_string()
+    crate::slurmdbd::sacct_job_field(job, "NodeList")
 }
 
 /// ctl's EpilogSlurmctld log.
@@ -177,7 +147,7 @@ fn ctld_log() -> String {
 fn admin_comment(job: &Job) -> String {
     let t = Instant::now();
     loop {
-        let c = admin_comment_now(job);
+        let c = crate::slurmdbd::admin_comment_now(job);
         if !c.is_empty() {
             assert!(
                 c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
@@ -421,7 +391,11 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
             .any(|l| l.contains("node c2: no summary: ") && l.contains("refused")),
         "ctl's log: {lines:#?}"
     );
-    assert_eq!(admin_comment_now(&job), "", "stored while c2 was down");
+    assert_eq!(
+        crate::slurmdbd::admin_comment_now(&job),
+        "",
+        "stored while c2 was down"
+    );
 
     service("c2", "start");
     let until = format!("@{}", now() + 5);

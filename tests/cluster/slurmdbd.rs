@@ -118,14 +118,16 @@ impl Drop for FilesAway {
     }
 }
 
+/// One field of the job's allocation line in `sacct` (empty for none).
+pub(crate) fn sacct_job_field(job: &Job, field: &str) -> String {
+    let id = job.id.to_string();
+    let o = run("sacct", &["-j", &id, "-X", "-n", "-P", "-o", field]);
+    stdout(&o).trim().to_string()
+}
+
 /// What slurmdbd holds as the job's AdminComment now (`sacct`; empty for none).
 pub(crate) fn admin_comment_now(job: &Job) -> String {
-    let id = job.id.to_string();
-    let o = run(
-        "sacct",
-        &["-j", &id, "-X", "-n", "-P", "-o", "AdminComment"],
-    );
-    stdout(&o).trim().to_string()
+    sacct_job_field(job, "AdminComment")
 }
 
 /// `sacct -o AdminComment` for the job, once the EpilogSlurmctld has stored it.

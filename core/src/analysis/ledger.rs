@@ -14,6 +14,7 @@ use serde::Serialize;
 
 pub use super::stalls::{stalls_unavailable, StallSeconds, STALLS};
 use super::summary::{CardTime, GpuSummary};
+use crate::model::sum_known;
 use crate::sample::Source;
 
 /// The whole allocation's ledger, as the report shows it (figures over every recorded node).
@@ -72,14 +73,8 @@ fn card_lines(
             })
         })
         .collect();
-    let sum = |f: &dyn Fn(&CardTime) -> Option<f64>| {
-        lines
-            .iter()
-            .filter_map(|c| f(&c.time))
-            .fold(None, |a: Option<f64>, v| Some(a.unwrap_or(0.0) + v))
-    };
-    let span = sum(&|t| Some(t.span_seconds));
-    let no_work = sum(&|t| t.no_work_seconds);
+    let span = sum_known(lines.iter().map(|c| Some(c.time.span_seconds)));
+    let no_work = sum_known(lines.iter().map(|c| c.time.no_work_seconds));
     let mut held = BTreeMap::new();
     for c in &lines {
         for (k, v) in &c.time.held_seconds {

@@ -81,14 +81,9 @@ impl StallSeconds {
 
     /// Each total summed over nodes (`None` where no node had it).
     pub fn sum<'a>(all: impl Iterator<Item = &'a StallSeconds> + Clone) -> StallSeconds {
-        let mut out = [None; 6];
-        for (k, slot) in out.iter_mut().enumerate() {
-            *slot = all
-                .clone()
-                .filter_map(|s| s.to_array()[k])
-                .fold(None, |acc: Option<f64>, v| Some(acc.unwrap_or(0.0) + v));
-        }
-        StallSeconds::from_array(out)
+        StallSeconds::from_array(std::array::from_fn(|k| {
+            crate::model::sum_known(all.clone().map(|s| s.to_array()[k]))
+        }))
     }
 }
 

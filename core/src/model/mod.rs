@@ -42,6 +42,14 @@ pub fn sum_all<T: Copy + std::iter::Sum<T>>(v: impl IntoIterator<Item = Option<T
     got.filter(|g| !g.is_empty()).map(|g| g.into_iter().sum())
 }
 
+/// The sum of the values that are known (`None` when none is): for figures summed over
+/// nodes or cards where some may not have them.
+pub fn sum_known(v: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
+    v.into_iter()
+        .flatten()
+        .fold(None, |acc, x| Some(acc.unwrap_or(0.0) + x))
+}
+
 /// The limit the guard measures against: the cgroup's, else the Slurm allocation.
 pub fn memory_limit_bytes(row: &SampleRow, allocated_bytes: Option<u64>) -> Option<u64> {
     row.usage

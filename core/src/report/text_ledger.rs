@@ -6,13 +6,22 @@ use std::fmt::Write;
 use super::Report;
 use crate::analysis::ledger::{Ledger, STALLS};
 
-/// Core time in the unit a reader compares at a glance: core-hours from one hour up.
-fn core_time(seconds: f64) -> String {
+/// Resource time (`what`: core, GPU) in the unit a reader compares at a glance: hours from
+/// one hour up, else seconds.
+fn resource_time(seconds: f64, what: &str) -> String {
     if seconds >= 3600.0 {
-        format!("{:.2} core-hours", seconds / 3600.0)
+        format!("{:.2} {what}-hours", seconds / 3600.0)
     } else {
-        format!("{seconds:.1} core-seconds")
+        format!("{seconds:.1} {what}-seconds")
     }
+}
+
+fn core_time(seconds: f64) -> String {
+    resource_time(seconds, "core")
+}
+
+fn gpu_time(seconds: f64) -> String {
+    resource_time(seconds, "GPU")
 }
 
 fn percent(share: f64) -> String {
@@ -41,15 +50,6 @@ fn stall_line(l: &Ledger) -> Option<String> {
         ));
     }
     (!parts.is_empty()).then(|| format!("stalled: {}", parts.join("; ")))
-}
-
-/// GPU time in the unit a reader compares at a glance: GPU-hours from one hour up.
-fn gpu_time(seconds: f64) -> String {
-    if seconds >= 3600.0 {
-        format!("{:.2} GPU-hours", seconds / 3600.0)
-    } else {
-        format!("{seconds:.1} GPU-seconds")
-    }
 }
 
 /// What each limiter means to a reader; the clock totals (any reason) are in the JSON only.
@@ -100,7 +100,7 @@ pub fn section(o: &mut String, r: &Report) {
                 l.cores_allocated.map_or("n/a cores".into(), |c| {
                     format!("{c:.0} core{}", if c == 1.0 { "" } else { "s" })
                 }),
-                crate::units::duration(l.wall_seconds.unwrap_or(0.0))
+                l.wall_seconds.map_or("n/a".into(), crate::units::duration)
             );
         }
         _ => {
