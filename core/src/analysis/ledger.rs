@@ -115,8 +115,9 @@ pub fn build(i: &Inputs) -> Ledger {
     let stall_share_of_wall = StallSeconds::from_array(stalls.to_array().map(share));
     let stalls_unavailable = stalls_unavailable(source).map(str::to_string).or_else(|| {
         (!stalls.any()).then(|| {
-            "not recorded: the kernel gave no pressure totals (booted with psi=0), or an \
-                 older slurmwatch recorded the job"
+            "not recorded: the kernel gave no pressure totals on at least one of the \
+                 job's nodes (cgroup v1, or booted with psi=0), or an older slurmwatch \
+                 recorded the job"
                 .to_string()
         })
     });

@@ -79,11 +79,16 @@ impl StallSeconds {
         self.to_array().iter().any(Option::is_some)
     }
 
-    /// Each total summed over nodes (`None` where no node had it).
-    pub fn sum<'a>(all: impl Iterator<Item = &'a StallSeconds> + Clone) -> StallSeconds {
-        StallSeconds::from_array(std::array::from_fn(|k| {
-            crate::model::sum_known(all.clone().map(|s| s.to_array()[k]))
-        }))
+    /// The job's totals over its nodes (`None` for a job with no node). A total is known
+    /// only where every node has it: a sum over the nodes that had it (a cgroup v1 node
+    /// beside v2 ones) would read low against every node's wall time, so it is unknown.
+    pub fn over_nodes<'a>(
+        nodes: impl Iterator<Item = Option<&'a StallSeconds>> + Clone,
+    ) -> Option<StallSeconds> {
+        nodes.clone().next()?;
+        Some(StallSeconds::from_array(std::array::from_fn(|k| {
+            crate::model::sum_all(nodes.clone().map(|s| s.and_then(|s| s.to_array()[k])))
+        })))
     }
 }
 
@@ -121,6 +126,27 @@ pub fn stalls_unavailable(source: Option<Source>) -> Option<&'static str> {
 mod tests {
     use super::*;
     use crate::model::{SampleKind, Series};
+
+    /// Two v2 nodes sum; a v1 node beside them (no totals) makes the job's total unknown,
+    /// not the v2 nodes' alone (which the ledger would divide by three nodes' wall time).
+    #[test]
+    fn a_job_total_needs_every_node() {
+        let v2 = StallSeconds {
+            memory_some: Some(3.0),
+            cpu_some: Some(1.0),
+            ..StallSeconds::default()
+        };
+        let v2b = StallSeconds {
+            memory_some: Some(4.0),
+            ..StallSeconds::default()
+        };
+        let both = StallSeconds::over_nodes([Some(&v2), Some(&v2b)].into_iter()).unwrap();
+        assert_eq!(both.memory_some, Some(7.0));
+        assert_eq!(both.cpu_some, None, "one node had no cpu total");
+        let mixed = StallSeconds::over_nodes([Some(&v2), None, Some(&v2b)].into_iter()).unwrap();
+        assert!(!mixed.any(), "{mixed:?}");
+        assert_eq!(StallSeconds::over_nodes(std::iter::empty()), None);
+    }
 
     fn row(t: i64, mem_some: Option<u64>) -> SampleRow {
         let mut r = SampleRow::empty(t, Series::Job, SampleKind::Periodic);

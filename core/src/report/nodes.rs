@@ -127,13 +127,10 @@ pub fn merge_summaries(recs: &[Recording]) -> Summary {
         io_write_bytes: sum_all(ss.iter().map(|s| s.io_write_bytes)),
         sampler_cpu_usec: sum_all(ss.iter().map(|s| s.sampler_cpu_usec)),
         sampler_bytes_written: sum_all(ss.iter().map(|s| s.sampler_bytes_written)),
-        stall_seconds: {
-            let each = ss.iter().filter_map(|s| s.stall_seconds.as_ref());
-            each.clone()
-                .next()
-                .is_some()
-                .then(|| crate::analysis::ledger::StallSeconds::sum(each))
-        },
+        stall_seconds: crate::analysis::ledger::StallSeconds::over_nodes(
+            ss.iter().map(|s| s.stall_seconds.as_ref()),
+        )
+        .filter(|s| s.any()),
         ..Summary::default()
     };
     if let Some(best) = ss
