@@ -1,8 +1,10 @@
 //! `slurmwatch ctld-backfill`: on the slurmctld host (as SlurmUser or root), stores the job
 //! summaries that are missing over a window of finished jobs — a node's endpoint was down,
 //! restarting or busy past the EpilogSlurmctld's bound — as jobstats' `ingest_jobstats` does for
-//! its own. A job is asked for when sacct shows it ended, ran on nodes and has no AdminComment:
-//! one that already holds ours is done, one that holds another tool's text is never touched.
+//! its own. A job is asked for when sacct shows it ended, ran on nodes and has no AdminComment,
+//! or ours naming nodes that gave no figures when it was stored (a partial summary, replaced
+//! only by one missing fewer nodes); one that holds a whole summary of ours is done, one that
+//! holds another tool's text is never touched.
 //! Each job goes through the EpilogSlurmctld's own path (`ctld_epilog::summarise_and_store`:
 //! the nodes asked with the controller's munge credential, replies accepted only with root's),
 //! one job at a time, each within its own bound.
@@ -11,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::report::slurmdbd::{self, Incarnation};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, Kept, Record, Window};
 
@@ -58,7 +60,7 @@ pub struct CtldBackfillArgs {
     pub dbd_comment: Option<std::path::PathBuf>,
 }
 
-/// A finished job of the window without any AdminComment.
+/// A finished job of the window without any AdminComment, or with a partial one of ours.
 struct Missing {
     job_id: u32,
     /// As sacct names it (`<array>_<task>` for an array task).
@@ -66,19 +68,29 @@ struct Missing {
     nodes: Vec<String>,
     run: Incarnation,
     elapsed: Option<u64>,
+    /// Nodes the stored partial summary lacks; `None` when nothing is stored.
+    unanswered_before: Option<usize>,
 }
 
-/// The job of `r` when it ended, ran on nodes and has no AdminComment at all.
+/// `None`: no AdminComment; `Some(n)`: ours, partial, `n` nodes without figures. A whole
+/// summary of ours, another tool's text or a damaged one of ours: not asked for.
+fn stored_gap(comment: Option<&str>) -> Option<Option<usize>> {
+    let c = comment.map(str::trim).filter(|c| !c.is_empty());
+    let Some(c) = c else {
+        return Some(None);
+    };
+    let rec = slurmdbd::decode(c).ok()?;
+    (!rec.unanswered_nodes.is_empty()).then_some(Some(rec.unanswered_nodes.len()))
+}
+
+/// The job of `r` when it ended, ran on nodes and has no AdminComment, or a partial one of
+/// ours.
 fn missing(r: &Record) -> Option<Missing> {
     let j = &r.job;
-    if r.is_open()
-        || j.end_unix.is_none()
-        || j.admin_comment
-            .as_deref()
-            .is_some_and(|c| !c.trim().is_empty())
-    {
+    if r.is_open() || j.end_unix.is_none() {
         return None;
     }
+    let unanswered_before = stored_gap(j.admin_comment.as_deref())?;
     let raw = r.key();
     let job_id: u32 = raw.parse().ok()?;
     let list = j
@@ -102,6 +114,7 @@ fn missing(r: &Record) -> Option<Missing> {
         nodes,
         run,
         elapsed: j.elapsed_seconds,
+        unanswered_before,
     })
 }
 
@@ -154,6 +167,7 @@ pub fn run(args: CtldBackfillArgs) -> Result<i32> {
             nodes: &m.nodes,
             run: m.run,
             elapsed: m.elapsed,
+            unanswered_before: m.unanswered_before,
         };
         match ctld_epilog::summarise_and_store(&one, &how, Instant::now() + per_job) {
             Ok(Done::Printed(c)) => println!("job {}: {c}", m.job),
@@ -161,7 +175,7 @@ pub fn run(args: CtldBackfillArgs) -> Result<i32> {
                 match done {
                     Done::Stored { .. } => stored += 1,
                     Done::NotRecorded => nowhere += 1,
-                    Done::Unanswered(_) => failed += 1,
+                    Done::Unanswered(_) | Done::StillPartial(_) => failed += 1,
                     Done::LeftOthers(_) | Done::Printed(_) => {}
                 }
                 println!("job {}: {}", m.job, done.said());
@@ -173,7 +187,7 @@ pub fn run(args: CtldBackfillArgs) -> Result<i32> {
         }
     }
     println!(
-        "{} finished job(s) without a summary in the window: {stored} stored, {nowhere} recorded nowhere, {failed} still missing",
+        "{} finished job(s) without a whole summary in the window: {stored} stored, {nowhere} recorded nowhere, {failed} still missing",
         jobs.len()
     );
     Ok(if failed > 0 { 1 } else { 0 })

@@ -212,6 +212,7 @@ fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
         nodes: &nodes,
         run,
         elapsed,
+        unanswered_before: None,
     };
     match summarise_and_store(&one, &how, deadline)? {
         Done::Printed(comment) => println!("{comment}"),
@@ -242,6 +243,9 @@ pub(crate) struct OneJob<'a> {
     pub nodes: &'a [String],
     pub run: Incarnation,
     pub elapsed: Option<u64>,
+    /// For a job whose stored summary is partial (`ctld-backfill`): how many of its nodes
+    /// gave no figures then. A new one is stored only when fewer are missing.
+    pub unanswered_before: Option<usize>,
 }
 
 /// What became of one job's summary.
@@ -258,6 +262,9 @@ pub(crate) enum Done {
     },
     /// Another tool's AdminComment, left as it was (its first characters).
     LeftOthers(String),
+    /// A partial summary asked again, and as many nodes (or more) still gave no answer: the
+    /// stored one is kept.
+    StillPartial(usize),
 }
 
 impl Done {
@@ -278,6 +285,9 @@ impl Done {
             ),
             Done::LeftOthers(c) => {
                 format!("AdminComment already holds another tool's text ({c}…); left as it was")
+            }
+            Done::StillPartial(n) => {
+                format!("{n} node(s) still gave no answer; the partial summary stored is kept")
             }
         }
     }
@@ -300,15 +310,19 @@ pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) ->
     let collect_until = Instant::now() + deadline.saturating_duration_since(Instant::now()) * 2 / 3;
     let answers = slurmdbd::collect(&query, collect_until);
     log_failed_nodes(how.who, one.job, &answers);
+    let unanswered = answers
+        .iter()
+        .filter(|(_, a)| !matches!(a, NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded))
+        .count();
+    if one
+        .unanswered_before
+        .is_some_and(|before| unanswered >= before)
+    {
+        return Ok(Done::StillPartial(unanswered));
+    }
     let comment =
         match slurmdbd::comment_for(one.job_id, &answers, one.elapsed, how.dbd_comment.is_some()) {
             None => {
-                let unanswered = answers
-                    .iter()
-                    .filter(|(_, a)| {
-                        !matches!(a, NodeAnswer::Recorded(_) | NodeAnswer::NotRecorded)
-                    })
-                    .count();
                 return Ok(match unanswered {
                     0 => Done::NotRecorded,
                     n => Done::Unanswered(n),

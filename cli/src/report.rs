@@ -345,16 +345,24 @@ fn find_recordings(
 }
 
 /// The summary the controller stored in the job's AdminComment, as recordings (one per
-/// node; none when there is no summary), and a note when it is damaged.
+/// node; none when there is no summary), and a note when it is damaged or lacks nodes.
 pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording>, Option<String>) {
     let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
         return (Vec::new(), None);
     };
     match slurmdbd::decode(c) {
-        Ok(rec) => (
-            rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
-            None,
-        ),
+        Ok(rec) => {
+            let partial = (!rec.unanswered_nodes.is_empty()).then(|| {
+                format!(
+                    "The summary stored when the job ended has no figures from {} (no answer from its endpoint then): the job's totals here are its other nodes' only; the site's `slurmwatch ctld-backfill` fills them in.",
+                    terminal::field(&rec.unanswered_nodes.join(", "))
+                )
+            });
+            (
+                rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
+                partial,
+            )
+        }
         Err(e @ slurmdbd::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
         Err(_) => (Vec::new(), None),
     }

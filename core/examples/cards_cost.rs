@@ -96,6 +96,7 @@ fn main() {
                     },
                 }],
                 elapsed_seconds: None,
+                unanswered_nodes: Vec::new(),
             })
             .unwrap()
         })

@@ -38,6 +38,33 @@ fn on_login() {
     assert!(!Path::new(SPOOL_BASE).exists(), "login has a spool");
 }
 
+/// A compute host's node service stopped (its endpoint down) until [`EndpointDown::back_up`],
+/// or the drop (a failed test leaves no host without its endpoint). Started once only: a
+/// second start would fail to bind and leave a dead pid in the service's pid file.
+struct EndpointDown {
+    host: &'static str,
+    down: bool,
+}
+
+impl EndpointDown {
+    fn new(host: &'static str) -> EndpointDown {
+        service(host, "stop");
+        EndpointDown { host, down: true }
+    }
+
+    fn back_up(&mut self) {
+        if std::mem::take(&mut self.down) {
+            service(self.host, "start");
+        }
+    }
+}
+
+impl Drop for EndpointDown {
+    fn drop(&mut self) {
+        self.back_up();
+    }
+}
+
 /// `CMD` on `host` (scripts/site.sh on).
 fn on(host: &str, args: &[&str]) -> Output {
     Command::new(SITE_SH)
@@ -141,6 +168,26 @@ pub(crate) fn node_list(job: &Job) -> String {
 /// ctl's EpilogSlurmctld log.
 fn ctld_log() -> String {
     String::from_utf8_lossy(&on("ctl", &["cat", CTLD_LOG]).stdout).into_owned()
+}
+
+/// ctl's EpilogSlurmctld log lines about `job` past byte `from`, once there are some (90 s
+/// at most).
+fn ctld_log_lines(job: &Job, from: usize) -> Vec<String> {
+    let t = Instant::now();
+    loop {
+        let log = ctld_log();
+        let lines: Vec<String> = log
+            .get(from..)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(&format!("job {}:", job.id)))
+            .map(String::from)
+            .collect();
+        if !lines.is_empty() || t.elapsed() > Duration::from_secs(90) {
+            return lines;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// The job's AdminComment once ctl's EpilogSlurmctld has stored it: ours (`JS1:`).
@@ -351,16 +398,9 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
     on_login();
     // No other test's job ends on c2 while its endpoint is down.
     let _x = exclusive_cluster();
-    struct Restart;
-    impl Drop for Restart {
-        fn drop(&mut self) {
-            service("c2", "start");
-        }
-    }
     let log_before = ctld_log().len();
     let since = format!("@{}", now() - 5);
-    service("c2", "stop");
-    let _restart = Restart;
+    let mut down = EndpointDown::new("c2");
     let script = "python3 -c \"import time; a = bytearray(160 << 20)\nfor i in range(0, len(a), 4096): a[i] = 1\ntime.sleep(3)\"";
     let job = Submit::new("site-down", script)
         .arg("--slurmwatch=1")
@@ -370,21 +410,7 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     assert_eq!(node_list(&job), "c2");
-    let t = Instant::now();
-    let lines = loop {
-        let log = ctld_log();
-        let lines: Vec<String> = log
-            .get(log_before..)
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| l.contains(&format!("job {}:", job.id)))
-            .map(String::from)
-            .collect();
-        if !lines.is_empty() || t.elapsed() > Duration::from_secs(90) {
-            break lines;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let lines = ctld_log_lines(&job, log_before);
     assert!(
         lines
             .iter()
@@ -397,7 +423,7 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
         "stored while c2 was down"
     );
 
-    service("c2", "start");
+    down.back_up();
     let until = format!("@{}", now() + 5);
     let out = on_ok(
         "ctl",
@@ -462,13 +488,14 @@ fn site_sizing_on_login_sizes_mem_from_the_recorded_peaks() {
                 .submit()
         })
         .collect();
-    let mut peaks = Vec::new();
+    let (mut peaks, mut nodes) = (Vec::new(), Vec::new());
     for j in &jobs {
         assert_eq!(j.wait(WAIT).state, "COMPLETED", "{}", j.output());
         admin_comment(j);
         let node = node_list(j);
         assert!(node == "c1" || node == "c2", "job {} ran on {node}", j.id);
         peaks.push(peak(&recording(&node, j.id)));
+        nodes.push(node);
     }
     let until = format!("@{}", now() + 5);
     let s = sw_json(&[
@@ -521,6 +548,47 @@ fn site_sizing_on_login_sizes_mem_from_the_recorded_peaks() {
         "largest recorded peak {} MiB, 160 MiB held",
         max as f64 / MIB
     );
+
+    // `history` on login: the same five runs, each recorded, through their summaries.
+    let h = sw_json(&["history", "-S", &since, "-E", &until, "-u", USER1, "--json"]);
+    let hw = h["workloads"]
+        .as_array()
+        .and_then(|a| a.iter().find(|w| w["name"] == format!("site{tag}-run-#")))
+        .unwrap_or_else(|| panic!("no workload site{tag}-run-#: {h:#}"));
+    assert_eq!(hw["runs"], 5, "{hw:#}");
+    assert_eq!(hw["recorded_runs"], 5, "{hw:#}");
+    assert_eq!(hw["completed"], 5, "{hw:#}");
+    // `jobs` on login: one row per job, its memory efficiency the recorded peak over the
+    // 184 MiB limit: from the archive copies on the shared directory, and with those moved
+    // away, from the summaries alone.
+    let ids: Vec<String> = jobs.iter().map(|j| j.id.to_string()).collect();
+    let mut args = vec!["jobs", "--json"];
+    args.extend(ids.iter().map(String::as_str));
+    for (j, node) in jobs.iter().zip(&nodes) {
+        wait_archived(j.id, node);
+    }
+    let from_archive = sw_json(&args);
+    let away: Vec<ArchiveAway> = jobs.iter().map(|j| ArchiveAway::new(j.id)).collect();
+    let from_summaries = sw_json(&args);
+    drop(away);
+    for (rows, basis) in [(&from_archive, "recorded"), (&from_summaries, "summary")] {
+        for ((j, id), p) in jobs.iter().zip(&ids).zip(&peaks) {
+            let row = rows["jobs"]
+                .as_array()
+                .and_then(|a| a.iter().find(|r| r["job_id"].as_str() == Some(id)))
+                .unwrap_or_else(|| panic!("no row for job {id}: {rows:#}"));
+            assert_eq!(row["basis"], basis, "{row:#}");
+            let got = row["efficiency"]["memory_efficiency_percent"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{row:#}"));
+            let want = *p as f64 * 100.0 / (184.0 * MIB);
+            assert!(
+                (got - want).abs() < 1e-3,
+                "job {} ({basis}): memory efficiency {got} %, recorded peak ÷ 184 MiB = {want} %",
+                j.id
+            );
+        }
+    }
 }
 
 /// A Prometheus API query on ctl: the result array.
@@ -723,4 +791,198 @@ fn site_live_view_on_a_compute_host_and_from_login() {
         .find(|n| n["node"] == "c1")
         .unwrap();
     assert_eq!(c1["source"], "plugin_file", "{c1:#}");
+}
+
+/// The mails ctl's mailer kept (`/var/log/slurm/mail`, one file per mail named by the time it
+/// came in, ns): the first whose subject names `job` as ended, waited for.
+fn ctl_end_mail(job: u32, timeout: Duration) -> (i64, Vec<String>, String) {
+    let want = format!("Slurm Job_id={job} ");
+    let t = Instant::now();
+    loop {
+        let list = on_ok("ctl", &["ls", "/var/log/slurm/mail"]);
+        let mut names: Vec<&str> = list.lines().filter(|n| n.ends_with(".mail")).collect();
+        names.sort();
+        for n in names {
+            let text = on_ok("ctl", &["cat", &format!("/var/log/slurm/mail/{n}")]);
+            let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+            let args: Vec<String> = head.lines().map(String::from).collect();
+            if args.len() == 3
+                && args[0] == "-s"
+                && args[1].starts_with(&want)
+                && args[1].contains(" Ended, ")
+            {
+                let ns: i64 = n.split('.').next().unwrap().parse().unwrap();
+                return (ns / 1_000_000, args, body.to_string());
+            }
+        }
+        assert!(
+            t.elapsed() < timeout,
+            "no Ended mail for job {job} on ctl within {timeout:?}; ctl's ctld-epilog log:\n{}",
+            ctld_log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// (f) The END mail is composed on ctl, which has no spool, and Slurm hands it over as the job
+/// ends, before the EpilogSlurmctld has stored the summary: the packaged MailProg wrapper
+/// holds it until the summary is in slurmdbd, so it carries the working-set peak recorded on
+/// c1 and the `#SBATCH` lines, and it arrives within the stated bound
+/// (SLURMWATCH_MAIL_HOLD, 90 s, and the report's own 30 s).
+#[cluster_test(Phase::Site)]
+fn site_end_mail_on_ctl_carries_the_recorded_peak_and_sbatch_lines() {
+    on_login();
+    let _p = shared_plugstack();
+    let script = "python3 -c \"import time; a = bytearray(200 << 20)\nfor i in range(0, len(a), 4096): a[i] = 1\ntime.sleep(3)\"";
+    let job = Submit::new("site-mail", script)
+        .arg("--slurmwatch=1")
+        .arg("--nodelist=c1")
+        .arg("--mem=512M")
+        .arg("--mail-type=END")
+        .arg("-t")
+        .arg("5")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let ended_ms = now_ms();
+    let (sent_ms, args, body) = ctl_end_mail(job.id, Duration::from_secs(150));
+    let late_ms = sent_ms - ended_ms;
+    eprintln!(
+        "job {}: mail on ctl {late_ms} ms after sacct showed its end",
+        job.id
+    );
+    assert!(late_ms < 120_000, "mail {late_ms} ms after the end");
+    assert!(
+        args[1].ends_with(", COMPLETED, ExitCode 0") && args[2].starts_with(USER1),
+        "{args:?}"
+    );
+    assert!(
+        body.contains("Source: the job's summary in slurmdbd (AdminComment"),
+        "{body}"
+    );
+    // Ground truth: the recording on c1, read there.
+    let p = peak(&recording("c1", job.id));
+    assert!(
+        (200.0..250.0).contains(&(p as f64 / MIB)),
+        "c1's recorded peak {} MiB, 200 MiB held",
+        p as f64 / MIB
+    );
+    let line = format!("working set peak {}", slurmwatch_core::units::bytes(p));
+    assert!(body.contains(&line), "no {line:?} in the mail:\n{body}");
+    assert!(
+        body.lines()
+            .any(|l| l.trim_start().starts_with("#SBATCH --mem=")),
+        "{body}"
+    );
+}
+
+/// (g) c2's endpoint is down while a two-node job ends: ctl stores c1's figures as a partial
+/// summary naming c2 and logs c2; `report` on login (no spool, the archive moved away) says
+/// the summary lacks c2 and shows c1 alone. Once c2's endpoint is back, `ctld-backfill`
+/// replaces it with both nodes', the report on login has each node's recorded peak, and a
+/// second backfill finds nothing to do.
+#[cluster_test(Phase::Site)]
+fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
+    on_login();
+    // No other test's job ends on c2 while its endpoint is down.
+    let _x = exclusive_cluster();
+    let log_before = ctld_log().len();
+    let since = format!("@{}", now() - 5);
+    let mut down = EndpointDown::new("c2");
+    let job = Submit::new("site-partial", &two_node_script(3))
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    assert_eq!(node_list(&job), "c[1-2]");
+    let partial = slurmwatch_core::report::slurmdbd::decode(&admin_comment(&job)).unwrap();
+    let stored: Vec<&str> = partial.nodes.iter().map(|n| n.meta.node.as_str()).collect();
+    assert_eq!(stored, ["c1"], "{partial:#?}");
+    assert_eq!(partial.unanswered_nodes, ["c2"]);
+    let lines = ctld_log_lines(&job, log_before);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("node c2: no summary: ") && l.contains("refused")),
+        "ctl's log: {lines:#?}"
+    );
+    let peaks: Vec<u64> = ["c1", "c2"]
+        .iter()
+        .map(|n| peak(&recording(n, job.id)))
+        .collect();
+    for node in ["c1", "c2"] {
+        wait_archived(job.id, node);
+    }
+    {
+        let _away = ArchiveAway::new(job.id);
+        assert_eq!(_away.moved.len(), 2, "{:?}", _away.moved);
+        let r = report(job.id);
+        assert_eq!(r["source"], "slurmdbd_summary", "{:#}", r["notes"]);
+        assert_eq!(node_peak(&r, "c1"), peaks[0]);
+        // c2 is listed from sacct's node list, with nothing for a figure (never a 0).
+        let c2 = r["nodes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|n| n["node"] == "c2"))
+            .unwrap_or_else(|| panic!("no c2 in {:#}", r["nodes"]));
+        assert_eq!(c2["recorded"], false, "{c2:#}");
+        assert!(c2["peak_working_set_bytes"].is_null(), "{c2:#}");
+        assert_eq!(r["memory"]["peak_working_set_bytes"], peaks[0]);
+        let notes = r["notes"].to_string();
+        assert!(
+            notes.contains("has no figures from c2") && notes.contains("ctld-backfill"),
+            "{notes}"
+        );
+    }
+
+    down.back_up();
+    let until = format!("@{}", now() + 5);
+    let backfill = || {
+        on(
+            "ctl",
+            &[
+                SW,
+                "ctld-backfill",
+                "--since",
+                &since,
+                "--until",
+                &until,
+                "--jobs",
+                &job.id.to_string(),
+            ],
+        )
+    };
+    let o = backfill();
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains(&format!(
+            "job {}: summary of 2 of 2 node(s) stored in AdminComment",
+            job.id
+        )),
+        "{out}"
+    );
+    let whole = slurmwatch_core::report::slurmdbd::decode(&admin_comment(&job)).unwrap();
+    assert!(whole.unanswered_nodes.is_empty(), "{whole:#?}");
+    let _away = ArchiveAway::new(job.id);
+    let r = report(job.id);
+    assert_eq!(r["source"], "slurmdbd_summary", "{:#}", r["notes"]);
+    assert_eq!(node_peak(&r, "c1"), peaks[0]);
+    assert_eq!(node_peak(&r, "c2"), peaks[1]);
+    assert!(
+        !r["notes"].to_string().contains("has no figures from"),
+        "{:#}",
+        r["notes"]
+    );
+    // Whole now: not asked again.
+    let again = stdout(&backfill());
+    assert!(
+        again.contains("0 finished job(s) without a whole summary"),
+        "{again}"
+    );
 }

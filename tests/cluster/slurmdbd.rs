@@ -721,7 +721,7 @@ fn slurmdbd_backfill_stores_a_summary_missed_while_the_endpoint_was_down() {
         "{out}"
     );
     assert!(
-        out.contains("1 finished job(s) without a summary in the window: 1 stored"),
+        out.contains("1 finished job(s) without a whole summary in the window: 1 stored"),
         "{out}"
     );
     let c = admin_comment(&job);
@@ -747,7 +747,7 @@ fn slurmdbd_backfill_stores_a_summary_missed_while_the_endpoint_was_down() {
         .output()
         .expect("run slurmwatch ctld-backfill");
     assert!(
-        stdout(&o).contains("0 finished job(s) without a summary"),
+        stdout(&o).contains("0 finished job(s) without a whole summary"),
         "{}",
         stdout(&o)
     );

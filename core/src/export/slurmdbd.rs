@@ -587,12 +587,21 @@ pub fn comment_for(
     case_kept: bool,
 ) -> Option<Result<String, String>> {
     let mut nodes: Vec<NodeSummary> = Vec::new();
-    for (_, a) in answers {
-        // One per recorded node: a URL without {node} (one server for several node names)
-        // answers every name with the same file.
-        if let NodeAnswer::Recorded(n) = a {
-            if !nodes.iter().any(|m| m.meta.node == n.meta.node) {
-                nodes.push((**n).clone());
+    let mut unanswered_nodes: Vec<String> = Vec::new();
+    for (name, a) in answers {
+        match a {
+            // One per recorded node: a URL without {node} (one server for several node
+            // names) answers every name with the same file.
+            NodeAnswer::Recorded(n) => {
+                if !nodes.iter().any(|m| m.meta.node == n.meta.node) {
+                    nodes.push((**n).clone());
+                }
+            }
+            NodeAnswer::NotRecorded => {}
+            NodeAnswer::Busy(_) | NodeAnswer::Failed(_) | NodeAnswer::Refused(_) => {
+                if !unanswered_nodes.contains(name) {
+                    unanswered_nodes.push(name.clone());
+                }
             }
         }
     }
@@ -601,6 +610,7 @@ pub fn comment_for(
             job_id: job_id.to_string(),
             nodes,
             elapsed_seconds,
+            unanswered_nodes,
         };
         if case_kept {
             record::encode(&rec)
@@ -632,6 +642,7 @@ mod tests {
             job_id: "42".into(),
             nodes: vec![crate::report::slurmdbd::tests::node("n1")],
             elapsed_seconds: None,
+            unanswered_nodes: Vec::new(),
         })
         .unwrap();
         assert!(matches!(held(&ours[..COMMENT_PREFIX_CHARS]), Held::Free));
@@ -986,5 +997,32 @@ mod tests {
             ("n2".to_string(), NodeAnswer::Failed("down".into())),
         ];
         assert_eq!(comment_for(1, &answers, None, true), None);
+    }
+
+    /// One node recorded, one down, one busy past the bound, one refused, one without the
+    /// job: the comment holds the recorded node and names the three without figures, once
+    /// each (a URL without `{node}` can name a node twice).
+    #[test]
+    fn a_partial_comment_names_the_nodes_without_figures() {
+        let n1 = crate::report::slurmdbd::tests::node("n1");
+        let answers = vec![
+            ("n1".to_string(), NodeAnswer::Recorded(Box::new(n1.clone()))),
+            ("n2".to_string(), NodeAnswer::Failed("refused".into())),
+            ("n3".to_string(), NodeAnswer::Busy("503".into())),
+            ("n4".to_string(), NodeAnswer::Refused("not root's".into())),
+            ("n5".to_string(), NodeAnswer::NotRecorded),
+            ("n2".to_string(), NodeAnswer::Failed("refused".into())),
+        ];
+        let c = comment_for(7, &answers, Some(60), true).unwrap().unwrap();
+        let rec = crate::report::slurmdbd::decode(&c).unwrap();
+        assert_eq!(rec.nodes, vec![n1]);
+        assert_eq!(rec.unanswered_nodes, ["n2", "n3", "n4"]);
+        // A whole one writes no such key (older readers see what they saw).
+        let whole = comment_for(7, &answers[..1], Some(60), true)
+            .unwrap()
+            .unwrap();
+        let whole = crate::report::slurmdbd::decode(&whole).unwrap();
+        let json = serde_json::to_string(&whole).unwrap();
+        assert!(!json.contains("unanswered_nodes"), "{json}");
     }
 }

@@ -69,6 +69,11 @@ pub struct JobSummaryRecord {
     /// jobstats' top-level `total_time`, the denominator of its CPU efficiency.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_seconds: Option<u64>,
+    /// The job's nodes whose figures the controller could not fetch when it stored this one
+    /// (an endpoint down, busy past the bound, a reply refused): the summary is partial,
+    /// `report` says so, and `ctld-backfill` asks those nodes again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswered_nodes: Vec<String>,
 }
 
 /// One node in jobstats' keys. A figure the recording does not have is left out, never
@@ -571,6 +576,7 @@ pub(crate) mod tests {
             job_id: "42".into(),
             nodes: vec![node("n1"), node("n2")],
             elapsed_seconds: Some(600),
+            unanswered_nodes: Vec::new(),
         }
     }
 
@@ -828,6 +834,7 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             job_id: "42".into(),
             nodes: vec![node("n1"), with_cards],
             elapsed_seconds: None,
+            unanswered_nodes: Vec::new(),
         })
         .unwrap();
         let real = include_str!("../../tests/fixtures/slurm/admin_comments_real.txt");
