@@ -39,16 +39,8 @@ LOG_PREFIX=cluster
 close_inherited_fds
 
 # Four GPUs as count-style GRES, so Slurm itself sets CUDA_VISIBLE_DEVICES / SLURM_JOB_GPUS
-# for `--gres=gpu:N` (the fake NVML in tests/fake-nvml serves their readings). Slurm only
-# needs the device files to exist: character devices with NVIDIA's major number (195),
-# created here when the machine has no real ones.
+# for `--gres=gpu:N` (the fake NVML in tests/fake-nvml serves their readings).
 FAKE_GPUS=4
-ensure_gpu_devices() {
-  local i
-  for ((i = 0; i < FAKE_GPUS; i++)); do
-    [ -e "/dev/nvidia$i" ] || mknod -m 0666 "/dev/nvidia$i" c 195 "$i"
-  done
-}
 
 # Several nodes on one machine (docs/design.md §4): every slurmd shares the host name, so each is
 # told its node name (`slurmd -N swK`) and gets its own port, spool, PID file and log.
@@ -102,7 +94,7 @@ CONF
   if multi; then
     : > "$ETC/gres.conf" # the virtual nodes have no cards
   else
-    ensure_gpu_devices
+    ensure_gpu_devices "$FAKE_GPUS"
     echo "Name=gpu File=/dev/nvidia[0-$((FAKE_GPUS - 1))]" > "$ETC/gres.conf"
   fi
   write_cgroup_conf "$ETC/cgroup.conf"

@@ -20,8 +20,8 @@
 #     rc=$?; scripts/site.sh down; exit $rc'
 #
 # Measured 2026-12-07 on this 2-core machine (`time` of the flock line, everything already
-# built, the lock free): 59.8 s wall (up 8 s, the 6 tests 35.3 s, down 15 s; a first run:
-# up 14 s, 64 s in all). Building first from a tree with only the tests changed: the .deb
+# built, the lock free): 2 min 2 s wall (up 12 s, the 9 tests 73.7 s, down and the test
+# binary's check ~35 s); 59.8 s with the first 6 tests. Building first from a tree with only the tests changed: the .deb
 # ~30 s (release CLI and plugin up to date), the test binary 1.5 min from cold.
 #
 # Hosts (bridge swsite0, 10.77.0.0/24, names in the hosts' own /etc/hosts):
@@ -29,14 +29,16 @@
 #                      EpilogSlurmctld, MailProg (the packaged wrapper, a capturing mailer),
 #                      Prometheus scraping c1 and c2
 #   login  10.77.0.20  nothing but the CLI (and the plugstack line, as every submit host)
-#   c1, c2 10.77.0.11, .12  one slurmd each (proctrack/cgroup, the plugin), and
-#                      `slurmwatch metrics --listen` run as the packaged node service runs it
+#   c1, c2 10.77.0.11, .12  one slurmd each (proctrack/cgroup, the plugin, two fake cards as
+#                      GRES read through the fake NVML that the plugstack line's nvml= names),
+#                      and `slurmwatch metrics --listen` run as the packaged node service runs it
 # Each host has its own network namespace (a veth into the bridge), UTS namespace (hostname =
 # node name) and mount namespace, in which these are bind-mounted from /var/lib/slurmwatch-site/
 # hosts/HOST/: /etc/slurm, /etc/slurmwatch, /etc/hosts, /var/log/slurm, /run/slurm,
 # /var/spool/slurmd, /var/spool/slurmctld, /var/lib/slurmwatch (the spool's base,
 # spool=/var/lib/slurmwatch/spool/%n: present on c1 and c2 only) and /var/spool/slurmwatch
-# (empty on every host: the machine's default spool belongs to the single-host cluster).
+# (empty on every host: the machine's default spool belongs to the single-host cluster), and
+# on c1 and c2 /tmp/slurmwatch-fake-nvml (each compute host's own fake cards' state).
 # /shared (the archive, archive=/shared/slurmwatch/%u) is one directory that c1, c2 and login
 # see; on ctl it is an empty mount point. Shared by all hosts, as on no real site: /usr (the
 # package is installed once, `dpkg -i` on the machine), /home, /tmp (the tests' job
@@ -74,6 +76,13 @@ SPOOL_TEMPLATE=/var/lib/slurmwatch/spool/%n
 ARCHIVE_TEMPLATE=/shared/slurmwatch/%u
 SUMMARY_PORT=9944
 PROM_PORT=9090
+# Two cards per compute host as count-style GRES, read through the fake NVML (tests/fake-nvml,
+# built by scripts/test.sh) that the plugstack line's documented nvml= names. Each compute
+# host has its own fake-card state (FAKE_NVML_DIR bind-mounted from its directory), so c1's
+# and c2's cards differ as on a site.
+SITE_GPUS=2
+FAKE_NVML=/usr/local/lib/slurmwatch/test/libnvidia-ml.so.1
+FAKE_NVML_DIR=/tmp/slurmwatch-fake-nvml
 
 addr() { # HOST
   case $1 in
@@ -155,8 +164,9 @@ SlurmdLogFile=/var/log/slurm/slurmd.log
 # docs/admin.md: the packaged MailProg wrapper and EpilogSlurmctld.
 MailProg=/usr/share/slurmwatch/slurmwatch-mail.sh
 EpilogSlurmctld=/usr/share/slurmwatch/slurmctld-epilog.sh
-NodeName=c1 NodeAddr=$(addr c1) CPUs=$cpus RealMemory=$mem State=UNKNOWN
-NodeName=c2 NodeAddr=$(addr c2) CPUs=$cpus RealMemory=$mem State=UNKNOWN
+GresTypes=gpu
+NodeName=c1 NodeAddr=$(addr c1) CPUs=$cpus RealMemory=$mem Gres=gpu:$SITE_GPUS State=UNKNOWN
+NodeName=c2 NodeAddr=$(addr c2) CPUs=$cpus RealMemory=$mem Gres=gpu:$SITE_GPUS State=UNKNOWN
 PartitionName=debug Nodes=c[1-2] Default=YES MaxTime=INFINITE State=UP
 CONF
 }
@@ -177,10 +187,15 @@ write_host_configs() { # DEB
     cp -a "$pkg/etc/slurmwatch" "$d/etc-slurmwatch"
     slurm_conf > "$d/etc-slurm/slurm.conf"
     write_cgroup_conf "$d/etc-slurm/cgroup.conf"
+    if is_compute "$h"; then
+      echo "Name=gpu File=/dev/nvidia[0-$((SITE_GPUS - 1))]" > "$d/etc-slurm/gres.conf"
+    else
+      : > "$d/etc-slurm/gres.conf"
+    fi
     # "Enable": plugstack.conf includes the package's file, whose line is uncommented with the
     # site's arguments (the same file on submit hosts, so sbatch knows --slurmwatch).
     printf '%s\n' "$MARKER" "include /etc/slurm/plugstack.conf.d/*.conf" > "$d/etc-slurm/plugstack.conf"
-    sed -i "s|^#optional $PLUGIN .*|optional $PLUGIN default=off spool=$SPOOL_TEMPLATE archive=$ARCHIVE_TEMPLATE|" \
+    sed -i "s|^#optional $PLUGIN .*|optional $PLUGIN default=off spool=$SPOOL_TEMPLATE archive=$ARCHIVE_TEMPLATE nvml=$FAKE_NVML|" \
       "$d/etc-slurm/plugstack.conf.d/slurmwatch.conf"
     grep -q "^optional $PLUGIN " "$d/etc-slurm/plugstack.conf.d/slurmwatch.conf" ||
       die "the package's plugstack.conf.d/slurmwatch.conf has no commented line for $PLUGIN"
@@ -238,12 +253,17 @@ make_host_dirs() {
     # job ids keep counting up against slurmdbd's records of earlier runs.
     rm -rf "$d/log" "$d/run"
     install -d -m 0755 "$d/log" "$d/run" "$d/spool-slurmd" "$d/spool-slurmctld" "$d/empty" "$d/lib-slurmwatch"
+    if is_compute "$h"; then install -d -m 0755 "$d/fake-nvml"; fi
   done
   install -d -m 0755 "$SITE/shared"
   install -d -m 1777 "$SITE/shared/slurmwatch"
   # The mount points, on the machine (empty there).
   install -d /etc/slurmwatch /var/lib/slurmwatch /shared /var/spool/slurmctld /var/spool/slurmd \
-    /var/spool/slurmwatch /run/slurm /var/log/slurm
+    /var/spool/slurmwatch /run/slurm /var/log/slurm "$FAKE_NVML_DIR"
+  ensure_gpu_devices "$SITE_GPUS"
+  local built=${CARGO_TARGET_DIR:-$REPO/target}/release/libfake_nvml.so
+  [ -e "$built" ] || die "the fake NVML is not built: cargo build --release -p fake-nvml"
+  install -D -m 0755 "$built" "$FAKE_NVML"
 }
 
 # --- the namespaces ------------------------------------------------------------------------
@@ -279,6 +299,7 @@ holder() { # HOST
   b "$d/empty" /var/spool/slurmwatch
   b "$d/lib-slurmwatch" /var/lib/slurmwatch
   [ "$h" = ctl ] || b "$SITE/shared" /shared
+  if is_compute "$h"; then b "$d/fake-nvml" "$FAKE_NVML_DIR"; fi
   echo $$ > "$STATE/$h.pid.new"
   mv "$STATE/$h.pid.new" "$STATE/$h.pid"
   exec sleep infinity

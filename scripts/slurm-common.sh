@@ -188,3 +188,13 @@ ensure_users() {
     id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u"
   done
 }
+
+# GPUs as count-style GRES need only their device files: character devices with NVIDIA's
+# major number (195), made here when the machine has no real ones (the fake NVML in
+# tests/fake-nvml serves their readings).
+ensure_gpu_devices() { # COUNT
+  local i
+  for ((i = 0; i < $1; i++)); do
+    [ -e "/dev/nvidia$i" ] || mknod -m 0666 "/dev/nvidia$i" c 195 "$i"
+  done
+}

@@ -986,3 +986,89 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
         "{again}"
     );
 }
+
+/// A compute host's fake cards (its own state file, bind-mounted there by scripts/site.sh as
+/// the fake NVML's default path), written from login through the site's directory.
+fn set_cards(host: &str, devices: &[Value]) {
+    let dir = PathBuf::from(format!("/var/lib/slurmwatch-site/hosts/{host}/fake-nvml"));
+    let tmp = dir.join("state.json.tmp");
+    std::fs::write(&tmp, serde_json::json!({ "devices": devices }).to_string()).unwrap();
+    std::fs::rename(&tmp, dir.join("state.json")).unwrap();
+}
+
+/// A healthy card (not at its power limit, nothing holding its clocks), or one held back by
+/// a hardware slowdown (SM 385 of 1785 MHz, 163 of 400 W); its UUID names `host`.
+fn site_card(host: &str, i: u32, held_back: bool) -> Value {
+    let mut c = fake_a100(i);
+    let n: u32 = host.trim_start_matches('c').parse().unwrap();
+    c["uuid"] = Value::from(format!("GPU-{n:04x}{i:04x}-5f1c-2a3b-4c5d-0123456789ab"));
+    c["power_usage_mw"] = Value::from(250_000);
+    c["throttle_reasons"] = Value::from(0);
+    if held_back {
+        c["sm_clock"] = Value::from(385);
+        c["power_usage_mw"] = Value::from(163_000);
+        c["throttle_reasons"] = Value::from(8); // nvmlClocksThrottleReasonHwSlowdown
+    }
+    c
+}
+
+/// (h) `cards` on login, which has no spool: two recorded GPU jobs on c1, whose card 1 a
+/// hardware slowdown holds back, and one on c2, healthy. Each card is listed under its own
+/// node with its jobs and the held-back ones counted, from the archive copies and again from
+/// the summaries in slurmdbd alone (too few jobs for any card to be named).
+#[cluster_test(Phase::Site)]
+fn site_cards_on_login_count_each_hosts_cards() {
+    on_login();
+    let _p = shared_plugstack();
+    install_fake_nvml();
+    let c1: Vec<Value> = (0..2).map(|i| site_card("c1", i, i == 1)).collect();
+    let c2: Vec<Value> = (0..2).map(|i| site_card("c2", i, false)).collect();
+    set_cards("c1", &c1);
+    set_cards("c2", &c2);
+    let since = format!("@{}", now() - 2);
+    let jobs: Vec<(Job, &str)> = ["c1", "c1", "c2"]
+        .into_iter()
+        .map(|node| {
+            let j = Submit::new("site-cards", "sleep 6")
+                .arg("--slurmwatch=1")
+                .arg(&format!("--nodelist={node}"))
+                .arg("--gres=gpu:2")
+                .arg("-t")
+                .arg("5")
+                .user(USER1)
+                .submit();
+            (j, node)
+        })
+        .collect();
+    for (j, node) in &jobs {
+        assert_eq!(j.wait(WAIT).state, "COMPLETED", "{}", j.output());
+        admin_comment(j);
+        wait_archived(j.id, node);
+    }
+    let until = format!("@{}", now() + 2);
+    let check = |v: &Value, from: &str| {
+        assert_eq!(v["window"]["gpu_jobs"], 3, "{from}: {v:#}");
+        assert_eq!(v["named_cards"], serde_json::json!([]), "{from}: {v:#}");
+        for (host, cards, jobs_on) in [("c1", &c1, 2), ("c2", &c2, 1)] {
+            for (i, card) in cards.iter().enumerate() {
+                let uuid = card["uuid"].as_str().unwrap();
+                let c = v["cards"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|c| c["uuid"] == uuid))
+                    .unwrap_or_else(|| panic!("{from}: no card {uuid}: {v:#}"));
+                assert_eq!(c["node"], host, "{from}: {c:#}");
+                assert_eq!(c["jobs"], jobs_on, "{from}: {c:#}");
+                let held = if host == "c1" && i == 1 { jobs_on } else { 0 };
+                assert_eq!(c["held_back_jobs"], held, "{from}: {c:#}");
+                if held > 0 {
+                    assert_eq!(c["held_back_sm_clock_mhz"], 385.0, "{from}: {c:#}");
+                    assert_eq!(c["held_back_power_watts"], 163.0, "{from}: {c:#}");
+                }
+            }
+        }
+    };
+    let args = ["cards", "-S", &since, "-E", &until, "--json"];
+    check(&sw_json(&args), "the archive");
+    let _away: Vec<ArchiveAway> = jobs.iter().map(|(j, _)| ArchiveAway::new(j.id)).collect();
+    check(&sw_json(&args), "the summaries");
+}
