@@ -400,6 +400,30 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
         f64::from(row.cores_allocated.unwrap()),
         "{cpus:?}"
     );
+    // Every series of the dashboard's two job panels answers, one per node, with the job's
+    // figures: the burn's share of its cores, the 1 GiB limit, the working set, no limit hit.
+    let panels = dashboard_answers(&stack, job.id, "cpu", t);
+    let one = |name: &str| -> f64 {
+        let (_, v) = panels.iter().find(|(p, _)| *p == name).unwrap();
+        assert_eq!(v.len(), 1, "{name}: {v:?}");
+        v[0]
+    };
+    let per_core = file_cores / f64::from(row.cores_allocated.unwrap());
+    // irate() divides the last two scrapes' counter difference by their scrape times, while
+    // each scrape carries the row stored up to a second before it: with 2-s scrapes that
+    // alone can move it by half. Bounded so; the exact comparison is the one above.
+    assert!(
+        (one("CPU total") - per_core).abs() <= 0.5 * per_core,
+        "CPU total {} vs the file's {per_core} of each core",
+        one("CPU total")
+    );
+    assert!(one("CPU user") > 0.0 && one("CPU system") >= 0.0);
+    assert!(one("CPU user") + one("CPU system") <= one("CPU total") * 1.2 + 0.01);
+    assert_eq!(one("memory allocated"), 1024.0 * 1048576.0);
+    assert!(one("memory rss") >= file_ws, "{panels:?}");
+    assert!(one("memory used") >= one("memory rss"), "{panels:?}");
+    assert!(one("memory cache") >= 0.0);
+    assert_eq!(one("memory failures"), 0.0, "no limit hit");
 
     // promtool accepts a scrape that holds the running job.
     let text = stack.scrape();
@@ -446,6 +470,106 @@ fn prometheus_stores_what_the_jobs_file_holds_and_forgets_the_job_when_it_ends()
     let t0 = Instant::now();
     let _ = stack.scrape();
     eprintln!("one scrape through HTTP: {:?}", t0.elapsed());
+}
+
+/// jobstats' Grafana dashboard (`grafana/Single_Job_Stats.json` in PrincetonUniversity/jobstats):
+/// the expression of each series of its job panels, as it sends them with `$JobID` (and
+/// `$interval`, 1m) filled in. Its node panels ("Node $node …") read node_exporter's series,
+/// which a site keeps running beside slurmwatch.
+fn dashboard(job: u32, family: &str) -> Vec<(&'static str, String)> {
+    let by_host =
+        |e: String| format!("label_replace({e}, \"shostname\", \"$1\", \"instance\", \"(.*):.*\")");
+    let sel = format!("{{jobid=\"{job}\",step=\"\",task=\"\"}}");
+    match family {
+        "cpu" => vec![
+            (
+                "CPU user",
+                by_host(format!(
+                    "(irate(cgroup_cpu_user_seconds{sel}[5m]) / cgroup_cpus{sel})"
+                )),
+            ),
+            (
+                "CPU system",
+                by_host(format!(
+                    "(irate(cgroup_cpu_system_seconds{sel}[5m]) / cgroup_cpus{sel})"
+                )),
+            ),
+            (
+                "CPU total",
+                by_host(format!(
+                    "(irate(cgroup_cpu_total_seconds{sel}[5m]) / cgroup_cpus{sel})"
+                )),
+            ),
+            (
+                "memory allocated",
+                by_host(format!("cgroup_memory_total_bytes{sel}")),
+            ),
+            (
+                "memory rss",
+                by_host(format!("cgroup_memory_rss_bytes{sel}")),
+            ),
+            (
+                "memory cache",
+                by_host(format!("cgroup_memory_cache_bytes{sel}")),
+            ),
+            (
+                "memory used",
+                by_host(format!("cgroup_memory_used_bytes{sel}")),
+            ),
+            (
+                "memory failures",
+                by_host(format!("irate(cgroup_memory_fail_count{sel}[1m])")),
+            ),
+        ],
+        _ => [
+            "duty_cycle",
+            "memory_used_bytes",
+            "temperature_celsius",
+            "power_usage_milliwatts",
+        ]
+        .into_iter()
+        .zip([
+            "GPU utilization",
+            "GPU memory",
+            "GPU temperature",
+            "GPU power",
+        ])
+        .map(|(name, panel)| {
+            (
+                panel,
+                by_host(format!("nvidia_gpu_{name} and nvidia_gpu_jobId == {job}")),
+            )
+        })
+        .collect(),
+    }
+}
+
+/// Each dashboard series at `t`: its panel and the values of its series, every one carrying
+/// the `shostname` the dashboard's legend shows.
+fn dashboard_answers(
+    stack: &Stack,
+    job: u32,
+    family: &str,
+    t: f64,
+) -> Vec<(&'static str, Vec<f64>)> {
+    dashboard(job, family)
+        .into_iter()
+        .map(|(panel, q)| {
+            let r = stack.query_at(&q, t);
+            assert!(
+                r.iter().all(|s| s["metric"]["shostname"]
+                    .as_str()
+                    .is_some_and(|h| !h.is_empty())),
+                "{panel}: {q}: {r:?}"
+            );
+            eprintln!(
+                "dashboard {panel}: {} series: {:?}",
+                r.len(),
+                r.iter().map(value).collect::<Vec<_>>()
+            );
+            (panel, r.iter().map(value).collect())
+        })
+        .collect()
 }
 
 /// Cards on the fake NVML: odd NVML indices cannot read power (NOT_SUPPORTED).
@@ -583,6 +707,23 @@ fn prometheus_labels_cards_as_the_job_sees_them_and_keeps_unreadable_power_absen
         "{power:?}"
     );
     assert!(power.iter().all(|r| value(r) == 390_000.0), "{power:?}");
+    // The dashboard's four GPU panels (the nvidia_gpu_jobId join): each card of the job, its
+    // scripted figures; power only where the card reads it.
+    let panels = dashboard_answers(&stack, job.id, "gpu", now_s() - 1.0);
+    let mut want_util: Vec<f64> = nvml.iter().map(|i| f64::from(90 + i)).collect();
+    let mut want_temp: Vec<f64> = nvml.iter().map(|i| f64::from(60 + i)).collect();
+    want_util.sort_by(f64::total_cmp);
+    want_temp.sort_by(f64::total_cmp);
+    for (panel, mut v) in panels {
+        v.sort_by(f64::total_cmp);
+        let want = match panel {
+            "GPU utilization" => want_util.clone(),
+            "GPU memory" => vec![(51u64 << 30) as f64; 2],
+            "GPU temperature" => want_temp.clone(),
+            _ => vec![390_000.0; power.len()],
+        };
+        assert_eq!(v, want, "{panel}");
+    }
     let (ok, out) = promtool(&stack.scrape());
     let complaints: Vec<&str> = out
         .lines()
