@@ -303,6 +303,9 @@ fn a_second_running_step_gets_its_own_series_until_it_ends() {
     w.begin_step("0", t0 + 6_000, Some(2)).unwrap();
     let mut r = row(t0, 2, Series::step("0"));
     r.usage.cpu_usage_usec = Some(1_500_000);
+    // A step whose cores and limit were not read: the job's never stand in for them.
+    r.cores_allocated = None;
+    r.usage.memory_limit_bytes = None;
     r.kind = SampleKind::Start;
     w.push(r);
     w.flush().unwrap();
@@ -311,11 +314,32 @@ fn a_second_running_step_gets_its_own_series_until_it_ends() {
             l == r#"slurmwatch_cpu_seconds_total{cluster="tiger",node="node1",jobid="42",step="0",user="alice"} 1.500000"#
         })
     };
+    // jobstats' names for the step, as cgroup_exporter's step_0 cgroup: its own CPU, and no
+    // job allocation standing in for its cores or limit (the row has neither).
+    let js_step0 = r#"cluster="tiger",jobid="42",step="0",task="""#;
+    let js_step = |text: &str, family: &str| {
+        samples(text)
+            .into_iter()
+            .find(|l| l.starts_with(&format!("{family}{{{js_step0}}} ")))
+    };
     let text = render(&live::gather(spool.path(), &opts(t0 + 11_000)), &jobstats());
     assert!(step0(&text), "{text}");
+    assert_eq!(
+        js_step(&text, "cgroup_cpu_total_seconds").as_deref(),
+        Some(format!("cgroup_cpu_total_seconds{{{js_step0}}} 1.500000").as_str()),
+        "{text}"
+    );
+    assert_eq!(js_step(&text, "cgroup_cpus"), None, "{text}");
+    assert_eq!(js_step(&text, "cgroup_memory_total_bytes"), None, "{text}");
+    assert!(text.contains(r#"cgroup_cpus{cluster="tiger",jobid="42",step="",task=""} 4"#));
     w.end_step("0", t0 + 10_500, Some(0)).unwrap();
     let text = render(&live::gather(spool.path(), &opts(t0 + 11_000)), &jobstats());
     assert!(!step0(&text), "{text}");
+    assert_eq!(
+        js_step(&text, "cgroup_cpu_total_seconds"),
+        None,
+        "ended: {text}"
+    );
     assert!(text.contains(&format!("slurmwatch_cpu_seconds_total{{{JOB}}} 35.345678")));
 }
 

@@ -431,7 +431,8 @@ fn add_throttle_reasons(family: &mut Family, l: &Labels, mask: u64) {
 }
 
 /// The series jobstats queries, as cgroup_exporter (`--collect.fullslurm`) and the jobstats
-/// GPU exporter name them. Job totals only (`step=""`, `task=""`).
+/// GPU exporter name them: the job's (`step=""`, `task=""`) and each recorded step's
+/// (`step="batch"`, `task=""`); no per-task series (tasks are not recorded apart).
 fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
     use Kind::Gauge;
     let mut f = [
@@ -461,19 +462,27 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
         if let Some(c) = cluster {
             base.push(("cluster", c.to_string()));
         }
-        let mut l = base.clone();
-        l.push(("jobid", job.meta.job_id.to_string()));
-        let uid_labels = l.clone();
-        l.push(("step", String::new()));
-        l.push(("task", String::new()));
-        if let Some(s) = job.series.iter().find(|s| s.step.is_none()) {
+        let mut jl = base.clone();
+        jl.push(("jobid", job.meta.job_id.to_string()));
+        if job.series.iter().any(|s| s.step.is_none()) {
+            f[8].add(&jl, Some(Value::Int(u64::from(job.meta.uid))));
+        }
+        // The job (`step=""`) and each recorded step (`step="batch"`, `"0"`, as
+        // cgroup_exporter names its step_* cgroups); tasks are not recorded apart.
+        for s in &job.series {
+            let mut l = jl.clone();
+            l.push(("step", s.step.clone().unwrap_or_default()));
+            l.push(("task", String::new()));
             let r = &s.row;
             let u = &r.usage;
+            // The job's allocation stands in for the job's own figures only, never a step's.
+            let whole_job = s.step.is_none();
+            let allocated = |v: Option<u64>| v.filter(|_| whole_job);
             f[0].add(
                 &l,
                 int(crate::model::memory_limit_bytes(
                     r,
-                    job.meta.memory_allocated_bytes,
+                    allocated(job.meta.memory_allocated_bytes),
                 )),
             );
             f[1].add(&l, int(u.memory_working_set_bytes));
@@ -486,10 +495,9 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
                 &l,
                 int(r
                     .cores_allocated
-                    .or(job.meta.cores_allocated)
-                    .map(u64::from)),
+                    .map(u64::from)
+                    .or(allocated(job.meta.cores_allocated.map(u64::from)))),
             );
-            f[8].add(&uid_labels, Some(Value::Int(u64::from(job.meta.uid))));
             // The working set already holds shared memory (see the family's help): jobstats'
             // rss + shmem is then the working set, not twice the shared pages.
             f[9].add(&l, u.memory_working_set_bytes.map(|_| Value::Int(0)));
