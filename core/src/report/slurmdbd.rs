@@ -766,6 +766,44 @@ pub(crate) mod tests {
         }
     }
 
+    /// The gzip member is read in place (not through a gzip reader): its CRC-32 and length
+    /// are checked, a missing trailer refused, bytes after it ignored (as gzip readers do),
+    /// and the buffers one comment grew do not spoil the next.
+    #[test]
+    fn the_gzip_trailer_is_checked_and_the_buffers_reused() {
+        let s = encode(&record()).unwrap();
+        let packed = data_encoding::BASE64
+            .decode(&s.as_bytes()[PREFIX.len()..])
+            .unwrap();
+        let with = |p: &[u8]| format!("{PREFIX}{}", data_encoding::BASE64.encode(p));
+        assert_eq!(decode(&s).unwrap(), record());
+        let n = packed.len();
+        for at in [n - 8, n - 1] {
+            let mut bad = packed.clone();
+            bad[at] ^= 1;
+            match decode(&with(&bad)) {
+                Err(DecodeError::Damaged(why)) => assert!(why.starts_with("gzip:"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            decode(&with(&packed[..n - 3])),
+            Err(DecodeError::Damaged(_))
+        ));
+        let mut longer = packed.clone();
+        longer.extend_from_slice(b"more");
+        assert_eq!(decode(&with(&longer)).unwrap(), record());
+        // A bomb refused, then a comment decoded on the same thread.
+        let mut z = flate2::GzBuilder::new()
+            .comment(GZIP_MARK)
+            .write(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, &vec![b' '; 5 << 20]).unwrap();
+        let bomb = with(&z.finish().unwrap());
+        assert!(matches!(decode(&bomb), Err(DecodeError::Damaged(_))));
+        assert_eq!(decode(&s).unwrap(), record());
+        assert_eq!(decode_figures(&s).unwrap().len(), record().nodes.len());
+    }
+
     const ANY_RUN: Incarnation = Incarnation {
         uid: 1000,
         start_unix: 0,
