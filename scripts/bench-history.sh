@@ -11,7 +11,8 @@
 #   scripts/bench-history.sh                 # SIZES="10000 100000 1000000" RUNS=3
 #   SIZES="10000 100000" RUNS=1 scripts/bench-history.sh
 #   SUMMARIES=1 scripts/bench-history.sh     # every job with a JS1: summary in AdminComment
-#                                            # (real ones, cycled), as a site that stores them
+#                                            # (real ones re-encoded with the job's id: no two
+#                                            # alike), as a site that stores them
 #
 # No Slurm needed and none touched. The answers are generated once into
 # target/bench-history/<N>/ (about 0.7 KB of sacct text per job: 0.7 GB for 10^6) and

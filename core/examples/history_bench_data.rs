@@ -8,7 +8,10 @@
 //! until`, Unix seconds, for `-S @since -E @until`). With `SUMMARIES` (a file of `JS1:`
 //! AdminComments, one per line: core/tests/fixtures/slurm/admin_comments_js1_real.txt, real
 //! ones from the test cluster's slurmdbd), every job carries one of them, cycled, as a site
-//! whose controller stores every job's summary. `history_bench_data replay FILE DELIMITER` prints a
+//! whose controller stores every job's summary; each re-encoded with the job's own id in it
+//! (as the epilog writes it), so that no two jobs' strings are alike, as at a real site: a
+//! reader that remembered a string it had decoded would gain nothing here that it would not
+//! gain there. `history_bench_data replay FILE DELIMITER` prints a
 //! chunk file split by `DELIMITER` instead, as sacct prints it when asked `--delimiter=` (the
 //! reader asks a fresh random one per call): the fake's part, at memory speed, so serving
 //! the answer costs next to nothing beside what is measured. A job is in every chunk it ran during, as sacct lists
@@ -20,6 +23,7 @@ use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 use slurmwatch_core::history::fixture::{self, T0};
+use slurmwatch_core::report::slurmdbd::{self, JobSummaryRecord};
 use slurmwatch_core::slurm::sacct::{self, sacct_time, WINDOW_CHUNK_SECONDS};
 
 const DAYS: i64 = 30;
@@ -40,11 +44,11 @@ fn main() -> std::io::Result<()> {
         eprintln!("usage: history_bench_data N DIR");
         std::process::exit(2);
     };
-    let summaries: Vec<String> = match args.next() {
+    let summaries: Vec<JobSummaryRecord> = match args.next() {
         Some(f) => std::fs::read_to_string(f)?
             .lines()
             .filter(|l| l.starts_with("JS1:"))
-            .map(String::from)
+            .map(|l| slurmdbd::decode(l).expect("a real summary decodes"))
             .collect(),
         None => Vec::new(),
     };
@@ -78,6 +82,14 @@ fn main() -> std::io::Result<()> {
         let start = since + 60 + (i as u64 * span / n.max(1)) as i64;
         let end = start + job.elapsed as i64;
         let rows = fixture::job_rows(&job, i as u64 + 1, start - 5, start);
+        let comment = (!summaries.is_empty()).then(|| {
+            let mut rec = summaries[i % summaries.len()].clone();
+            rec.job_id = (i + 1).to_string();
+            for n in &mut rec.nodes {
+                n.meta.job_id = i as u64 + 1;
+            }
+            slurmdbd::encode(&rec).expect("a real summary fits")
+        });
         for (from, to, w) in chunks.iter_mut() {
             if start >= *to || end < *from {
                 continue;
@@ -88,10 +100,10 @@ fn main() -> std::io::Result<()> {
                     if k > 0 {
                         line.push('\u{1f}');
                     }
-                    if k == admin_comment && row == 0 && !summaries.is_empty() {
-                        line.push_str(&summaries[i % summaries.len()]);
-                    } else if let Some(c) = c {
-                        line.push_str(&r[*c]);
+                    match (&comment, c) {
+                        (Some(s), _) if k == admin_comment && row == 0 => line.push_str(s),
+                        (_, Some(c)) => line.push_str(&r[*c]),
+                        (_, None) => {}
                     }
                 }
                 line.push('\n');

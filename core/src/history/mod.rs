@@ -136,8 +136,27 @@ impl Run {
     /// few seconds, [`Record::is_partial`]): counted with the unfinished, never filed under
     /// the workload `allocation`.
     pub fn from_record(r: &Record) -> Option<Run> {
+        Run::from_prepared(r, Run::prepare(r))
+    }
+
+    /// What [`from_record`](Self::from_record) reads from the job's AdminComment, decoded:
+    /// the costly part of a run, which needs nothing of the other jobs and so can be done on
+    /// another thread (`Query::window_each_prepared`). `None` for a job not finished (no run)
+    /// or without a summary of ours.
+    pub fn prepare(r: &Record) -> Option<SlurmdbdFigures> {
+        if !Run::finished(r) {
+            return None;
+        }
+        r.job
+            .admin_comment
+            .as_deref()
+            .and_then(SlurmdbdFigures::from_admin_comment)
+    }
+
+    /// [`from_record`](Self::from_record) with [`prepare`](Self::prepare)'s answer for `r`.
+    pub fn from_prepared(r: &Record, prepared: Option<SlurmdbdFigures>) -> Option<Run> {
         let j = &r.job;
-        if r.is_open() || j.end_unix.is_none() || r.is_partial() {
+        if !Run::finished(r) {
             return None;
         }
         let nodes = j.alloc_tres.nodes.or(j.nodes).unwrap_or(1).max(1);
@@ -188,11 +207,12 @@ impl Run {
             cpu_seconds: r.cpu_seconds().map(|(c, _)| c),
             max_rss_bytes: r.max_rss_bytes(),
             sacct_memory: r.memory_per_node(),
-            recorded: j
-                .admin_comment
-                .as_deref()
-                .and_then(Recorded::from_admin_comment),
+            recorded: prepared.map(Recorded::from),
         })
+    }
+
+    fn finished(r: &Record) -> bool {
+        !(r.is_open() || r.job.end_unix.is_none() || r.is_partial())
     }
 
     /// OOM-killed: Slurm's state, or a kill the recording saw.
@@ -522,13 +542,33 @@ impl Recorded {
     /// From the job's summary in slurmdbd (its AdminComment), all nodes merged; `None` when
     /// the comment is not ours or is damaged (the files are then looked for).
     pub fn from_admin_comment(comment: &str) -> Option<Recorded> {
+        SlurmdbdFigures::from_admin_comment(comment).map(Recorded::from)
+    }
+}
+
+/// A job's figures from its summary in slurmdbd, all nodes merged: a [`Recorded`] without its
+/// label, plain data, made on one thread and used on another (see [`Run::prepare`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlurmdbdFigures {
+    pub nodes_recorded: usize,
+    pub peak_working_set_bytes: Option<u64>,
+    pub peak_effective_cores: Option<f64>,
+    pub cpu_seconds: Option<f64>,
+    pub oom_kills: Option<u64>,
+    pub gpus_seen: usize,
+    pub gpus_used: usize,
+}
+
+impl SlurmdbdFigures {
+    /// See [`Recorded::from_admin_comment`].
+    pub fn from_admin_comment(comment: &str) -> Option<SlurmdbdFigures> {
         // Only the figures read here are decoded (the history path meets one per job).
         let nodes = crate::report::slurmdbd::decode_figures(comment).ok()?;
-        merge_nodes(
+        let m = merge_nodes(
             nodes
                 .iter()
                 .map(|n| Recorded {
-                    file: PathBuf::from(SLURMDBD_LABEL),
+                    file: PathBuf::new(), // no allocation: labelled by `Recorded::from`
                     summary_in_slurmdbd: true,
                     nodes_recorded: 1,
                     peak_working_set_bytes: n.peak_working_set_bytes,
@@ -539,7 +579,32 @@ impl Recorded {
                     gpus_used: used_cards(n.gpu_mean_utilization_percent.iter().copied()),
                 })
                 .collect(),
-        )
+        )?;
+        Some(SlurmdbdFigures {
+            nodes_recorded: m.nodes_recorded,
+            peak_working_set_bytes: m.peak_working_set_bytes,
+            peak_effective_cores: m.peak_effective_cores,
+            cpu_seconds: m.cpu_seconds,
+            oom_kills: m.oom_kills,
+            gpus_seen: m.gpus_seen,
+            gpus_used: m.gpus_used,
+        })
+    }
+}
+
+impl From<SlurmdbdFigures> for Recorded {
+    fn from(f: SlurmdbdFigures) -> Recorded {
+        Recorded {
+            file: PathBuf::from(SLURMDBD_LABEL),
+            summary_in_slurmdbd: true,
+            nodes_recorded: f.nodes_recorded,
+            peak_working_set_bytes: f.peak_working_set_bytes,
+            peak_effective_cores: f.peak_effective_cores,
+            cpu_seconds: f.cpu_seconds,
+            oom_kills: f.oom_kills,
+            gpus_seen: f.gpus_seen,
+            gpus_used: f.gpus_used,
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{workload, workload_name, Analysis, Brief, Recordings, Run};
+use super::{workload, workload_name, Analysis, Brief, Recordings, Run, SlurmdbdFigures};
 use crate::fasthash::FastMap;
 use crate::slurm::sacct::Record;
 
@@ -102,13 +102,19 @@ impl Runs {
     /// earlier listing; one not finished is counted as such, not analysed. Returns whether
     /// the job is new (what a progress count counts: not its second listing).
     pub fn add_record(&mut self, r: &Record) -> bool {
+        self.add_prepared(r, Run::prepare(r))
+    }
+
+    /// [`add_record`](Self::add_record) with [`Run::prepare`]'s answer for `r` (made on
+    /// another thread: `Query::window_each_prepared`).
+    pub fn add_prepared(&mut self, r: &Record, prepared: Option<SlurmdbdFigures>) -> bool {
         let (i, fresh) = self.seen.slot(r.key(), self.briefs.len() as u32);
         let i = i as usize;
         if fresh {
             self.briefs.push(None);
             self.slots.push(Slot::empty());
         }
-        match Run::from_record(r) {
+        match Run::from_prepared(r, prepared) {
             Some(run) => self.put(i, run),
             None => self.briefs[i] = None,
         }

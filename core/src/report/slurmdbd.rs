@@ -25,7 +25,6 @@
 //! sentence and never trusted.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -374,26 +373,30 @@ fn parse<T: serde::de::DeserializeOwned>(comment: &str) -> Result<T, DecodeError
     struct Outer<T> {
         slurmwatch: T,
     }
-    let (json, legacy) = unpack(comment)?;
-    let damaged = |e: serde_json::Error| DecodeError::Damaged(format!("JSON: {e}"));
-    if legacy {
-        serde_json::from_slice(&json).map_err(damaged)
-    } else {
-        serde_json::from_slice::<Outer<T>>(&json)
-            .map(|o| o.slurmwatch)
-            .map_err(damaged)
-    }
+    with_json(comment, |json, legacy| {
+        if legacy {
+            from_json(json)
+        } else {
+            from_json::<Outer<T>>(json).map(|o| o.slurmwatch)
+        }
+    })
+}
+
+/// `json` read as `T`.
+fn from_json<T: serde::de::DeserializeOwned>(json: &[u8]) -> Result<T, DecodeError> {
+    serde_json::from_slice(json).map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))
 }
 
 /// The JSON of one of our `JS1:` comments as jobstats' readers see it.
 pub fn decode_jobstats(comment: &str) -> Result<JobstatsSummary, DecodeError> {
-    let (json, legacy) = unpack(comment)?;
-    if legacy {
-        return Err(DecodeError::Damaged(
-            "an older SW1: summary has no jobstats keys".into(),
-        ));
-    }
-    serde_json::from_slice(&json).map_err(|e| DecodeError::Damaged(format!("JSON: {e}")))
+    with_json(comment, |json, legacy| {
+        if legacy {
+            return Err(DecodeError::Damaged(
+                "an older SW1: summary has no jobstats keys".into(),
+            ));
+        }
+        from_json(json)
+    })
 }
 
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
@@ -473,44 +476,146 @@ pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
         .collect())
 }
 
-/// The JSON inside one of our comments, bounded, and whether it is the older `SW1:` format.
-fn unpack(comment: &str) -> Result<(Vec<u8>, bool), DecodeError> {
-    let c = comment.trim();
-    if c.is_empty() {
-        return Err(DecodeError::Empty);
+/// The bytes of [`encode`]'s gzip header ([`MARK_CHARS`] of base64, checked by [`is_ours`]):
+/// the deflate stream starts right after it (FCOMMENT is the only flag).
+const GZIP_HEADER_BYTES: usize = 21;
+
+/// What decoding reuses from one comment to the next on a thread: the history path decodes
+/// one comment per job, and a fresh gzip reader per comment (its inflater, window and read
+/// buffer allocated and zeroed, the JSON grown in steps) cost as much as inflating it.
+struct Scratch {
+    packed: Vec<u8>,
+    json: Vec<u8>,
+    inflater: flate2::Decompress,
+}
+
+/// A buffer grown past this by an unusual comment is not kept for the next one.
+const SCRATCH_KEPT_BYTES: usize = 1 << 20;
+
+impl Scratch {
+    fn new() -> Scratch {
+        Scratch {
+            packed: Vec::new(),
+            json: Vec::new(),
+            inflater: flate2::Decompress::new(false),
+        }
     }
-    if !is_ours(c) {
-        return Err(DecodeError::NotOurs);
+
+    /// The JSON inside one of our comments, bounded, and whether it is the older `SW1:`
+    /// format.
+    fn unpack(&mut self, comment: &str) -> Result<(&[u8], bool), DecodeError> {
+        let c = comment.trim();
+        if c.is_empty() {
+            return Err(DecodeError::Empty);
+        }
+        if !is_ours(c) {
+            return Err(DecodeError::NotOurs);
+        }
+        let legacy = !c.starts_with(PREFIX);
+        let text = &c.as_bytes()[PREFIX.len()..];
+        let (encoding, what) = if legacy {
+            (base32(), "base32")
+        } else {
+            (&data_encoding::BASE64, "base64")
+        };
+        let damaged = |e: data_encoding::DecodeError| DecodeError::Damaged(format!("{what}: {e}"));
+        let len = encoding.decode_len(text.len()).map_err(damaged)?;
+        self.packed.clear();
+        self.packed.resize(len, 0);
+        let len = encoding
+            .decode_mut(text, &mut self.packed)
+            .map_err(|e| damaged(e.error))?;
+        let packed = &self.packed[..len];
+        let what = if legacy { "deflate" } else { "gzip" };
+        let damaged = |e: String| DecodeError::Damaged(format!("{what}: {e}"));
+        // A `JS1:` string is one gzip member: our header (checked), deflate, CRC-32 and
+        // length (bytes after it are ignored, as a gzip reader does); `SW1:` is raw deflate.
+        let stream = if legacy {
+            packed
+        } else {
+            &packed[GZIP_HEADER_BYTES.min(packed.len())..]
+        };
+        let used = inflate(&mut self.inflater, stream, &mut self.json).map_err(damaged)?;
+        if self.json.len() as u64 > MAX_JSON_BYTES {
+            return Err(DecodeError::Damaged(format!(
+                "more than {MAX_JSON_BYTES} bytes inflated"
+            )));
+        }
+        if !legacy {
+            let Some(trailer) = stream.get(used..used + 8) else {
+                return Err(damaged("the stream ends early".into()));
+            };
+            let mut crc = flate2::Crc::new();
+            crc.update(&self.json);
+            if trailer[..4] != crc.sum().to_le_bytes() || trailer[4..] != crc.amount().to_le_bytes()
+            {
+                return Err(damaged(
+                    "corrupt gzip stream does not have a matching checksum".into(),
+                ));
+            }
+        }
+        Ok((&self.json, legacy))
     }
-    let legacy = !c.starts_with(PREFIX);
-    let text = &c.as_bytes()[PREFIX.len()..];
-    let packed = if legacy {
-        base32()
-            .decode(text)
-            .map_err(|e| DecodeError::Damaged(format!("base32: {e}")))?
-    } else {
-        data_encoding::BASE64
-            .decode(text)
-            .map_err(|e| DecodeError::Damaged(format!("base64: {e}")))?
+
+    /// Drops what an unusual comment grew.
+    fn trim(&mut self) {
+        for b in [&mut self.packed, &mut self.json] {
+            if b.capacity() > SCRATCH_KEPT_BYTES {
+                *b = Vec::new();
+            }
+        }
+    }
+}
+
+/// Inflates the raw deflate stream at the start of `input` into `out`, at most
+/// [`MAX_JSON_BYTES`] + 1 bytes (more is the caller's to refuse); the bytes of `input` used.
+fn inflate(d: &mut flate2::Decompress, input: &[u8], out: &mut Vec<u8>) -> Result<usize, String> {
+    let limit = MAX_JSON_BYTES as usize + 1;
+    d.reset(false);
+    out.clear();
+    loop {
+        if out.len() == out.capacity() {
+            if out.len() >= limit {
+                return Ok(d.total_in() as usize);
+            }
+            let grown = (out.capacity() * 2).clamp(16 << 10, limit);
+            out.reserve_exact(grown - out.len());
+        }
+        let (read, written) = (d.total_in(), d.total_out());
+        let status = d
+            .decompress_vec(&input[read as usize..], out, flate2::FlushDecompress::None)
+            .map_err(|e| e.to_string())?;
+        if status == flate2::Status::StreamEnd {
+            return Ok(d.total_in() as usize);
+        }
+        if d.total_in() == read && d.total_out() == written && out.len() < out.capacity() {
+            return Err("the stream ends early".into());
+        }
+    }
+}
+
+/// `read` given the JSON inside `comment` (see [`Scratch::unpack`]) and whether it is the
+/// older `SW1:` format, with this thread's buffers.
+fn with_json<R>(
+    comment: &str,
+    read: impl FnOnce(&[u8], bool) -> Result<R, DecodeError>,
+) -> Result<R, DecodeError> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
+    }
+    let mut read = Some(read);
+    let mut go = |s: &mut Scratch| {
+        let r = s
+            .unpack(comment)
+            .and_then(|(json, legacy)| read.take().expect("called once")(json, legacy));
+        s.trim();
+        r
     };
-    let mut json = Vec::new();
-    let read = if legacy {
-        flate2::read::DeflateDecoder::new(&packed[..])
-            .take(MAX_JSON_BYTES + 1)
-            .read_to_end(&mut json)
-    } else {
-        flate2::read::GzDecoder::new(&packed[..])
-            .take(MAX_JSON_BYTES + 1)
-            .read_to_end(&mut json)
-    };
-    let what = if legacy { "deflate" } else { "gzip" };
-    read.map_err(|e| DecodeError::Damaged(format!("{what}: {e}")))?;
-    if json.len() as u64 > MAX_JSON_BYTES {
-        return Err(DecodeError::Damaged(format!(
-            "more than {MAX_JSON_BYTES} bytes inflated"
-        )));
-    }
-    Ok((json, legacy))
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => go(s.get_or_insert_with(Scratch::new)),
+        // Asked again from inside `read`: a scratch of its own.
+        Err(_) => go(&mut Scratch::new()),
+    })
 }
 
 #[cfg(test)]
@@ -665,6 +770,44 @@ pub(crate) mod tests {
             Err(DecodeError::Damaged(why)) => assert!(why.contains("inflated"), "{why}"),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The gzip member is read in place (not through a gzip reader): its CRC-32 and length
+    /// are checked, a missing trailer refused, bytes after it ignored (as gzip readers do),
+    /// and the buffers one comment grew do not spoil the next.
+    #[test]
+    fn the_gzip_trailer_is_checked_and_the_buffers_reused() {
+        let s = encode(&record()).unwrap();
+        let packed = data_encoding::BASE64
+            .decode(&s.as_bytes()[PREFIX.len()..])
+            .unwrap();
+        let with = |p: &[u8]| format!("{PREFIX}{}", data_encoding::BASE64.encode(p));
+        assert_eq!(decode(&s).unwrap(), record());
+        let n = packed.len();
+        for at in [n - 8, n - 1] {
+            let mut bad = packed.clone();
+            bad[at] ^= 1;
+            match decode(&with(&bad)) {
+                Err(DecodeError::Damaged(why)) => assert!(why.starts_with("gzip:"), "{why}"),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(matches!(
+            decode(&with(&packed[..n - 3])),
+            Err(DecodeError::Damaged(_))
+        ));
+        let mut longer = packed.clone();
+        longer.extend_from_slice(b"more");
+        assert_eq!(decode(&with(&longer)).unwrap(), record());
+        // A bomb refused, then a comment decoded on the same thread.
+        let mut z = flate2::GzBuilder::new()
+            .comment(GZIP_MARK)
+            .write(Vec::new(), flate2::Compression::best());
+        std::io::Write::write_all(&mut z, &vec![b' '; 5 << 20]).unwrap();
+        let bomb = with(&z.finish().unwrap());
+        assert!(matches!(decode(&bomb), Err(DecodeError::Damaged(_))));
+        assert_eq!(decode(&s).unwrap(), record());
+        assert_eq!(decode_figures(&s).unwrap().len(), record().nodes.len());
     }
 
     const ANY_RUN: Incarnation = Incarnation {

@@ -5,6 +5,11 @@
 //! was as much work as the caller's and the rest of the parse together; split so, no one
 //! thread's share sets the wall time.
 //!
+//! A caller with costly work per job that needs nothing of the others (`history` decoding
+//! each job's summary from its AdminComment, ~10 µs a job) hands it to a fourth stage, the
+//! *preparer*, between the grouper and itself: done on the caller's thread, it alone set the
+//! wall time while the other core waited.
+//!
 //! Order needs no sequence numbers: each stage is one thread reading one FIFO channel. Memory
 //! is bounded by the channels' bounds, never by the answer: at most [`BLOCKS_IN_FLIGHT`]
 //! blocks of text and [`BATCHES_IN_FLIGHT`] batches of jobs wait. What a stage has handed on
@@ -144,13 +149,16 @@ impl Feed {
 }
 
 /// Runs `source` (which writes each answer of a window to the [`Feed`]) on the feeder thread,
-/// hands each job to `on_job` on this thread as soon as its last line is typed, and returns
-/// what the answers held besides their jobs. `source`'s error is the result; the jobs
-/// completed before it have been handed on (an answer cut short loses its last job).
-pub(super) fn window_jobs(
+/// hands each job to `on_job` on this thread as soon as its last line is typed, with what
+/// `prepare` (when given) made of it on a thread of its own, and returns what the answers held
+/// besides their jobs. `source`'s error is the result; the jobs completed before it have been
+/// handed on (an answer cut short loses its last job). `T` is plain data (`Copy`): what is
+/// made on one thread and dropped on another would contend for malloc's arenas.
+pub(super) fn window_jobs<T: Copy + Send>(
     kept: Kept,
     source: impl FnOnce(&mut Feed) -> Result<(), SacctError> + Send,
-    on_job: &mut dyn FnMut(&Record),
+    prepare: Option<&(dyn Fn(&Record) -> T + Sync)>,
+    on_job: &mut dyn FnMut(&Record, Option<T>),
 ) -> Result<Tally, SacctError> {
     let (to_grouper, pieces) = mpsc::sync_channel::<Piece>(BLOCKS_IN_FLIGHT);
     let (spare_tx, spare) = mpsc::channel::<Block>();
@@ -170,9 +178,39 @@ pub(super) fn window_jobs(
             r
         });
         let grouper = s.spawn(move || group(kept, pieces, spare_tx, to_caller, done));
-        for batch in batches {
-            batch.iter().for_each(&mut *on_job);
-            let _ = done_tx.send(batch);
+        match prepare {
+            None => {
+                for batch in batches {
+                    batch.iter().for_each(|r| on_job(r, None));
+                    let _ = done_tx.send(batch);
+                }
+            }
+            Some(prepare) => {
+                let (to_caller, prepared) =
+                    mpsc::sync_channel::<(Vec<Record>, Vec<T>)>(BATCHES_IN_FLIGHT);
+                let (spent_tx, spent) = mpsc::channel::<Vec<T>>();
+                let preparer = s.spawn(move || {
+                    for batch in batches {
+                        let mut made = spent.try_recv().unwrap_or_default();
+                        made.clear();
+                        made.extend(batch.iter().map(prepare));
+                        // A closed channel: the caller is unwinding; the rest is dropped.
+                        if to_caller.send((batch, made)).is_err() {
+                            break;
+                        }
+                    }
+                });
+                for (batch, made) in prepared {
+                    for (r, t) in batch.iter().zip(&made) {
+                        on_job(r, Some(*t));
+                    }
+                    let _ = done_tx.send(batch);
+                    let _ = spent_tx.send(made);
+                }
+                preparer
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            }
         }
         let tally = grouper
             .join()

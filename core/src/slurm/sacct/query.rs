@@ -183,6 +183,19 @@ impl Query {
         kept: Kept,
         on_job: &mut dyn FnMut(&Record),
     ) -> Result<Tally, SacctError> {
+        self.window_each_prepared::<()>(w, kept, None, &mut |r, _| on_job(r))
+    }
+
+    /// [`window_each`](Self::window_each), each job handed on with what `prepare` made of it
+    /// on a thread of its own (`Some` when `prepare` is given): work per job that needs
+    /// nothing of the other jobs, taken off the caller's thread.
+    pub fn window_each_prepared<T: Copy + Send>(
+        &self,
+        w: &Window,
+        kept: Kept,
+        prepare: Option<&(dyn Fn(&Record) -> T + Sync)>,
+        on_job: &mut dyn FnMut(&Record, Option<T>),
+    ) -> Result<Tally, SacctError> {
         if w.until_unix <= w.since_unix {
             return Err(SacctError::Failed(
                 "the window is empty: --until must be later than --since".into(),
@@ -208,7 +221,7 @@ impl Query {
         }
         // Parsed on threads of their own (see `pipeline`): the caller's work on each job
         // overlaps the parsing of the next ones.
-        pipeline::window_jobs(kept, |feed| self.window_lines(w, feed), on_job)
+        pipeline::window_jobs(kept, |feed| self.window_lines(w, feed), prepare, on_job)
     }
 
     /// [`window_each`](Self::window_each)'s chunks, each answer's lines written to `feed`.
