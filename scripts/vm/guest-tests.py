@@ -93,12 +93,17 @@ class Job:
 
     def wait(self, timeout=WAIT):
         end = time.time() + timeout
+        ended = None
         while time.time() < end:
             s = self.state()
             if s and s not in ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING"):
+                ended = ended or time.time()
                 # the scheduler may say COMPLETED before slurmd ran the epilog
                 sq = run(["squeue", "-h", "-j", str(self.id), "-o", "%T"]).stdout.strip()
                 if not sq:
+                    # How long slurmctld held the ended job (its epilogs, the EpilogSlurmctld
+                    # storing the summary), to the poll's second.
+                    results["measured"].setdefault("held_after_end_s", {})[self.name] = round(time.time() - ended, 1)
                     return s
             time.sleep(1)
         raise RuntimeError(f"job {self.id} ({self.name}) not done after {timeout}s: {self.state()}")
