@@ -25,7 +25,10 @@ fn main() {
     println!("cargo:rustc-link-lib=dylib=slurm");
     if let Some(lib) = env::var_os("SLURM_LIB_DIR").map(PathBuf::from) {
         if !lib.join("libslurm.so").exists() {
-            eprintln!("error: SLURM_LIB_DIR={}: no libslurm.so there", lib.display());
+            eprintln!(
+                "error: SLURM_LIB_DIR={}: no libslurm.so there",
+                lib.display()
+            );
             std::process::exit(1);
         }
         println!("cargo:rustc-link-search=native={}", lib.display());
