@@ -1,12 +1,15 @@
 //! Bindings to the installed `<slurm/slurmdb.h>`: the job-modify call's structs change between
 //! Slurm releases, so one build matches the Slurm it was built against (as the plugin's).
-//! `SLURM_INCLUDE_DIR` overrides the directory holding `slurm/slurmdb.h`.
+//! `SLURM_INCLUDE_DIR` overrides the directory holding `slurm/slurmdb.h`; `SLURM_LIB_DIR`, the
+//! directory holding that release's `libslurm.so` when it is not the system's (another
+//! release's library unpacked here, as `scripts/vm/plugin.sh` does for the VM tier's).
 
 use std::env;
 use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=SLURM_INCLUDE_DIR");
+    println!("cargo:rerun-if-env-changed=SLURM_LIB_DIR");
     let include = env::var_os("SLURM_INCLUDE_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/include"));
@@ -20,6 +23,20 @@ fn main() {
     }
     println!("cargo:rerun-if-changed={}", header.display());
     println!("cargo:rustc-link-lib=dylib=slurm");
+    if let Some(lib) = env::var_os("SLURM_LIB_DIR").map(PathBuf::from) {
+        if !lib.join("libslurm.so").exists() {
+            eprintln!(
+                "error: SLURM_LIB_DIR={}: no libslurm.so there",
+                lib.display()
+            );
+            std::process::exit(1);
+        }
+        println!("cargo:rustc-link-search=native={}", lib.display());
+        // Another release's library may need a newer glibc than this machine's (trixie's
+        // libslurm.so.42 needs 2.38): its own needs are resolved where it runs, against that
+        // machine's glibc; this program's own stay those of the libc it is linked here with.
+        println!("cargo:rustc-link-arg-bins=-Wl,--allow-shlib-undefined");
+    }
     let bindings = bindgen::Builder::default()
         .header_contents(
             "wrapper.h",

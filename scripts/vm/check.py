@@ -40,6 +40,13 @@ REQUIRED = [
     "stalls: the report's cpu stall is the rows' exact difference",
     "stalls: four busy loops on one core wait for CPU most of the wall time",
     "sacct under the TCP shim answers as without it",
+    "admin comment: stored as JS1:H4sI, case intact, by the EpilogSlurmctld",
+    "admin comment: jobstats' nodes.<node>.cpus is the job's allocated cores",
+    "admin comment: jobstats' used_memory is the recording's peak working set",
+    "admin comment: jobstats' total_memory is the job's 2500 MiB limit",
+    "admin comment: jobstats' total_time is the run time, the node's is its CPU seconds",
+    "admin comment: the report without the job's file has its peak from the summary",
+    "admin comment: the 2-core job's summary has cpus 2",
 ]
 
 path, release = sys.argv[1], sys.argv[2]
@@ -52,6 +59,9 @@ checks = r.get("checks", [])
 names = {c["name"] for c in checks}
 if release == "26.05":
     REQUIRED.append("26.05: the job's cgroup directory is its SLUID and the plugin read it")
+# The answer docs/admin.md records for this release (guest-tests.py's SACCTMGR_KEEPS_CASE).
+REQUIRED.append({"24.11": "sacctmgr set AdminComment= stores the value, case kept as docs/admin.md says",
+                 "26.05": "sacctmgr set AdminComment= stores the value, case kept as docs/admin.md says"}[release])
 bad = [c for c in checks if not c["ok"]]
 missing = [n for n in REQUIRED if n not in names]
 if not str(r.get("slurm", "")).startswith(release + "."):

@@ -45,6 +45,15 @@ if ! dpkg -i $S/slurmwatch_*.deb > $OUT/package-install.log 2>&1; then
   exit 1
 fi
 dpkg-query -W -f='${Version}\n' slurmwatch > $OUT/package.txt
+# docs/admin.md, "Every job's summary in slurmdbd": slurmwatch-dbd-comment, built against this
+# release's headers and library (scripts/vm/plugin.sh), next to slurmwatch where ctld-epilog
+# looks; the release's libslurm from the suite's archive (the guest has no network: the share).
+if ! dpkg -i $S/libslurm*.deb >> $OUT/package-install.log 2>&1; then
+  echo "FATAL dpkg -i libslurm" > "$OUT/fatal.txt"
+  cat $OUT/package-install.log
+  exit 1
+fi
+install -m 0755 $S/slurmwatch-dbd-comment /usr/bin/slurmwatch-dbd-comment
 PLUGIN=/usr/lib/$(uname -m)-linux-gnu/slurm-wlm/slurmwatch.so
 install -d -m 0755 /usr/local/bin
 install -m 0755 $S/slurmwatch /usr/local/bin/slurmwatch
@@ -87,6 +96,7 @@ MinJobAge=300
 InactiveLimit=0
 Waittime=0
 PlugStackConfig=/etc/slurm/plugstack.conf
+EpilogSlurmctld=/usr/share/slurmwatch/slurmctld-epilog.sh
 NodeName=$NODE CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=short Nodes=ALL MaxTime=00:10:00 State=UP
@@ -112,6 +122,8 @@ StorageUser=root
 CONF
 chmod 600 /etc/slurm/slurmdbd.conf
 echo "optional $PLUGIN spool=/var/spool/slurmwatch" > /etc/slurm/plugstack.conf
+# The packaged EpilogSlurmctld's settings (no syslog in the guest: a log file, collected below).
+echo "SLURMWATCH_LOG=$LOG/ctld-epilog.log" > /etc/slurm/slurmwatch-ctld.conf
 
 # munge
 install -d -o munge -g munge -m 0755 /run/munge
@@ -141,6 +153,18 @@ sacctmgr -i add account research cluster=swvm >/dev/null
 sacctmgr -i add account general cluster=swvm >/dev/null
 for u in root swuser1 swuser2; do sacctmgr -i add user $u account=general cluster=swvm >/dev/null; done
 sacctmgr -i add user swuser1 account=research cluster=swvm >/dev/null
+
+# "The node service": the packaged unit's command line with its settings (node.conf), as
+# systemd would run it (no systemd here); the controller asks it for each job's summary.
+(
+  set -a
+  eval "$(sed -n 's/^Environment=//p' /lib/systemd/system/slurmwatch-node.service)"
+  # shellcheck source=/dev/null
+  . /etc/slurmwatch/node.conf
+  set +a
+  eval "exec setsid $(sed -n 's/^ExecStart=//p' /lib/systemd/system/slurmwatch-node.service)"
+) </dev/null >$LOG/slurmwatch-node.log 2>&1 &
+wait_for slurmwatch-node $LOG/slurmwatch-node.log 30 bash -c "exec 3<>/dev/tcp/$NODE/9944"
 
 /usr/sbin/slurmctld
 wait_for slurmctld $LOG/slurmctld.log 120 scontrol ping

@@ -93,12 +93,17 @@ class Job:
 
     def wait(self, timeout=WAIT):
         end = time.time() + timeout
+        ended = None
         while time.time() < end:
             s = self.state()
             if s and s not in ("PENDING", "RUNNING", "REQUEUED", "RESIZING", "SUSPENDED", "COMPLETING"):
+                ended = ended or time.time()
                 # the scheduler may say COMPLETED before slurmd ran the epilog
                 sq = run(["squeue", "-h", "-j", str(self.id), "-o", "%T"]).stdout.strip()
                 if not sq:
+                    # How long slurmctld held the ended job (its epilogs, the EpilogSlurmctld
+                    # storing the summary), to the poll's second.
+                    results["measured"].setdefault("held_after_end_s", {})[self.name] = round(time.time() - ended, 1)
                     return s
             time.sleep(1)
         raise RuntimeError(f"job {self.id} ({self.name}) not done after {timeout}s: {self.state()}")
@@ -435,9 +440,108 @@ def t_recorded_jobs():
     oom = Job("oom", OOM_SCRIPT, ["--slurmwatch=1", "--mem=300M"])
     states = {j.name: j.wait() for j in (mem, cpu, oom)}
     measure("job_states", states)
+    RECORDED.update(memory=mem, cpu=cpu)
     check_memory(mem, states["memory"])
     check_cpu(cpu, states["cpu"])
     check_oom(oom, states["oom"])
+
+
+RECORDED = {}  # t_recorded_jobs' finished jobs, for t_admin_comment
+
+
+def admin_comment(job):
+    o = run(["sacct", "-j", str(job.id), "-X", "-n", "-o", "AdminComment%20000"], check_rc=True)
+    return o.stdout.strip()
+
+
+def admin_comment_when(job, ok, timeout=90):
+    """The job's AdminComment once ok(it) holds, else the last one read after `timeout` s."""
+    end = time.time() + timeout
+    while True:
+        c = admin_comment(job)
+        if ok(c) or time.time() > end:
+            return c
+        time.sleep(1)
+
+
+def jobstats_decode(s):
+    """As jobstats' docs show (and its own code reads it)."""
+    import base64
+    import gzip
+    return json.loads(gzip.decompress(base64.b64decode(s[4:])))
+
+
+# What this release's `sacctmgr ... set AdminComment=` does to the value's case (docs/admin.md,
+# "Slurm 22.05 and the case of the value"; 22.05.8 lowercases it).
+SACCTMGR_KEEPS_CASE = {"24.11": True, "26.05": True}
+
+
+def t_admin_comment():
+    """docs/admin.md, "Every job's summary in slurmdbd": the packaged EpilogSlurmctld asks the
+    node's endpoint for each recorded job's summary and stores it through slurmwatch-dbd-comment
+    as jobstats' JS1: AdminComment, case intact; decoded as jobstats' docs show it holds
+    jobstats' keys with the recording's figures, and the report reads it without the file.
+    Then whether this release's sacctmgr keeps the case of a value it stores."""
+    mem, cpu = RECORDED["memory"], RECORDED["cpu"]
+    node = run(["hostname", "-s"], check_rc=True).stdout.strip()
+    t0 = time.time()
+    c = admin_comment_when(mem, lambda c: c.startswith("JS1:"))
+    measure("admin_comment_wait_s", round(time.time() - t0, 1))
+    measure("admin_comment_memory_job", c[:200] + f"... ({len(c)} characters)")
+    log = ""
+    try:
+        log = open("/var/log/slurm/ctld-epilog.log").read()[-1500:]
+    except OSError as e:
+        log = repr(e)
+    check("admin comment: stored as JS1:H4sI, case intact, by the EpilogSlurmctld", c.startswith("JS1:H4sI"),
+          f"{c[:60]!r}; ctld-epilog.log: {log}")
+    d = jobstats_decode(c)
+    keys = {k: v for k, v in d.items() if k != "slurmwatch"}
+    measure("admin_comment_jobstats_keys", keys)
+    r, _ = slurmwatch_json(["report", str(mem.id), "--json", "--no-log"])
+    n = (d.get("nodes") or {}).get(node) or {}
+    rc, rm = r.get("cpu") or {}, r.get("memory") or {}
+    alloc = run(["sacct", "-j", str(mem.id), "-X", "-n", "-P", "-o", "AllocCPUS"], check_rc=True).stdout.strip()
+    check("admin comment: jobstats' nodes.<node>.cpus is the job's allocated cores",
+          list(d.get("nodes") or {}) == [node] and n.get("cpus") == int(alloc) == rc.get("cores_allocated"),
+          f"nodes {list(d.get('nodes') or {})}, cpus {n.get('cpus')}, sacct AllocCPUS {alloc}, report {rc.get('cores_allocated')}")
+    peak = rm.get("peak_working_set_bytes")
+    ws = max((x.get("memory_working_set_max_bytes") or x.get("memory_working_set_bytes") or 0) for x in rows(mem))
+    check("admin comment: jobstats' used_memory is the recording's peak working set",
+          n.get("used_memory") == peak and abs(peak - ws) <= 0.01 * ws and peak > 600 * MIB,
+          f"used_memory {n.get('used_memory')}, report {peak}, file rows {ws}")
+    check("admin comment: jobstats' total_memory is the job's 2500 MiB limit",
+          n.get("total_memory") == 2500 * MIB == rm.get("limit_bytes"), f"{n.get('total_memory')}, report {rm.get('limit_bytes')}")
+    cpu_s = rc.get("usage_seconds_total")
+    check("admin comment: jobstats' total_time is the run time, the node's is its CPU seconds",
+          d.get("total_time") == r.get("elapsed_seconds") and d.get("total_time", 0) >= 12  # the job sleeps 12 s
+          and cpu_s is not None and n.get("total_time") == round(cpu_s * 1000) / 1000,
+          f"total_time {d.get('total_time')} (report elapsed {r.get('elapsed_seconds')}), node {n.get('total_time')} (report CPU {cpu_s})")
+    # The report from the AdminComment alone: the job's file moved away.
+    away = f"/var/tmp/swvm/away-{mem.id}.sqlite"
+    os.rename(spool(mem), away)
+    try:
+        a, _ = slurmwatch_json(["report", str(mem.id), "--json", "--no-log"])
+    finally:
+        os.rename(away, spool(mem))
+    check("admin comment: the report without the job's file has its peak from the summary",
+          a.get("source") == "slurmdbd_summary" and (a.get("memory") or {}).get("peak_working_set_bytes") == peak,
+          f"source {a.get('source')}, peak {(a.get('memory') or {}).get('peak_working_set_bytes')} (file's {peak})")
+    # A second job, two cores: its summary says so.
+    cc = admin_comment_when(cpu, lambda c: c.startswith("JS1:"))
+    dc = jobstats_decode(cc) if cc.startswith("JS1:H4sI") else {}
+    check("admin comment: the 2-core job's summary has cpus 2",
+          ((dc.get("nodes") or {}).get(node) or {}).get("cpus") == 2, f"{cc[:40]!r} {dc.get('nodes')}")
+    # This release's sacctmgr and the case of the value (22.05.8 lowercases it).
+    value = "JS1:AbCdEf+/="
+    o = run(["sacctmgr", "-i", "modify", "job", "where", f"jobid={cpu.id}", "set", f"AdminComment={value}"])
+    back = admin_comment_when(cpu, lambda c: c.lower() == value.lower(), timeout=30)
+    kept = back == value
+    measure("sacctmgr_keeps_case", {"release": RELEASE, "stored": value, "read_back": back, "kept": kept})
+    want = SACCTMGR_KEEPS_CASE.get(MAJOR_MINOR)
+    check(f"sacctmgr set AdminComment= stores the value, case {'kept' if want else 'lowercased'} as docs/admin.md says",
+          back.lower() == value.lower() and kept == want,
+          f"stored {value!r}, read back {back!r} (sacctmgr exit {o.returncode}: {(o.stdout + o.stderr).strip()[:200]})")
 
 
 def check_memory(job, state):
@@ -744,7 +848,7 @@ def t_sacct_round_trip():
 
 def main():
     t0 = time.time()
-    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_member_counts, t_short_steps,
+    for fn in (t_option_registered, t_doctor, t_pending, t_live_once_json, t_recorded_jobs, t_admin_comment, t_member_counts, t_short_steps,
                t_stall_ledger, t_sacct_round_trip):
         test(fn)
     measure("seconds_total", round(time.time() - t0, 1))

@@ -3,8 +3,12 @@
 # with `apt-get download` under a private apt configuration and unpacked with dpkg-deb -x
 # (the host's own Slurm and apt state are untouched), read by plugin/build.rs through
 # SLURM_INCLUDE_DIR. slurmstepd refuses a plugin built for another major.minor.
+# Also slurmwatch-dbd-comment (the AdminComment's store, docs/admin.md), built against that
+# release's headers and its own libslurm (the suite's libslurm<N>t64, fetched and unpacked the
+# same way; its .deb is kept for the guest, which installs it as a site would from its archive).
 #
-#   scripts/vm/plugin.sh 24.11|26.05    → target/slurm-<release>/libslurmwatch.so
+#   scripts/vm/plugin.sh 24.11|26.05    → target/slurm-<release>/libslurmwatch.so,
+#                                          target/slurm-<release>/slurmwatch-dbd-comment
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/vm/common.sh
@@ -16,12 +20,17 @@ hdr=$VM_CACHE/headers-$suite
 conf=$(apt_private "$suite")
 version=$(APT_CONFIG=$conf apt-cache show --no-all-versions libslurm-dev | sed -n 's/^Version: //p' | head -1)
 [ -n "$version" ] || vdie "no libslurm-dev in $suite"
-if [ "$(cat "$hdr/version" 2>/dev/null)" != "$version" ]; then
-  vlog "fetching libslurm-dev $version ($suite)"
+# libslurm-dev depends on exactly one library package of its own version (libslurm42t64 …).
+lib_pkg=$(APT_CONFIG=$conf apt-cache show --no-all-versions libslurm-dev |
+  sed -n 's/^Depends:.*\(libslurm[0-9][0-9a-z]*\) (= [^)]*).*/\1/p' | head -1)
+[ -n "$lib_pkg" ] || vdie "libslurm-dev $version in $suite names no libslurm library package"
+if [ "$(cat "$hdr/version" 2>/dev/null)" != "$version" ] || ! ls "$hdr"/deb/"${lib_pkg}"_*.deb >/dev/null 2>&1; then
+  vlog "fetching libslurm-dev and $lib_pkg $version ($suite)"
   rm -rf "$hdr" && mkdir -p "$hdr/deb"
   chmod 0755 "$hdr" "$hdr/deb"; chown _apt "$hdr/deb" 2>/dev/null || true
-  (cd "$hdr/deb" && APT_CONFIG=$conf apt-get download -qq "libslurm-dev=$version")
+  (cd "$hdr/deb" && APT_CONFIG=$conf apt-get download -qq "libslurm-dev=$version" "$lib_pkg=$version")
   dpkg-deb -x "$hdr"/deb/libslurm-dev_*.deb "$hdr/root"
+  dpkg-deb -x "$hdr"/deb/"${lib_pkg}"_*.deb "$hdr/root"
   echo "$version" > "$hdr/version"
 fi
 hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\)/\1/p' "$hdr/root/usr/include/slurm/slurm_version.h")
@@ -39,4 +48,15 @@ mkdir -p "$target/slurm-$release"
 cp -f "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$target/slurm-$release/libslurmwatch.so.new"
 mv -f "$target/slurm-$release/libslurmwatch.so.new" "$target/slurm-$release/libslurmwatch.so"
 echo "$got" > "$target/slurm-$release/slurm-version"
-vlog "plugin for Slurm $got: $target/slurm-$release/libslurmwatch.so"
+
+# slurmwatch-dbd-comment for this release (docs/admin.md: "for another release build it … against
+# that release's headers and library"); like the plugin, it replaces target/release's copy.
+libdir=$(dirname "$(find "$hdr/root/usr/lib" -name libslurm.so | head -1)")
+[ -e "$libdir/libslurm.so" ] || vdie "no libslurm.so unpacked under $hdr/root/usr/lib"
+SLURM_INCLUDE_DIR=$hdr/root/usr/include SLURM_LIB_DIR=$libdir \
+  cargo build --release --locked -p slurmwatch-dbd-comment ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+cp -f "$CARGO_TARGET_DIR/release/slurmwatch-dbd-comment" "$target/slurm-$release/slurmwatch-dbd-comment.new"
+mv -f "$target/slurm-$release/slurmwatch-dbd-comment.new" "$target/slurm-$release/slurmwatch-dbd-comment"
+rm -f "$target/slurm-$release"/libslurm*.deb
+cp -f "$hdr"/deb/"${lib_pkg}"_*.deb "$target/slurm-$release/"
+vlog "plugin and slurmwatch-dbd-comment for Slurm $got: $target/slurm-$release/"
