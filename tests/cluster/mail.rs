@@ -62,7 +62,12 @@ pub(crate) fn mail_where(what: &str, matches: impl Fn(&str) -> bool, timeout: Du
 /// subject is every line between `-s` and the last argument line.
 fn read_mail(p: &std::path::Path) -> Mail {
     let text = std::fs::read_to_string(p).unwrap_or_default();
-    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    parse_mail(&p.file_name().unwrap().to_string_lossy(), &text)
+}
+
+/// A kept mail from its file name (`<ns>.<pid>.mail`, the time it came in) and its text.
+pub(crate) fn parse_mail(name: &str, text: &str) -> Mail {
+    let (head, body) = text.split_once("\n\n").unwrap_or((text, ""));
     let lines: Vec<&str> = head.lines().collect();
     let args = match lines.as_slice() {
         [s, subject @ .., user] if *s == "-s" && !subject.is_empty() => {
@@ -70,7 +75,6 @@ fn read_mail(p: &std::path::Path) -> Mail {
         }
         _ => lines.iter().map(|l| l.to_string()).collect(),
     };
-    let name = p.file_name().unwrap().to_string_lossy().to_string();
     let ns: i64 = name.split('.').next().unwrap().parse().unwrap();
     Mail {
         args,

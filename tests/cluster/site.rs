@@ -170,6 +170,24 @@ fn ctld_log() -> String {
     String::from_utf8_lossy(&on("ctl", &["cat", CTLD_LOG]).stdout).into_owned()
 }
 
+/// `slurmwatch ctld-backfill` on ctl for `job` alone, over the window `since`..`until`.
+fn backfill(job: &Job, since: &str, until: &str) -> Output {
+    let id = job.id.to_string();
+    on(
+        "ctl",
+        &[
+            SW,
+            "ctld-backfill",
+            "--since",
+            since,
+            "--until",
+            until,
+            "--jobs",
+            &id,
+        ],
+    )
+}
+
 /// ctl's EpilogSlurmctld log lines about `job` past byte `from`, once there are some (90 s
 /// at most).
 fn ctld_log_lines(job: &Job, from: usize) -> Vec<String> {
@@ -425,19 +443,9 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
 
     down.back_up();
     let until = format!("@{}", now() + 5);
-    let out = on_ok(
-        "ctl",
-        &[
-            SW,
-            "ctld-backfill",
-            "--since",
-            &since,
-            "--until",
-            &until,
-            "--jobs",
-            &job.id.to_string(),
-        ],
-    );
+    let o = backfill(&job, &since, &until);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(
         out.contains(&format!(
             "job {}: summary of 1 of 1 node(s) stored in AdminComment",
@@ -793,9 +801,9 @@ fn site_live_view_on_a_compute_host_and_from_login() {
     assert_eq!(c1["source"], "plugin_file", "{c1:#}");
 }
 
-/// The mails ctl's mailer kept (`/var/log/slurm/mail`, one file per mail named by the time it
-/// came in, ns): the first whose subject names `job` as ended, waited for.
-fn ctl_end_mail(job: u32, timeout: Duration) -> (i64, Vec<String>, String) {
+/// The Ended mail of `job` that ctl's mailer kept (`/var/log/slurm/mail`, one file per mail,
+/// read there), waited for.
+fn ctl_end_mail(job: u32, timeout: Duration) -> crate::mail::Mail {
     let want = format!("Slurm Job_id={job} ");
     let t = Instant::now();
     loop {
@@ -804,15 +812,13 @@ fn ctl_end_mail(job: u32, timeout: Duration) -> (i64, Vec<String>, String) {
         names.sort();
         for n in names {
             let text = on_ok("ctl", &["cat", &format!("/var/log/slurm/mail/{n}")]);
-            let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
-            let args: Vec<String> = head.lines().map(String::from).collect();
-            if args.len() == 3
-                && args[0] == "-s"
-                && args[1].starts_with(&want)
-                && args[1].contains(" Ended, ")
+            let m = crate::mail::parse_mail(n, &text);
+            if m.args.len() == 3
+                && m.args[0] == "-s"
+                && m.args[1].starts_with(&want)
+                && m.args[1].contains(" Ended, ")
             {
-                let ns: i64 = n.split('.').next().unwrap().parse().unwrap();
-                return (ns / 1_000_000, args, body.to_string());
+                return m;
             }
         }
         assert!(
@@ -852,8 +858,12 @@ fn site_end_mail_on_ctl_carries_the_recorded_peak_and_sbatch_lines() {
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let ended_ms = now_ms();
-    let (sent_ms, args, body) = ctl_end_mail(job.id, Duration::from_secs(150));
-    let late_ms = sent_ms - ended_ms;
+    let crate::mail::Mail {
+        args,
+        body,
+        sent_unix_ms,
+    } = ctl_end_mail(job.id, Duration::from_secs(150));
+    let late_ms = sent_unix_ms - ended_ms;
     eprintln!(
         "job {}: mail on ctl {late_ms} ms after sacct showed its end",
         job.id
@@ -942,22 +952,7 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
 
     down.back_up();
     let until = format!("@{}", now() + 5);
-    let backfill = || {
-        on(
-            "ctl",
-            &[
-                SW,
-                "ctld-backfill",
-                "--since",
-                &since,
-                "--until",
-                &until,
-                "--jobs",
-                &job.id.to_string(),
-            ],
-        )
-    };
-    let o = backfill();
+    let o = backfill(&job, &since, &until);
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(
@@ -980,7 +975,7 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
         r["notes"]
     );
     // Whole now: not asked again.
-    let again = stdout(&backfill());
+    let again = stdout(&backfill(&job, &since, &until));
     assert!(
         again.contains("0 finished job(s) without a whole summary"),
         "{again}"
