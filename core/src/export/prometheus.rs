@@ -430,6 +430,43 @@ fn add_throttle_reasons(family: &mut Family, l: &Labels, mask: u64) {
     }
 }
 
+/// One series' `cgroup_*` samples (families 0–7, 9, 10 of [`jobstats`]), labelled `jl` plus
+/// its `step` and an empty `task`.
+fn cgroup_series(f: &mut [Family], jl: &Labels, job: &LiveJob, series: &LiveSeries) {
+    let mut l = jl.clone();
+    l.push(("step", series.step.clone().unwrap_or_default()));
+    l.push(("task", String::new()));
+    let r = &series.row;
+    let u = &r.usage;
+    // The job's allocation stands in for the job's own figures only, never a step's.
+    let whole_job = series.step.is_none();
+    let allocated = |v: Option<u64>| v.filter(|_| whole_job);
+    f[0].add(
+        &l,
+        int(crate::model::memory_limit_bytes(
+            r,
+            allocated(job.meta.memory_allocated_bytes),
+        )),
+    );
+    f[1].add(&l, int(u.memory_working_set_bytes));
+    f[2].add(&l, int(u.memory_usage_bytes));
+    f[3].add(&l, int(u.memory_cache_bytes));
+    f[4].add(&l, micros(u.cpu_usage_usec));
+    f[5].add(&l, micros(u.cpu_user_usec));
+    f[6].add(&l, micros(u.cpu_system_usec));
+    f[7].add(
+        &l,
+        int(r
+            .cores_allocated
+            .map(u64::from)
+            .or(allocated(job.meta.cores_allocated.map(u64::from)))),
+    );
+    // The working set already holds shared memory (see the family's help): jobstats'
+    // rss + shmem is then the working set, not twice the shared pages.
+    f[9].add(&l, u.memory_working_set_bytes.map(|_| Value::Int(0)));
+    f[10].add(&l, int(u.memory_limit_hits));
+}
+
 /// The series jobstats queries, as cgroup_exporter (`--collect.fullslurm`) and the jobstats
 /// GPU exporter name them: the job's (`step=""`, `task=""`) and each recorded step's
 /// (`step="batch"`, `task=""`); no per-task series (tasks are not recorded apart).
@@ -469,39 +506,8 @@ fn jobstats(scrape: &Scrape, opts: &RenderOptions, fams: &mut Vec<Family>) {
         }
         // The job (`step=""`) and each recorded step (`step="batch"`, `"0"`, as
         // cgroup_exporter names its step_* cgroups); tasks are not recorded apart.
-        for s in &job.series {
-            let mut l = jl.clone();
-            l.push(("step", s.step.clone().unwrap_or_default()));
-            l.push(("task", String::new()));
-            let r = &s.row;
-            let u = &r.usage;
-            // The job's allocation stands in for the job's own figures only, never a step's.
-            let whole_job = s.step.is_none();
-            let allocated = |v: Option<u64>| v.filter(|_| whole_job);
-            f[0].add(
-                &l,
-                int(crate::model::memory_limit_bytes(
-                    r,
-                    allocated(job.meta.memory_allocated_bytes),
-                )),
-            );
-            f[1].add(&l, int(u.memory_working_set_bytes));
-            f[2].add(&l, int(u.memory_usage_bytes));
-            f[3].add(&l, int(u.memory_cache_bytes));
-            f[4].add(&l, micros(u.cpu_usage_usec));
-            f[5].add(&l, micros(u.cpu_user_usec));
-            f[6].add(&l, micros(u.cpu_system_usec));
-            f[7].add(
-                &l,
-                int(r
-                    .cores_allocated
-                    .map(u64::from)
-                    .or(allocated(job.meta.cores_allocated.map(u64::from)))),
-            );
-            // The working set already holds shared memory (see the family's help): jobstats'
-            // rss + shmem is then the working set, not twice the shared pages.
-            f[9].add(&l, u.memory_working_set_bytes.map(|_| Value::Int(0)));
-            f[10].add(&l, int(u.memory_limit_hits));
+        for series in &job.series {
+            cgroup_series(&mut f, &jl, job, series);
         }
         for g in &job.gpus {
             // One card, one set of series: jobstats joins them on these labels alone.
