@@ -110,7 +110,7 @@ fn assert_slurms_arguments(m: &Mail, job: &Job, name: &str) {
     assert!(m.args[2].starts_with(USER1), "{:?}", m.args);
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

@@ -188,6 +188,18 @@ fn backfill(job: &Job, since: &str, until: &str) -> Output {
     )
 }
 
+/// [`backfill`], which must exit 0 having stored the summary of all `nodes` of `job`.
+fn backfill_stores(job: &Job, since: &str, until: &str, nodes: usize) {
+    let o = backfill(job, since, until);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let want = format!(
+        "job {}: summary of {nodes} of {nodes} node(s) stored in AdminComment",
+        job.id
+    );
+    assert!(out.contains(&want), "{out}");
+}
+
 /// ctl's EpilogSlurmctld log lines about `job` past byte `from`, once there are some (90 s
 /// at most).
 fn ctld_log_lines(job: &Job, from: usize) -> Vec<String> {
@@ -443,16 +455,7 @@ fn site_endpoint_down_at_the_end_is_logged_on_ctl_and_backfilled() {
 
     down.back_up();
     let until = format!("@{}", now() + 5);
-    let o = backfill(&job, &since, &until);
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
-    assert!(
-        out.contains(&format!(
-            "job {}: summary of 1 of 1 node(s) stored in AdminComment",
-            job.id
-        )),
-        "{out}"
-    );
+    backfill_stores(&job, &since, &until, 1);
     admin_comment(&job);
     let p = peak(&recording("c2", job.id));
     assert!(
@@ -830,13 +833,6 @@ fn ctl_end_mail(job: u32, timeout: Duration) -> crate::mail::Mail {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
 /// (f) The END mail is composed on ctl, which has no spool, and Slurm hands it over as the job
 /// ends, before the EpilogSlurmctld has stored the summary: the packaged MailProg wrapper
 /// holds it until the summary is in slurmdbd, so it carries the working-set peak recorded on
@@ -857,7 +853,7 @@ fn site_end_mail_on_ctl_carries_the_recorded_peak_and_sbatch_lines() {
         .user(USER1)
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
-    let ended_ms = now_ms();
+    let ended_ms = crate::mail::now_ms();
     let crate::mail::Mail {
         args,
         body,
@@ -952,16 +948,7 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
 
     down.back_up();
     let until = format!("@{}", now() + 5);
-    let o = backfill(&job, &since, &until);
-    let out = stdout(&o);
-    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
-    assert!(
-        out.contains(&format!(
-            "job {}: summary of 2 of 2 node(s) stored in AdminComment",
-            job.id
-        )),
-        "{out}"
-    );
+    backfill_stores(&job, &since, &until, 2);
     let whole = slurmwatch_core::report::slurmdbd::decode(&admin_comment(&job)).unwrap();
     assert!(whole.unanswered_nodes.is_empty(), "{whole:#?}");
     let _away = ArchiveAway::new(job.id);
