@@ -2,7 +2,8 @@
 # Builds target/debian/slurmwatch_<version>+slurm<mm>_<arch>.deb for the host's Slurm, or with
 # a release argument (24.11, 26.05) target/debian-<release>/… with the plugin built against that
 # release's headers (scripts/vm/plugin.sh): the plugin in Slurm's plugin
-# directory, the slurmwatch and slurmwatch-epilog binaries, man pages, bash completion, and a
+# directory, the slurmwatch, slurmwatch-epilog and slurmwatch-dbd-comment binaries (the last
+# links the release's libslurm, whose package it requires), man pages, bash completion, and a
 # commented plugstack.conf.d/slurmwatch.conf that is NOT active until the admin enables it.
 # The package depends on the Slurm major.minor it was built against (the plugin's
 # plugin_version must match slurmstepd's). Uses dpkg-deb directly: no extra tool to install.
@@ -31,7 +32,7 @@ install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch" "$stage/usr/bin/slurmw
 install -D -m 0644 "$CARGO_TARGET_DIR/release/libslurmwatch_quickack.so" "$stage/usr/lib/slurmwatch/libslurmwatch_quickack.so"
 install -D -m 0755 "$CARGO_TARGET_DIR/release/slurmwatch-epilog" "$stage/usr/sbin/slurmwatch-epilog"
 # The AdminComment's store through slurmdbd's API, next to slurmwatch where ctld-epilog looks.
-[ -z "$dbd_comment" ] || install -D -m 0755 "$dbd_comment" "$stage/usr/bin/slurmwatch-dbd-comment"
+install -D -m 0755 "$dbd_comment" "$stage/usr/bin/slurmwatch-dbd-comment"
 "$CARGO_TARGET_DIR/release/slurmwatch" generate man "$stage/man"
 for page in "$stage"/man/*.1; do install -D -m 0644 "$page" "$stage/usr/share/man/man1/$(basename "$page")"; done
 install -D -m 0644 "$stage/man/slurmwatch-plugin.8" "$stage/usr/share/man/man8/slurmwatch-plugin.8"
@@ -71,7 +72,7 @@ Package: slurmwatch
 Version: $pkg_version
 Architecture: $arch
 Maintainer: slurmwatch developers <slurmwatch@localhost>
-Depends: libc6, munge, slurmd (>= $slurm_mm), slurmd (<< $next_mm)
+Depends: libc6, munge, slurmd (>= $slurm_mm), slurmd (<< $next_mm), $libslurm_deb
 Section: admin
 Priority: optional
 Description: per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)

@@ -31,7 +31,7 @@ install -D -m 0755 "$rel/slurmwatch" "$root/usr/bin/slurmwatch"
 install -D -m 0644 "$rel/libslurmwatch_quickack.so" "$root/usr/lib64/slurmwatch/libslurmwatch_quickack.so"
 install -D -m 0755 "$rel/slurmwatch-epilog" "$root/usr/sbin/slurmwatch-epilog"
 # The AdminComment's store through slurmdbd's API, next to slurmwatch where ctld-epilog looks.
-[ -z "$dbd_comment" ] || install -D -m 0755 "$dbd_comment" "$root/usr/bin/slurmwatch-dbd-comment"
+install -D -m 0755 "$dbd_comment" "$root/usr/bin/slurmwatch-dbd-comment"
 "$rel/slurmwatch" generate man "$top/man"
 for page in "$top"/man/*.1; do install -D -m 0644 "$page" "$root/usr/share/man/man1/$(basename "$page")"; done
 install -D -m 0644 "$top/man/slurmwatch-plugin.8" "$root/usr/share/man/man8/slurmwatch-plugin.8"
@@ -67,7 +67,8 @@ Release: 1.slurm$slurm_mm
 Summary: Per-job CPU, memory and GPU recording for Slurm (built for Slurm $slurm_mm)
 License: GPL-2.0-or-later
 # munge: the node endpoint signs job summaries with it, EpilogSlurmctld checks them.
-Requires: slurm-slurmd >= $slurm_mm, slurm-slurmd < $next_mm, munge
+# slurmwatch-dbd-comment links the release's libslurm (SchedMD's slurm package provides it).
+Requires: slurm-slurmd >= $slurm_mm, slurm-slurmd < $next_mm, munge, $libslurm_soname()(64bit)
 AutoReqProv: no
 %description
 A SPANK plugin records each job's own cgroup and GPUs from inside the step into a per-job
@@ -78,7 +79,7 @@ cp -a $root/. %{buildroot}/
 %files
 /usr/lib64/slurm/slurmwatch.so
 /usr/bin/slurmwatch
-${dbd_comment:+/usr/bin/slurmwatch-dbd-comment}
+/usr/bin/slurmwatch-dbd-comment
 /usr/lib64/slurmwatch
 /usr/sbin/slurmwatch-epilog
 /usr/share/man/man1/*

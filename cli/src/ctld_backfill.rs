@@ -153,11 +153,15 @@ pub fn run(args: CtldBackfillArgs) -> Result<i32> {
     })
     .map_err(|e| anyhow::anyhow!("{e}"))?;
     let (mut stored, mut nowhere, mut failed) = (0, 0, 0);
+    let store = ctld_epilog::comment_store(args.dbd_comment.clone(), "ctld-backfill");
     for m in &jobs {
-        let target = ctld_epilog::dbd_comment_target(args.dbd_comment.clone(), &m.job);
         let how = How {
             url: &url,
-            dbd_comment: target.as_ref().map(|(h, c)| (h.as_str(), c.as_str())),
+            dbd_comment: store
+                .dbd_comment
+                .as_ref()
+                .map(|(h, c)| (h.as_str(), c.as_str())),
+            case_kept: store.case_kept,
             dry_run: args.dry_run,
             who: "ctld-backfill",
         };

@@ -54,7 +54,8 @@ pub struct CtldEpilogArgs {
     pub dry_run: bool,
     /// The program that stores the AdminComment through slurmdbd's API, keeping its case
     /// (default: slurmwatch-dbd-comment next to this program). Without it, sacctmgr stores
-    /// it, and Slurm 22.05's sacctmgr lowercases it, which jobstats' base64 does not survive.
+    /// it: in jobstats' format from Slurm 24.11 on, which keeps the case, and in the older
+    /// SW1: format before (22.05's sacctmgr lowercases the value, breaking base64).
     #[arg(long, value_name = "PATH")]
     pub dbd_comment: Option<std::path::PathBuf>,
 }
@@ -97,12 +98,19 @@ fn log_failed_nodes(who: &str, job: &str, answers: &[(String, NodeAnswer)]) {
     }
 }
 
+/// How the AdminComment is stored, and so in which format.
+pub(crate) struct CommentStore {
+    /// `slurmwatch-dbd-comment` and the cluster: slurmdbd's API, which keeps the case.
+    pub dbd_comment: Option<(String, String)>,
+    /// The store keeps the value's case: jobstats' `JS1:`; otherwise the older `SW1:`.
+    pub case_kept: bool,
+}
+
 /// `slurmwatch-dbd-comment` (`--dbd-comment`, else next to this executable) and the cluster
-/// it stores for (`SLURM_CLUSTER_NAME`); `None`, said in a line, stores through sacctmgr.
-pub(crate) fn dbd_comment_target(
-    given: Option<std::path::PathBuf>,
-    job: &str,
-) -> Option<(String, String)> {
+/// it stores for (`SLURM_CLUSTER_NAME`); without them sacctmgr, which keeps the case from
+/// Slurm 24.11 on ([`slurmdbd::SACCTMGR_KEEPS_CASE_SINCE`]). The older format is said in a
+/// line naming `who` ("ctld-epilog: job 12").
+pub(crate) fn comment_store(given: Option<std::path::PathBuf>, who: &str) -> CommentStore {
     let helper = given.or_else(|| {
         let p = std::env::current_exe()
             .ok()?
@@ -114,15 +122,31 @@ pub(crate) fn dbd_comment_target(
         .ok()
         .filter(|c| !c.is_empty())
         .or_else(|| slurmwatch_core::site::Site::here().cluster.clone());
-    match (helper, &cluster) {
-        (Some(h), Some(c)) if !c.is_empty() => Some((h.to_string_lossy().into_owned(), c.clone())),
-        _ => {
-            eprintln!(
-                "slurmwatch ctld-epilog: job {job}: storing through sacctmgr (no slurmwatch-dbd-comment{}), in the older SW1: format that survives 22.05's lowercasing: jobstats' readers will not read it",
-                if cluster.is_none() { " or no SLURM_CLUSTER_NAME" } else { "" }
-            );
-            None
-        }
+    if let (Some(h), Some(c)) = (helper, &cluster) {
+        return CommentStore {
+            dbd_comment: Some((h.to_string_lossy().into_owned(), c.clone())),
+            case_kept: true,
+        };
+    }
+    let why = if cluster.is_none() {
+        "no slurmwatch-dbd-comment or no SLURM_CLUSTER_NAME"
+    } else {
+        "no slurmwatch-dbd-comment"
+    };
+    let release = slurmdbd::sacctmgr_keeps_case("sacctmgr", Duration::from_secs(10));
+    let case_kept = matches!(release, Ok((_, true)));
+    if !case_kept {
+        let said = match release {
+            Ok((r, _)) => format!("Slurm {r}'s sacctmgr lowercases it"),
+            Err(e) => format!("sacctmgr's release unknown ({e})"),
+        };
+        eprintln!(
+            "slurmwatch {who}: storing through sacctmgr ({why}), in the older SW1: format that survives lowercasing ({said}): jobstats' readers will not read it"
+        );
+    }
+    CommentStore {
+        dbd_comment: None,
+        case_kept,
     }
 }
 
@@ -199,10 +223,14 @@ fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
         &job_id.to_string(),
         timeout.min(Duration::from_secs(10)),
     );
-    let target = dbd_comment_target(args.dbd_comment, &job);
+    let store = comment_store(args.dbd_comment, &format!("ctld-epilog: job {job}"));
     let how = How {
         url: &url,
-        dbd_comment: target.as_ref().map(|(h, c)| (h.as_str(), c.as_str())),
+        dbd_comment: store
+            .dbd_comment
+            .as_ref()
+            .map(|(h, c)| (h.as_str(), c.as_str())),
+        case_kept: store.case_kept,
         dry_run: args.dry_run,
         who: "ctld-epilog",
     };
@@ -229,6 +257,8 @@ pub(crate) struct How<'a> {
     pub url: &'a str,
     /// `slurmwatch-dbd-comment` and the cluster, else sacctmgr.
     pub dbd_comment: Option<(&'a str, &'a str)>,
+    /// The store keeps the value's case ([`CommentStore::case_kept`]).
+    pub case_kept: bool,
     /// Print the AdminComment instead of storing it.
     pub dry_run: bool,
     /// The command, in log lines.
@@ -320,17 +350,16 @@ pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) ->
     {
         return Ok(Done::StillPartial(unanswered));
     }
-    let comment =
-        match slurmdbd::comment_for(one.job_id, &answers, one.elapsed, how.dbd_comment.is_some()) {
-            None => {
-                return Ok(match unanswered {
-                    0 => Done::NotRecorded,
-                    n => Done::Unanswered(n),
-                });
-            }
-            Some(Err(e)) => bail!("job {}: {e}", one.job),
-            Some(Ok(c)) => c,
-        };
+    let comment = match slurmdbd::comment_for(one.job_id, &answers, one.elapsed, how.case_kept) {
+        None => {
+            return Ok(match unanswered {
+                0 => Done::NotRecorded,
+                n => Done::Unanswered(n),
+            });
+        }
+        Some(Err(e)) => bail!("job {}: {e}", one.job),
+        Some(Ok(c)) => c,
+    };
     if how.dry_run {
         return Ok(Done::Printed(comment));
     }

@@ -62,6 +62,9 @@ if release == "26.05":
 # The answer docs/admin.md records for this release (guest-tests.py's SACCTMGR_KEEPS_CASE).
 REQUIRED.append({"24.11": "sacctmgr set AdminComment= stores the value, case kept as docs/admin.md says",
                  "26.05": "sacctmgr set AdminComment= stores the value, case kept as docs/admin.md says"}[release])
+# ctld-epilog's store on each release (scripts/vm/test.sh's comment-store).
+REQUIRED.append({"24.11": "admin comment: stored through the package's slurmwatch-dbd-comment",
+                 "26.05": "admin comment: stored through sacctmgr, no slurmwatch-dbd-comment installed"}[release])
 bad = [c for c in checks if not c["ok"]]
 missing = [n for n in REQUIRED if n not in names]
 if not str(r.get("slurm", "")).startswith(release + "."):

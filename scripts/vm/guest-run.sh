@@ -38,22 +38,20 @@ wait_for() { # NAME LOG TIMEOUT_S COMMAND...
 }
 
 # This release's own package (scripts/package-deb.sh RELEASE): the plugin in Slurm's plugin
-# directory, slurmwatch, slurmwatch-epilog; its Depends pins the Slurm major.minor.
-if ! dpkg -i $S/slurmwatch_*.deb > $OUT/package-install.log 2>&1; then
+# directory, slurmwatch, slurmwatch-epilog and slurmwatch-dbd-comment (docs/admin.md, "Every
+# job's summary in slurmdbd"); its Depends pins the Slurm major.minor and names the release's
+# libslurm package, which comes from the suite's archive (the guest has no network: the share).
+if ! dpkg -i $S/libslurm*.deb $S/slurmwatch_*.deb > $OUT/package-install.log 2>&1; then
   echo "FATAL dpkg -i slurmwatch" > "$OUT/fatal.txt"
   cat $OUT/package-install.log
   exit 1
 fi
 dpkg-query -W -f='${Version}\n' slurmwatch > $OUT/package.txt
-# docs/admin.md, "Every job's summary in slurmdbd": slurmwatch-dbd-comment, built against this
-# release's headers and library (scripts/vm/plugin.sh), next to slurmwatch where ctld-epilog
-# looks; the release's libslurm from the suite's archive (the guest has no network: the share).
-if ! dpkg -i $S/libslurm*.deb >> $OUT/package-install.log 2>&1; then
-  echo "FATAL dpkg -i libslurm" > "$OUT/fatal.txt"
-  cat $OUT/package-install.log
-  exit 1
+# comment-store "sacctmgr": a site without slurmwatch-dbd-comment (built from source without
+# it): ctld-epilog stores through this release's sacctmgr, which keeps the value's case.
+if [ "$(cat $S/comment-store 2>/dev/null)" = sacctmgr ]; then
+  rm -f /usr/bin/slurmwatch-dbd-comment
 fi
-install -m 0755 $S/slurmwatch-dbd-comment /usr/bin/slurmwatch-dbd-comment
 PLUGIN=/usr/lib/$(uname -m)-linux-gnu/slurm-wlm/slurmwatch.so
 install -d -m 0755 /usr/local/bin
 install -m 0755 $S/slurmwatch /usr/local/bin/slurmwatch

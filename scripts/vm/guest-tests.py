@@ -418,8 +418,10 @@ MiB = 1024 * 1024
 a = bytearray(100 * MiB)
 for i in range(0, len(a), 4096): a[i] = 1
 time.sleep(6)
-b = bytearray(500 * MiB)
-for i in range(0, len(b), 4096): b[i] = 1
+# One memset in C: the climb to the limit takes well under a sampling interval even on a
+# loaded host (a page-by-page Python loop took over a second there, and the last reading
+# before the kill, 263 MiB, was the climb's, not the steady 100 MiB).
+b = b"\x01" * (500 * MiB)
 time.sleep(2)
 PY
 """
@@ -478,7 +480,8 @@ SACCTMGR_KEEPS_CASE = {"24.11": True, "26.05": True}
 
 def t_admin_comment():
     """docs/admin.md, "Every job's summary in slurmdbd": the packaged EpilogSlurmctld asks the
-    node's endpoint for each recorded job's summary and stores it through slurmwatch-dbd-comment
+    node's endpoint for each recorded job's summary and stores it (through slurmwatch-dbd-comment,
+    or sacctmgr where that is not installed and the release keeps the case)
     as jobstats' JS1: AdminComment, case intact; decoded as jobstats' docs show it holds
     jobstats' keys with the recording's figures, and the report reads it without the file.
     Then whether this release's sacctmgr keeps the case of a value it stores."""
@@ -495,6 +498,17 @@ def t_admin_comment():
         log = repr(e)
     check("admin comment: stored as JS1:H4sI, case intact, by the EpilogSlurmctld", c.startswith("JS1:H4sI"),
           f"{c[:60]!r}; ctld-epilog.log: {log}")
+    # Which of ctld-epilog's two stores did it (guest-run.sh's comment-store): the package's
+    # slurmwatch-dbd-comment, or, where that is not installed, this release's sacctmgr.
+    store = open("/share/comment-store").read().strip()
+    owner = run(["dpkg", "-S", "/usr/bin/slurmwatch-dbd-comment"]).stdout.split(":")[0]
+    if store == "package":
+        check("admin comment: stored through the package's slurmwatch-dbd-comment",
+              owner == "slurmwatch" and "SW1" not in log, f"owner {owner!r}; ctld-epilog.log: {log}")
+    else:
+        check("admin comment: stored through sacctmgr, no slurmwatch-dbd-comment installed",
+              not os.path.exists("/usr/bin/slurmwatch-dbd-comment") and "SW1" not in log,
+              f"present {os.path.exists('/usr/bin/slurmwatch-dbd-comment')}; ctld-epilog.log: {log}")
     d = jobstats_decode(c)
     keys = {k: v for k, v in d.items() if k != "slurmwatch"}
     measure("admin_comment_jobstats_keys", keys)

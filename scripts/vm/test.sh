@@ -43,8 +43,11 @@ for rel in "${releases[@]}"; do
   cp scripts/vm/guest-tests.py "$run/share/tests.py"
   cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$target/slurm-host/libslurmwatch_quickack.so" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
   cp "$target/slurm-host/libslurmwatch.so" "$run/share/slurmwatch-22.05.so"
-  # The AdminComment's store for this release and the library it links (scripts/vm/plugin.sh).
-  cp "$target/slurm-$rel/slurmwatch-dbd-comment" "$target/slurm-$rel"/libslurm*.deb "$run/share/"
+  # The library the package's slurmwatch-dbd-comment links (scripts/vm/plugin.sh). 24.11
+  # stores the AdminComment through that program, 26.05 through its sacctmgr (a site without
+  # it): each of ctld-epilog's two ways on a release that keeps the case.
+  cp "$target/slurm-$rel"/libslurm*.deb "$run/share/"
+  case $rel in 24.11) echo package ;; *) echo sacctmgr ;; esac > "$run/share/comment-store"
   t1=$SECONDS
   if scripts/vm/boot.sh "$suite" "$run/share" "${VM_TIMEOUT:-1500}"; then :; else
     echo "vm $rel: the guest did not finish; last console lines:"

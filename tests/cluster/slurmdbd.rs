@@ -207,6 +207,7 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
             from_file["memory"]
         );
     }
+    without_dbd_comment_the_older_format_is_chosen(&jobs[0]);
     let reports_with_files: Vec<Value> = jobs
         .iter()
         .map(|j| cli_json(&["report", &j.id.to_string(), "--json", "--no-log"]))
@@ -282,6 +283,56 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
         "{mem_with_files:#}"
     );
     assert_eq!(mem_without, mem_with_files);
+}
+
+/// ctld-epilog where no slurmwatch-dbd-comment is installed (the binary alone in a directory):
+/// sacctmgr would store, and 22.05's lowercases the value, so the summary is the older `SW1:`
+/// with the same figures, and the log line says why (issue 38; 24.11 and 26.05, whose sacctmgr
+/// keeps the case, store `JS1:` that way: the VM tier checks it on 26.05).
+fn without_dbd_comment_the_older_format_is_chosen(job: &Job) {
+    let dir = job_dir(&format!("no-dbd-comment-{}", job.id));
+    let alone = dir.join("slurmwatch");
+    std::fs::copy(slurmwatch_bin(), &alone).unwrap();
+    let node = stdout(&run(
+        "sacct",
+        &[
+            "-j",
+            &job.id.to_string(),
+            "-X",
+            "-n",
+            "-P",
+            "-o",
+            "NodeList",
+        ],
+    ))
+    .trim()
+    .to_string();
+    let o = Command::new(&alone)
+        .args([
+            "ctld-epilog",
+            "--job",
+            &job.id.to_string(),
+            "--nodes",
+            &node,
+        ])
+        .args(["--timeout", "30", "--dry-run"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("in the older SW1: format")
+            && stderr(&o).contains("Slurm 22.05's sacctmgr lowercases it"),
+        "{}",
+        stderr(&o)
+    );
+    let sw1 = stdout(&o).trim().to_string();
+    assert!(sw1.starts_with("SW1:"), "{sw1}");
+    use slurmwatch_core::report::slurmdbd::decode;
+    let (older, stored) = (decode(&sw1).unwrap(), decode(&admin_comment(job)).unwrap());
+    assert_eq!(
+        older.nodes[0].summary.peak_working_set_bytes,
+        stored.nodes[0].summary.peak_working_set_bytes
+    );
 }
 
 /// An AdminComment another tool (here jobstats' format) put on the job is left as it was,

@@ -29,6 +29,7 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::report::slurmdbd::{self as record, Incarnation, JobSummaryRecord, NodeSummary};
+use crate::slurm::release::{self, Release};
 use crate::slurm::{command, munge};
 
 /// How long one node may take to answer (connect, request, whole reply).
@@ -419,6 +420,21 @@ impl Default for Programs<'_> {
             dbd_comment: None,
         }
     }
+}
+
+/// The first release whose `sacctmgr … set AdminComment=` stores the value as given: 24.11.5
+/// and 26.05.5 keep its case (the VM tier checks each), 22.05.8 lowercases it, and 23.02 and
+/// 23.11 are unchecked, so they are treated as lowercasing.
+pub const SACCTMGR_KEEPS_CASE_SINCE: Release = Release {
+    major: 24,
+    minor: 11,
+};
+
+/// Whether `sacctmgr` (the program, asked its release) stores an AdminComment's case as
+/// given; `Err` when it does not say, which the caller takes as "no".
+pub fn sacctmgr_keeps_case(sacctmgr: &str, timeout: Duration) -> Result<(Release, bool), String> {
+    let r = release::of_program(sacctmgr, timeout)?;
+    Ok((r, r >= SACCTMGR_KEEPS_CASE_SINCE))
 }
 
 /// One write of `comment`; `Err` says why not (slurmdbd may not have the job's record yet:

@@ -7,6 +7,7 @@ pub mod hostlist;
 pub mod munge;
 pub mod plugstack;
 pub mod quickack;
+pub mod release;
 pub mod sacct;
 pub mod scontrol;
 pub mod squeue;
