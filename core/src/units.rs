@@ -121,6 +121,18 @@ pub fn time_flag(secs: f64) -> String {
     }
 }
 
+/// A `--time` value for a limit kept as it is: `D-HH:MM:SS` or `HH:MM:SS`, not rounded (a
+/// job's limit is whole minutes already; advice that keeps it must print that limit).
+pub fn time_limit_flag(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    let (d, h, m, sec) = (s / 86400, s / 3600 % 24, s / 60 % 60, s % 60);
+    if d > 0 {
+        format!("{d}-{h:02}:{m:02}:{sec:02}")
+    } else {
+        format!("{h:02}:{m:02}:{sec:02}")
+    }
+}
+
 /// The seconds [`time_flag`] stands for.
 pub fn time_flag_seconds(secs: f64) -> u64 {
     let step = if secs > 7200.0 { 900 } else { 300 };

@@ -830,9 +830,9 @@ SHIM = "/usr/local/lib/slurmwatch/libslurmwatch_quickack.so"
 
 
 def t_sacct_round_trip():
-    """Whether this release's sacct stalls on delayed ACKs as 22.05's does (README: 90 ms for
-    one `sacct -j` there, 7 ms under the shim): the medians of 7 runs with and without the
-    shim the CLI preloads, on a finished job. Figures only (the guest runs under emulation);
+    """Whether this release's sacct stalls on delayed ACKs as 22.05's does
+    (docs/performance.md: 90 ms for one `sacct -j` there, 7 ms under the shim): the medians
+    of 7 runs with and without the shim the CLI preloads, on a finished job. Figures only (the guest runs under emulation);
     the check is that the shim leaves the answer unchanged."""
     o = run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-S", "now-2hours"], check_rc=True)
     done = [l.split("|")[0] for l in o.stdout.splitlines() if l.endswith("|COMPLETED")]

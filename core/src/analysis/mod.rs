@@ -790,6 +790,41 @@ mod tests {
     }
 
     #[test]
+    fn kept_limit_is_the_limit() {
+        // A completed run within its limit: the advice keeps the limit, so the line must
+        // print that limit, not the 5-minute rounding of it.
+        let mut f = Facts {
+            recorded: true,
+            state: Some("COMPLETED".into()),
+            elapsed_seconds: Some(53.0),
+            timelimit_seconds: Some(60.0),
+            ..Facts::default()
+        };
+        let time = |f: &Facts| {
+            sbatch(f, &Thresholds::default())
+                .into_iter()
+                .find(|s| s.flag == "--time")
+                .unwrap()
+        };
+        let t = time(&f);
+        assert_eq!(t.reason, "ran 53 s within its 1 min 00 s limit: keep it");
+        assert_eq!(t.value, "00:01:00");
+        // Stopped at its limit while idle: "keep the limit" is the limit too.
+        f.state = Some("TIMEOUT".into());
+        f.elapsed_seconds = Some(62.0);
+        f.last_stretch = Some((60.0, 0.1));
+        let t = time(&f);
+        assert!(t
+            .reason
+            .starts_with("stopped at its 1 min 00 s limit while idle"));
+        assert_eq!(t.value, "00:01:00");
+        // A limit of days and minutes keeps its exact form.
+        f.timelimit_seconds = Some(90_000.0 + 420.0);
+        f.elapsed_seconds = Some(90_420.0);
+        assert_eq!(time(&f).value, "1-01:07:00");
+    }
+
+    #[test]
     fn cpu_thresholds() {
         let base = Facts {
             recorded: true,

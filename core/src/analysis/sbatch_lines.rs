@@ -4,7 +4,7 @@ use super::{
     is, Facts, SbatchLine, Thresholds, MEM_HEADROOM_PERCENT, OOM_MEM_FACTOR, TIMEOUT_TIME_FACTOR,
     TIME_MARGIN_PERCENT, TIME_MIN_MARGIN_SECONDS,
 };
-use crate::units::{bytes, duration, mem_flag, time_flag};
+use crate::units::{bytes, duration, mem_flag, time_flag, time_limit_flag};
 
 /// The `#SBATCH` lines this job's measurements support, each with its reason.
 pub fn sbatch(f: &Facts, t: &Thresholds) -> Vec<SbatchLine> {
@@ -96,15 +96,20 @@ fn cpus_per_task_line(f: &Facts, out: &mut Vec<SbatchLine>) {
 
 /// `--time`: after a TIMEOUT, the limit kept (idle at the end) or × the timeout factor (still
 /// working); after a completed run, its elapsed time plus margin, or the limit it kept within.
+/// A limit kept is printed as it is, not rounded as new advice is.
 fn time_line(f: &Facts, t: &Thresholds, out: &mut Vec<SbatchLine>) {
     if let Some(el) = f.elapsed_seconds {
         if is(&f.state, "TIMEOUT") {
             let lim = f.timelimit_seconds.unwrap_or(el);
             let hung = matches!(f.last_stretch, Some((s, c)) if s > 0.0 && c < t.idle_max_cpu_seconds * s.min(t.idle_min_seconds) / t.idle_min_seconds);
             if hung {
+                // Keeping the limit prints it as it is; without one, the elapsed time rounded.
+                let value = f
+                    .timelimit_seconds
+                    .map_or_else(|| time_flag(el), time_limit_flag);
                 out.push(SbatchLine {
                     flag: "--time",
-                    value: time_flag(lim),
+                    value,
                     reason: format!("stopped at its {} limit while idle: keep the limit and find what it waited on", duration(lim)),
                 });
             } else {
@@ -123,7 +128,7 @@ fn time_line(f: &Facts, t: &Thresholds, out: &mut Vec<SbatchLine>) {
                 // The limit was enough and is no longer than the advice: keep it.
                 Some(lim) if lim <= el + margin => out.push(SbatchLine {
                     flag: "--time",
-                    value: time_flag(lim),
+                    value: time_limit_flag(lim),
                     reason: format!(
                         "ran {} within its {} limit: keep it",
                         duration(el),

@@ -138,14 +138,6 @@ pub struct Scrape {
     pub duration: Duration,
 }
 
-impl Scrape {
-    pub fn errors(&self) -> impl Iterator<Item = &FileStatus> {
-        self.files
-            .iter()
-            .filter(|f| matches!(f.state, FileState::Error(_)))
-    }
-}
-
 /// The job id of a live file name, `<digits>.sqlite`.
 fn job_of(name: &str) -> Option<u64> {
     let id = name.strip_suffix(".sqlite")?;

@@ -2,10 +2,10 @@
 //! in its directory at each scrape, so a file must never be seen half-written.
 //!
 //! Written by root (the exporter reads root's spool), so the rules for root's writes apply
-//! (DESIGN.md §7): the target directory must be owned by root (or this process's user) and
-//! writable by nobody else, else nothing is written; the content goes to a fresh temporary
-//! name (`.<name>.tmp.<pid>`, which is not `*.prom`, so the collector skips it), created
-//! `O_EXCL|O_NOFOLLOW`, mode 0644, synced, then renamed over the target.
+//! (docs/design.md §7): the target directory must be owned by root (or this process's
+//! user) and writable by nobody else, else nothing is written; the content goes to a fresh
+//! temporary name (`.<name>.tmp.<pid>`, which is not `*.prom`, so the collector skips it),
+//! created `O_EXCL|O_NOFOLLOW`, mode 0644, synced, then renamed over the target.
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -273,8 +273,7 @@ pub struct Report {
 impl Report {
     /// Strict JSON (serde_json writes no NaN: non-finite floats become `null`).
     pub fn to_json(&self) -> String {
-        let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
-        scrub(&mut v);
+        let v = serde_json::to_value(self).unwrap_or(Value::Null);
         serde_json::to_string_pretty(&v).unwrap_or_else(|_| "null".into())
     }
 }
@@ -293,14 +292,6 @@ impl Report {
             .unwrap_or_default();
         analysis::joblog::merge_findings(&mut self.findings, found);
         self.log = Some(info);
-    }
-}
-
-fn scrub(v: &mut Value) {
-    match v {
-        Value::Array(a) => a.iter_mut().for_each(scrub),
-        Value::Object(m) => m.values_mut().for_each(scrub),
-        _ => {}
     }
 }
 
