@@ -105,6 +105,11 @@ pub struct JobstatsNode {
 /// The whole JSON of one of our `JS1:` strings: jobstats' keys and ours.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobstatsSummary {
+    /// Each node's figures that `history` and `sizing` read, in `slurmwatch`'s node order:
+    /// first in the JSON, so that a reader of these alone inflates the head of the stream and
+    /// stops ([`decode_figures`]). Absent in jobstats' own strings and in ours before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slurmwatch_figures: Vec<NodeFigures>,
     pub nodes: BTreeMap<String, JobstatsNode>,
     /// The job's run time, seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -274,6 +279,7 @@ impl JobstatsSummary {
             u64::try_from((last - first + 500) / 1000).ok()
         };
         JobstatsSummary {
+            slurmwatch_figures: record.nodes.iter().map(NodeFigures::from).collect(),
             nodes: record
                 .nodes
                 .iter()
@@ -288,14 +294,13 @@ impl JobstatsSummary {
 
 /// The AdminComment string for `record`; `Err` with a sentence when it would not fit.
 pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
-    let json =
-        serde_json::to_vec(&JobstatsSummary::from_record(record)).map_err(|e| e.to_string())?;
-    let mut z = flate2::GzBuilder::new()
-        .comment(GZIP_MARK)
-        .mtime(0)
-        .write(Vec::new(), flate2::Compression::best());
-    std::io::Write::write_all(&mut z, &json).map_err(|e| e.to_string())?;
-    let packed = z.finish().map_err(|e| e.to_string())?;
+    let summary = JobstatsSummary::from_record(record);
+    let json = serde_json::to_vec(&summary).map_err(|e| e.to_string())?;
+    let head = r#"{"slurmwatch_figures":"#.len()
+        + serde_json::to_vec(&summary.slurmwatch_figures)
+            .map_err(|e| e.to_string())?
+            .len();
+    let packed = gzip_member(json.split_at(head.min(json.len())))?;
     let s = format!("{PREFIX}{}", data_encoding::BASE64.encode(&packed));
     if s.len() > MAX_ENCODED_BYTES {
         return Err(format!(
@@ -305,6 +310,43 @@ pub fn encode(record: &JobSummaryRecord) -> Result<String, String> {
         ));
     }
     Ok(s)
+}
+
+/// The largest leading figures stored uncompressed (about 25 nodes'): a larger job's are
+/// compressed with the rest, so that the figures never cost a big job's summary its room
+/// under [`MAX_ENCODED_BYTES`].
+const HEAD_STORED_MAX_BYTES: usize = 4 << 10;
+
+/// One gzip member of `head` then `rest`, with our header ([`GZIP_MARK`], mtime 0): `head`
+/// in a deflate stored block when it is small, so that a reader of the leading figures
+/// alone copies them out of the stream without building any code tables (that was a third
+/// of its time), and the rest compressed at the best level. Any gzip reader reads it as one
+/// stream.
+fn gzip_member((head, rest): (&[u8], &[u8])) -> Result<Vec<u8>, String> {
+    let mut out = vec![0x1f, 0x8b, 8, 0x10, 0, 0, 0, 0, 2, 255];
+    out.extend_from_slice(GZIP_MARK.as_bytes());
+    out.push(0);
+    let stored = if head.len() <= HEAD_STORED_MAX_BYTES {
+        // BFINAL 0, BTYPE 00 (stored), then LEN and its complement, little-endian.
+        let len = head.len() as u16;
+        out.push(0);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(head);
+        head.len()
+    } else {
+        0
+    };
+    let mut z = flate2::write::DeflateEncoder::new(out, flate2::Compression::best());
+    std::io::Write::write_all(&mut z, &head[stored..]).map_err(|e| e.to_string())?;
+    std::io::Write::write_all(&mut z, rest).map_err(|e| e.to_string())?;
+    let mut out = z.finish().map_err(|e| e.to_string())?;
+    let mut crc = flate2::Crc::new();
+    crc.update(head);
+    crc.update(rest);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+    out.extend_from_slice(&crc.amount().to_le_bytes());
+    Ok(out)
 }
 
 /// `record` in the older `SW1:` format (base32, any case): for a store through a sacctmgr
@@ -412,14 +454,36 @@ pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
 /// the JSON (meta, steps, events, per-step figures, the other summary fields) is skipped by
 /// the parser without being built. Same format, same version: every field here is in every
 /// summary written, and what it lacks reads as `None`.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeFigures {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_working_set_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_effective_cores: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_usage_seconds_total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oom_kills: Option<u64>,
     /// Each card's mean utilization, in the summary's order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_mean_utilization_percent: Vec<Option<f64>>,
+}
+
+impl From<&NodeSummary> for NodeFigures {
+    fn from(n: &NodeSummary) -> NodeFigures {
+        let s = &n.summary;
+        NodeFigures {
+            peak_working_set_bytes: s.peak_working_set_bytes,
+            peak_effective_cores: s.peak_effective_cores,
+            cpu_usage_seconds_total: s.cpu_usage_seconds_total,
+            oom_kills: s.oom_kills,
+            gpu_mean_utilization_percent: s
+                .gpus
+                .iter()
+                .map(|g| g.mean_utilization_percent)
+                .collect(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -452,8 +516,13 @@ struct FiguresGpu {
     mean_utilization_percent: Option<f64>,
 }
 
-/// [`decode`] for the history path: each node's [`NodeFigures`] only.
+/// [`decode`] for the history path: each node's [`NodeFigures`] only. From a `JS1:` string
+/// that leads with them (`slurmwatch_figures`), only the head of the stream is inflated
+/// ([`Scratch::figures_head`]); from an older one, the whole summary is read for them.
 pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
+    if let Some(head) = with_scratch(|s| s.figures_head(comment)) {
+        return head;
+    }
     let rec: FiguresRecord = parse(comment)?;
     if rec.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
@@ -557,12 +626,95 @@ impl Scratch {
         Ok((&self.json, legacy))
     }
 
+    /// The leading `slurmwatch_figures` of a `JS1:` string, read from the head of its stream:
+    /// base64 decoded and inflated [`HEAD_CHUNK_CHARS`] at a time until the array is whole.
+    /// `None` when the string is not such a one (an older summary, another tool's, or one
+    /// that does not decode this far): the caller reads the whole of it, which says why.
+    /// The stream's CRC covers the whole JSON and is not checked here (every reader of the
+    /// whole summary checks it): what deflate gives up to the array's end is what was written.
+    fn figures_head(&mut self, comment: &str) -> Option<Result<Vec<NodeFigures>, DecodeError>> {
+        const OPEN: &[u8] = b"{\"slurmwatch_figures\":";
+        let c = comment.trim();
+        if !c.starts_with(PREFIX) || !is_ours(c) {
+            return None;
+        }
+        self.inflater.reset(false);
+        self.packed.clear();
+        self.json.clear();
+        for chunk in c.as_bytes()[PREFIX.len()..].chunks(HEAD_CHUNK_CHARS) {
+            let at = self.packed.len();
+            self.packed
+                .resize(at + data_encoding::BASE64.decode_len(chunk.len()).ok()?, 0);
+            let n = data_encoding::BASE64
+                .decode_mut(chunk, &mut self.packed[at..])
+                .ok()?;
+            self.packed.truncate(at + n);
+            if self.packed.len() <= GZIP_HEADER_BYTES {
+                continue;
+            }
+            let fed = GZIP_HEADER_BYTES + self.inflater.total_in() as usize;
+            inflate_more(&mut self.inflater, &self.packed[fed..], &mut self.json).ok()?;
+            if !self
+                .json
+                .starts_with(&OPEN[..OPEN.len().min(self.json.len())])
+                || self.json.len() > HEAD_MAX_BYTES
+            {
+                return None;
+            }
+            let Some(rest) = self.json.get(OPEN.len()..).filter(|r| !r.is_empty()) else {
+                continue;
+            };
+            match Vec::<NodeFigures>::deserialize(&mut serde_json::Deserializer::from_slice(rest)) {
+                Ok(v) if v.is_empty() => {
+                    return Some(Err(DecodeError::Damaged("no node in it".into())))
+                }
+                Ok(v) => return Some(Ok(v)),
+                Err(e) if e.is_eof() => continue,
+                Err(e) => return Some(Err(DecodeError::Damaged(format!("JSON: {e}")))),
+            }
+        }
+        None
+    }
+
     /// Drops what an unusual comment grew.
     fn trim(&mut self) {
         for b in [&mut self.packed, &mut self.json] {
             if b.capacity() > SCRATCH_KEPT_BYTES {
                 *b = Vec::new();
             }
+        }
+    }
+}
+
+/// base64 characters decoded at a time while looking for the leading figures (a multiple of
+/// 4): 258 bytes of gzip, which hold one node's figures after the stream's code tables.
+const HEAD_CHUNK_CHARS: usize = 344;
+/// The most JSON inflated while looking for the leading figures: well over a thousand
+/// nodes' worth. Past it the whole summary is read, within [`MAX_JSON_BYTES`].
+const HEAD_MAX_BYTES: usize = 256 << 10;
+
+/// Inflates all of `input` (the next bytes of a raw deflate stream `d` is part way through)
+/// onto the end of `out`, as far as it goes.
+fn inflate_more(d: &mut flate2::Decompress, input: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    let start = d.total_in();
+    loop {
+        if out.len() == out.capacity() {
+            out.reserve(out.capacity().max(4 << 10));
+        }
+        let (read, written) = (d.total_in(), d.total_out());
+        let status = d
+            .decompress_vec(
+                &input[(read - start) as usize..],
+                out,
+                flate2::FlushDecompress::None,
+            )
+            .map_err(|e| e.to_string())?;
+        let stalled = d.total_in() == read && d.total_out() == written;
+        if status == flate2::Status::StreamEnd
+            || stalled
+            || (d.total_in() - start) as usize == input.len() && out.len() < out.capacity()
+        {
+            return Ok(());
         }
     }
 }
@@ -600,20 +752,26 @@ fn with_json<R>(
     comment: &str,
     read: impl FnOnce(&[u8], bool) -> Result<R, DecodeError>,
 ) -> Result<R, DecodeError> {
+    with_scratch(|s| {
+        s.unpack(comment)
+            .and_then(|(json, legacy)| read(json, legacy))
+    })
+}
+
+/// `f` with this thread's [`Scratch`] (a fresh one when `f` asks again from inside), trimmed
+/// after.
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Option<Scratch>> = const { std::cell::RefCell::new(None) };
     }
-    let mut read = Some(read);
+    let mut f = Some(f);
     let mut go = |s: &mut Scratch| {
-        let r = s
-            .unpack(comment)
-            .and_then(|(json, legacy)| read.take().expect("called once")(json, legacy));
+        let r = f.take().expect("called once")(s);
         s.trim();
         r
     };
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
         Ok(mut s) => go(s.get_or_insert_with(Scratch::new)),
-        // Asked again from inside `read`: a scratch of its own.
         Err(_) => go(&mut Scratch::new()),
     })
 }
@@ -912,7 +1070,13 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
         assert_eq!(
             got,
             serde_json::json!([
-                ["gpus", "nodes", "slurmwatch", "total_time"],
+                [
+                    "gpus",
+                    "nodes",
+                    "slurmwatch",
+                    "slurmwatch_figures",
+                    "total_time"
+                ],
                 [
                     "cpus",
                     "gpu_total_memory",
@@ -1011,6 +1175,89 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             vec![Some(80.0), None]
         );
         assert_eq!(decode_figures("JS1:x"), Err(DecodeError::NotOurs));
+    }
+
+    /// The figures lead the JSON, and `decode_figures` reads them from the head of the stream
+    /// alone: the string cut to its first 40 % still gives every node's figures (the whole
+    /// decode refuses it), and a real summary re-encoded leads with its own figures.
+    #[test]
+    fn the_figures_are_read_from_the_head_of_the_stream() {
+        let real = include_str!("../../tests/fixtures/slurm/admin_comments_js1_real.txt");
+        for rec in real
+            .lines()
+            .take(5)
+            .map(|c| decode(c).unwrap())
+            .chain([record()])
+        {
+            let c = encode(&rec).unwrap();
+            let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+            let mut json = Vec::new();
+            let packed = data_encoding::BASE64
+                .decode(&c.as_bytes()[PREFIX.len()..])
+                .unwrap();
+            let mut gz = flate2::read::GzDecoder::new(&packed[..]);
+            std::io::Read::read_to_end(&mut gz, &mut json).unwrap();
+            assert!(json.starts_with(b"{\"slurmwatch_figures\":["), "{c}");
+            assert_eq!(decode_figures(&c).unwrap(), want);
+            let cut = &c[..(PREFIX.len() + (c.len() - PREFIX.len()) * 2 / 5) / 4 * 4];
+            assert!(decode(cut).is_err());
+            assert_eq!(
+                decode_figures(cut).unwrap(),
+                want,
+                "{} of {} chars",
+                cut.len(),
+                c.len()
+            );
+        }
+    }
+
+    /// A 200-node job's figures (over the stored bound) are compressed with the rest, and
+    /// still read from the head of the stream.
+    #[test]
+    fn a_big_jobs_figures_are_compressed_and_read_from_the_head() {
+        let rec = JobSummaryRecord {
+            job_id: "42".into(),
+            nodes: (0..200).map(|i| node(&format!("n{i}"))).collect(),
+            elapsed_seconds: Some(600),
+            unanswered_nodes: Vec::new(),
+        };
+        let c = encode(&rec).unwrap();
+        let packed = data_encoding::BASE64
+            .decode(&c.as_bytes()[PREFIX.len()..])
+            .unwrap();
+        // After the header, a compressed block (BTYPE 01 or 10), not a stored one.
+        assert_ne!((packed[GZIP_HEADER_BYTES] >> 1) & 3, 0);
+        let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+        assert_eq!(decode_figures(&c).unwrap(), want);
+        let cut = &c[..(PREFIX.len() + (c.len() - PREFIX.len()) / 2) / 4 * 4];
+        assert!(decode(cut).is_err());
+        assert_eq!(decode_figures(cut).unwrap(), want);
+        let small = encode(&record()).unwrap();
+        let packed = data_encoding::BASE64
+            .decode(&small.as_bytes()[PREFIX.len()..])
+            .unwrap();
+        assert_eq!(packed[GZIP_HEADER_BYTES], 0, "a stored block first");
+    }
+
+    /// A head that is not whole figures: damaged, said so; one that never closes within the
+    /// head's bound is read whole instead, within the decode's bound, and refused.
+    #[test]
+    fn a_hostile_head_is_refused() {
+        let bad = marked(br#"{"slurmwatch_figures":[{"peak_working_set_bytes":"x"}],"nodes":{}}"#);
+        assert!(matches!(decode_figures(&bad), Err(DecodeError::Damaged(e)) if e.contains("JSON")));
+        let empty = marked(br#"{"slurmwatch_figures":[],"slurmwatch":{"job_id":"1","nodes":[]}}"#);
+        assert_eq!(
+            decode_figures(&empty),
+            Err(DecodeError::Damaged("no node in it".into()))
+        );
+        let mut endless = br#"{"slurmwatch_figures":["#.to_vec();
+        while endless.len() <= HEAD_MAX_BYTES {
+            endless.extend_from_slice(b"{},");
+        }
+        assert!(matches!(
+            decode_figures(&marked(&endless)),
+            Err(DecodeError::Damaged(_))
+        ));
     }
 
     #[test]
