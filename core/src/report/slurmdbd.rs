@@ -7,7 +7,9 @@
 //! object ([`JobstatsSummary`]): jobstats' keys exactly (`nodes` → per node `cpus`,
 //! `total_memory`, `used_memory`, `total_time`, and per card `gpu_total_memory`,
 //! `gpu_used_memory`, `gpu_utilization`; top-level `total_time` and `gpus`), filled from the
-//! recording, and slurmwatch's own [`JobSummaryRecord`] under the key `slurmwatch`. The gzip
+//! recording, and slurmwatch's own [`JobSummaryRecord`] under the key `slurmwatch`; it opens
+//! with `slurmwatch_figures`, each node's [`NodeFigures`], in a stored deflate block of its
+//! own when small, for the readers of figures alone ([`decode_figures`]). The gzip
 //! header carries the comment `slurmwatch` ([`GZIP_MARK`]): the first 32 characters of the
 //! string tell ours from jobstats' own `JS1:` without decoding (squeue shows only a prefix),
 //! and Python's `gzip.decompress` skips it.
