@@ -8,6 +8,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
+# The VM tier's guest images (cached in /var/cache/slurmwatch-vm; on a machine without them,
+# minutes of downloads and unpacking each): built in the background from here on, beside the
+# builds and the host's tiers, and waited for before the VM tier.
+images_pid=
+if [ -n "${VM_RELEASES-24.11 26.05}" ]; then
+  scripts/vm/deps.sh
+  mkdir -p target
+  # shellcheck disable=SC2086 # a list of releases
+  (for r in ${VM_RELEASES-24.11 26.05}; do scripts/vm/image.sh "$r" || exit; done) > target/vm-images.log 2>&1 &
+  images_pid=$!
+fi
 
 echo "== package at ${SECONDS} s"
 # The production build (no fault injection) goes into the .deb first; the test build of the
@@ -38,6 +49,8 @@ MUTATION_CASES=3000 cargo test --locked --workspace
 
 # Afterwards: no cluster, or (KEEP_CLUSTER=1) the single-node one, as before the tests.
 stop() {
+  # A run cut short lets an image being built finish (the next run's cache).
+  if [ -n "$images_pid" ]; then wait "$images_pid" 2>/dev/null || true; fi
   # A site tier cut short leaves its hosts up.
   if [ -e /run/slurmwatch-site/up ]; then scripts/site.sh down || true; fi
   if [ "${KEEP_CLUSTER:-0}" = 1 ]; then
@@ -89,6 +102,15 @@ echo "== vm tier (Slurm ${VM_RELEASES-24.11 26.05} on cgroup v2, in QEMU guests)
 if [ -n "${VM_RELEASES-24.11 26.05}" ]; then
   # The guests need the CPUs: the host's cluster is not used by this tier.
   scripts/cluster.sh down
+  t_wait=$SECONDS
+  if ! wait "$images_pid"; then
+    echo "vm tier: building the guest images failed:"
+    tail -n 40 target/vm-images.log
+    exit 1
+  fi
+  images_pid=
+  echo "vm tier: images ready ($((SECONDS - t_wait)) s waited; built beside the other tiers: target/vm-images.log)"
+  grep -h "image .*\(up to date\|built\)" target/vm-images.log || true
   # shellcheck disable=SC2086 # a list of releases
   scripts/vm/test.sh ${VM_RELEASES-24.11 26.05}
 fi
