@@ -4,6 +4,7 @@
 pub mod command;
 pub mod conf;
 pub mod hostlist;
+pub mod job_id;
 pub mod munge;
 pub mod plugstack;
 pub mod quickack;
