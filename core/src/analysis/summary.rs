@@ -913,7 +913,7 @@ pub fn summarise_job_file_until(
     job_id: u32,
     deadline: crate::store::Deadline,
 ) -> crate::error::Result<EpilogOutcome> {
-    let path = spool.join(format!("{job_id}.sqlite"));
+    let path = spool.join(crate::store::paths::live_name(job_id));
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(EpilogOutcome::NotRecorded)

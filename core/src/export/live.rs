@@ -138,14 +138,6 @@ pub struct Scrape {
     pub duration: Duration,
 }
 
-/// The job id of a live file name, `<digits>.sqlite`.
-fn job_of(name: &str) -> Option<u64> {
-    let id = name.strip_suffix(".sqlite")?;
-    (!id.is_empty() && id.len() <= 10 && id.bytes().all(|b| b.is_ascii_digit()))
-        .then(|| id.parse().ok())
-        .flatten()
-}
-
 /// What identifies one state of a file on disk: device, inode, length and modification
 /// time of the file and of its `-wal`. Any write changes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,7 +200,11 @@ pub fn gather_with(spool: &Path, opts: &GatherOptions, verdicts: &mut Verdicts) 
     let mut files: Vec<(u64, PathBuf, FileKey)> = Vec::new();
     for entry in entries.take(MAX_SPOOL_ENTRIES).flatten() {
         let name = entry.file_name();
-        let Some(job) = name.to_str().and_then(job_of) else {
+        let Some(job) = name
+            .to_str()
+            .and_then(crate::store::paths::job_of_live_name)
+            .map(u64::from)
+        else {
             continue;
         };
         let path = entry.path();

@@ -155,14 +155,10 @@ pub fn expand_dirs(template: &str) -> Expanded {
     out
 }
 
-/// Whether `name` is a job file: `<digits>.sqlite` or `<digits>.<something>.sqlite`, not a
-/// hidden scratch copy or a temporary.
+/// Whether `name` is a job file: `<job>.sqlite` or `<job>.<something>.sqlite`, not a hidden
+/// scratch copy or a temporary (`store::paths::job_of_file_name`).
 pub fn is_job_file(name: &str) -> bool {
-    let Some(stem) = name.strip_suffix(".sqlite") else {
-        return false;
-    };
-    let id = stem.split('.').next().unwrap_or("");
-    !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) && !stem.contains(".tmp")
+    store::paths::job_of_file_name(name).is_some()
 }
 
 /// Who could have written a job file: root's (the spool), the caller's own, or another

@@ -10,9 +10,14 @@
 //! - `.<job>.sqlite.tmp.<pid>-<n>`: a live file being created, before it has its name;
 //! - `<job>.alloc`: the job's allocation on the node, written by the prolog;
 //! - SQLite's sidecars of any of them: `-wal`, `-shm`, `-journal` appended to the name.
+//!
+//! `<job>` is a job's own id as `slurm::job_id` spells it (digits, no leading zero, at most
+//! `u32::MAX`); a name with any other spelling is no job's.
 
 use std::fmt::Display;
 use std::path::{Path, PathBuf};
+
+use crate::slurm::job_id::JobId;
 
 /// SQLite's sidecar files of a database, as suffixes of its name.
 pub const SIDECARS: [&str; 3] = ["-wal", "-shm", "-journal"];
@@ -20,6 +25,22 @@ pub const SIDECARS: [&str; 3] = ["-wal", "-shm", "-journal"];
 /// `<job>.sqlite`: the job's live file on its node.
 pub fn live_name(job_id: impl Display) -> String {
     format!("{job_id}.sqlite")
+}
+
+/// The job of a live file's name (`42.sqlite` → 42); `None` for any other name.
+pub fn job_of_live_name(name: &str) -> Option<u32> {
+    JobId::own(name.strip_suffix(".sqlite")?)
+}
+
+/// The job of a job file's name: a live file (`42.sqlite`), an archive copy
+/// (`42.sw1.sqlite`) or a stale one (`42.stale-<t>.sqlite`); `None` for a hidden scratch
+/// copy, a temporary, a sidecar or anything else.
+pub fn job_of_file_name(name: &str) -> Option<u32> {
+    let stem = name.strip_suffix(".sqlite")?;
+    if stem.contains(".tmp") {
+        return None;
+    }
+    JobId::own(stem.split('.').next()?)
 }
 
 /// `<job>.<node>.sqlite`: a node's archive copy.
@@ -83,7 +104,7 @@ pub fn is_spool_file_name(name: &str) -> bool {
     let Some((job, rest)) = name.split_once('.') else {
         return false;
     };
-    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+    if JobId::own(job).is_none() {
         return false;
     }
     let rest = SIDECARS
@@ -128,8 +149,51 @@ mod tests {
             "12.stale-.sqlite",
             "..",
             "12.node.sqlite",
+            "012.sqlite",
+            "0.sqlite",
+            "4294967296.sqlite",
+            "12345678901.sqlite-wal",
+            "١٢.sqlite",
         ] {
             assert!(!is_spool_file_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn job_files_are_named_by_the_jobs_own_id() {
+        assert_eq!(job_of_live_name(&live_name(42)), Some(42));
+        assert_eq!(job_of_live_name("4294967295.sqlite"), Some(u32::MAX));
+        for no in [
+            "42.sw1.sqlite",
+            "42.sqlite-wal",
+            "042.sqlite",
+            "4294967296.sqlite",
+            "9999999999.sqlite",
+            ".sqlite",
+            "42_1.sqlite",
+            "42.alloc",
+        ] {
+            assert_eq!(job_of_live_name(no), None, "{no}");
+        }
+        for (name, job) in [
+            ("42.sqlite", 42),
+            ("42.sw1.sqlite", 42),
+            ("42.stale-1700000000000.sqlite", 42),
+        ] {
+            assert_eq!(job_of_file_name(name), Some(job), "{name}");
+        }
+        for no in [
+            ".42.archive-7.sqlite",
+            "42.sqlite-wal",
+            "42.alloc",
+            "x.sqlite",
+            "42.sqlite.tmp.1",
+            "42.tmp.3.sqlite",
+            ".sqlite",
+            "042.sw1.sqlite",
+            "12345678901.sw1.sqlite",
+        ] {
+            assert_eq!(job_of_file_name(no), None, "{no}");
         }
     }
 
