@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
 use slurmwatch_core::report::slurmdbd::Incarnation;
-use slurmwatch_core::slurm::{command, hostlist, sacct};
+use slurmwatch_core::slurm::{command, hostlist, job_id::JobId, sacct};
 
 #[derive(Args)]
 #[command(
@@ -164,7 +164,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
 /// when it has one: the held mail is looked for under either (an array's first task gets its
 /// EpilogSlurmctld without the array's variables; 22.05).
 fn settled_names(given: Option<u32>) -> Option<Vec<String>> {
-    let id = given.or_else(|| std::env::var("SLURM_JOB_ID").ok()?.parse().ok())?;
+    let id = given.or_else(|| JobId::own(&std::env::var("SLURM_JOB_ID").ok()?))?;
     let named = slurmdbd::job_ref(
         id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
@@ -197,7 +197,7 @@ fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
     let deadline = Instant::now() + timeout;
     let job_id = match args.job {
         Some(j) => j,
-        None => match std::env::var("SLURM_JOB_ID").ok().and_then(|j| j.parse().ok()) {
+        None => match std::env::var("SLURM_JOB_ID").ok().and_then(|j| JobId::own(&j)) {
             Some(j) => j,
             None => bail!("no job id.\nhint: give --job, or run from EpilogSlurmctld where SLURM_JOB_ID is set"),
         },

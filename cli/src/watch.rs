@@ -662,9 +662,8 @@ fn unknown_job(id: &str, file: Option<PathBuf>) -> Outcome {
 /// This node's spool file of job `id`, when it is there (a plain `<id>.sqlite`; a `%n`
 /// spool is looked up for this host's short name).
 fn recorded_here(id: &str) -> Option<PathBuf> {
-    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
+    // A job by its own id only: an array task's or het component's file is named otherwise.
+    slurmwatch_core::slurm::job_id::JobId::own(id)?;
     let site = slurmwatch_core::site::Site::here();
     let node = site.node.clone().unwrap_or_default();
     let w = locate::Wanted {

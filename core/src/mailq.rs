@@ -57,14 +57,10 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A job reference usable as a file name: digits, or digits `_` digits.
+/// A job reference usable as a file name: a job or an array task, as `slurm::job_id`
+/// spells them (`4242`, `12_3`).
 pub fn is_job_ref(job: &str) -> bool {
-    let mut parts = job.splitn(2, '_');
-    let digits = |s: Option<&str>| {
-        s.is_some_and(|s| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let first = parts.next();
-    digits(first) && parts.next().is_none_or(|t| digits(Some(t)))
+    crate::slurm::job_id::JobId::job_or_task(job).is_some()
 }
 
 /// `dir` exists (made 0700 when missing), is a directory of this process's user, and no one
@@ -270,6 +266,10 @@ mod tests {
             "../x",
             "1 2",
             "12345678901",
+            "4294967296",
+            "012",
+            "12_03",
+            "12+1",
             "a",
         ] {
             assert!(!is_job_ref(bad), "{bad}");

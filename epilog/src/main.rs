@@ -17,6 +17,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use slurmwatch_core::analysis::summary;
+use slurmwatch_core::slurm::job_id::JobId;
 
 /// The epilog returns within this bound whatever the file holds (statement deadlines inside
 /// the summariser) or the filesystem does: the work runs on a thread, and the process exits
@@ -71,13 +72,8 @@ fn run() -> Result<Option<String>, String> {
     let job = job
         .or_else(|| std::env::var("SLURM_JOB_ID").ok())
         .ok_or("no job id (give one, or run from Slurm's epilog where SLURM_JOB_ID is set)")?;
-    // Strict: the id becomes a file name inside the spool.
-    if job.is_empty() || job.len() > 20 || !job.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("{job:?} is not a job id"));
-    }
-    let job_id: u32 = job
-        .parse()
-        .map_err(|_| format!("{job:?} is not a job id"))?;
+    // Strict (`slurm::job_id`): the id becomes a file name inside the spool.
+    let job_id = JobId::own(&job).ok_or_else(|| format!("{job:?} is not a job id"))?;
     // The site's spool, as slurmstepd's plugstack line names it (`slurmwatch_core::site`).
     let mut spool = spool.unwrap_or_else(|| {
         slurmwatch_core::site::Site::here()
@@ -99,7 +95,7 @@ fn run() -> Result<Option<String>, String> {
             format!(
                 "job {job}: summary written to {} in {} ms",
                 spool
-                    .join(slurmwatch_core::store::paths::live_name(&job))
+                    .join(slurmwatch_core::store::paths::live_name(job_id))
                     .display(),
                 t0.elapsed().as_millis()
             )

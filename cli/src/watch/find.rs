@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use slurmwatch_core::slurm::job_id::JobId;
 use slurmwatch_core::slurm::squeue::{self, QueryError, QueueEntry};
 
 use super::Outcome;
@@ -21,11 +22,8 @@ pub fn parse_spec(s: &str) -> Result<JobSpec, String> {
         Some((b, st)) => (b, Some(st)),
         None => (s, None),
     };
+    let base_ok = JobId::parse(base).is_ok();
     let digits = |x: &str| !x.is_empty() && x.len() <= 20 && x.bytes().all(|b| b.is_ascii_digit());
-    let base_ok = match base.split_once(['_', '+']) {
-        Some((a, b)) => digits(a) && digits(b),
-        None => digits(base),
-    };
     let step_ok =
         step.is_none_or(|st| digits(st) || matches!(st, "batch" | "extern" | "interactive"));
     if !base_ok || !step_ok {
@@ -179,7 +177,20 @@ mod tests {
     #[test]
     fn anything_else_is_refused_with_the_forms() {
         for bad in [
-            "", "abc", "12345.", "12_", "+1", "1;rm -rf", "12345.x", "-5", "1.2.3",
+            "",
+            "abc",
+            "12345.",
+            "12_",
+            "+1",
+            "1;rm -rf",
+            "12345.x",
+            "-5",
+            "1.2.3",
+            "012345",
+            "4294967296",
+            "12345678901.0",
+            "12345_[1-3]",
+            "1+2_3",
         ] {
             let e = parse_spec(bad).unwrap_err();
             assert!(e.contains("12345_3"), "{bad}: {e}");

@@ -27,6 +27,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::slurm::job_id::JobId;
 use crate::slurm::munge;
 
 /// The longest a client may take to send its request head.
@@ -305,12 +306,11 @@ pub fn parse_request(head: &[u8]) -> Request {
     if path == "/metrics" {
         return Request::Metrics;
     }
-    let digits = |s: &&str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
+    // A job by its own id only (`slurm::job_id`: at most u32::MAX, no leading zero).
     let job = path
         .strip_prefix("/jobs/")
         .and_then(|p| p.strip_suffix("/summary"))
-        .filter(digits)
-        .and_then(|id| id.parse::<u32>().ok());
+        .and_then(JobId::own);
     let Some(job_id) = job else {
         return Request::Other;
     };
@@ -319,6 +319,7 @@ pub fn parse_request(head: &[u8]) -> Request {
             .split('&')
             .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
     };
+    let digits = |s: &&str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
     let nonce = param("nonce").filter(|n| munge::is_nonce(n));
     let uid = param("uid").filter(digits).and_then(|u| u.parse().ok());
     let start = param("start").filter(digits).and_then(|s| s.parse().ok());
@@ -678,6 +679,12 @@ mod tests {
             b"GET /jobs/../summary HTTP/1.1\r\n\r\n",
             b"GET /jobs/12a/summary HTTP/1.1\r\n\r\n",
             b"GET /jobs/99999999999/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4294967296/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/04242/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4242_1/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4242+0/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/4242.batch/summary HTTP/1.1\r\n\r\n",
+            b"GET /jobs/+4242/summary HTTP/1.1\r\n\r\n",
             b"GET /jobs//summary HTTP/1.1\r\n\r\n",
             b"POST /jobs/1/summary HTTP/1.1\r\n\r\n",
         ] {

@@ -379,14 +379,12 @@ pub fn collect(q: &Query, until: Instant) -> Vec<(String, NodeAnswer)> {
 /// The job as `sacctmgr … where jobid=` and `sacct -j` must name it: an array task by
 /// `<array id>_<task>` (its own id would also match the whole array in sacctmgr).
 pub fn job_ref(job_id: u32, array_job_id: Option<&str>, array_task_id: Option<&str>) -> String {
+    use crate::slurm::job_id::JobId;
     match (array_job_id, array_task_id) {
-        (Some(a), Some(t))
-            if a == job_id.to_string()
-                && t.bytes().all(|b| b.is_ascii_digit())
-                && !t.is_empty() =>
-        {
-            format!("{a}_{t}")
-        }
+        (Some(a), Some(t)) => match JobId::parse(&format!("{a}_{t}")) {
+            Ok(task @ JobId::ArrayTask { array, .. }) if array == job_id => task.to_string(),
+            _ => job_id.to_string(),
+        },
         _ => job_id.to_string(),
     }
 }
@@ -689,6 +687,9 @@ mod tests {
         assert_eq!(job_ref(7, Some("5"), Some("3")), "7");
         assert_eq!(job_ref(7, None, None), "7");
         assert_eq!(job_ref(7, Some("7"), Some("3;x")), "7");
+        assert_eq!(job_ref(7, Some("7"), Some("03")), "7");
+        assert_eq!(job_ref(7, Some("07"), Some("3")), "7");
+        assert_eq!(job_ref(7, Some("7"), Some("4294967296")), "7");
     }
 
     /// The fixture node's run (`report::slurmdbd::tests::node`).

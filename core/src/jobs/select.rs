@@ -8,30 +8,25 @@
 
 use std::path::Path;
 
+use crate::slurm::job_id::JobId;
+
 /// The most tasks one bracket expression may expand to (a typo like `1_[1-99999999]` must
 /// not build a command line of a hundred million ids).
 pub const MAX_EXPANDED: usize = 100_000;
 
-fn digits(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 20 && s.bytes().all(|c| c.is_ascii_digit())
-}
-
 /// `123`, `123_4` or `123_[1-3,7]` → the ids; `Err` with one sentence when it looks like an
-/// array expression but is malformed; `Ok(None)` when it is not a job id at all.
+/// array expression but is malformed; `Ok(None)` when it is not a job id at all. A job and a
+/// task are read by `slurm::job_id`; a het component (`123+1`) is not taken here.
 pub fn job_ids(arg: &str) -> Result<Option<Vec<String>>, String> {
     let arg = arg.trim();
-    let (job, task) = match arg.split_once('_') {
-        Some((j, t)) => (j, Some(t)),
-        None => (arg, None),
-    };
-    if !digits(job) {
-        return Ok(None);
-    }
-    let Some(task) = task else {
-        return Ok(Some(vec![job.to_string()]));
-    };
-    if digits(task) {
+    if JobId::job_or_task(arg).is_some() {
         return Ok(Some(vec![arg.to_string()]));
+    }
+    let Some((job, task)) = arg.split_once('_') else {
+        return Ok(None);
+    };
+    if JobId::own(job).is_none() {
+        return Ok(None);
     }
     let Some(inner) = task.strip_prefix('[').and_then(|t| t.strip_suffix(']')) else {
         return Err(format!(
@@ -43,7 +38,7 @@ pub fn job_ids(arg: &str) -> Result<Option<Vec<String>>, String> {
         // `%N` (at most N running at once) is sbatch's, not a selection: allowed and ignored.
         let part = part.split('%').next().unwrap_or("");
         let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (Ok(a), Ok(b)) = (a.trim().parse::<u64>(), b.trim().parse::<u64>()) else {
+        let (Ok(a), Ok(b)) = (a.trim().parse::<u32>(), b.trim().parse::<u32>()) else {
             return Err(format!("{arg:?}: {part:?} is not a task number or range"));
         };
         if b < a {
@@ -69,11 +64,7 @@ pub fn job_from_file_name(name: &str) -> Option<String> {
             continue;
         }
         let rest = &stem[i + 1..];
-        let ok = match rest.split_once('_') {
-            Some((j, t)) => digits(j) && digits(t),
-            None => digits(rest),
-        };
-        if ok {
+        if JobId::job_or_task(rest).is_some() {
             return Some(rest.to_string());
         }
     }
@@ -151,6 +142,13 @@ mod tests {
         assert!(job_ids("7_[1-99999999]").unwrap_err().contains("more than"));
         assert_eq!(job_ids("slurm-1.out").unwrap(), None);
         assert_eq!(job_ids("../etc").unwrap(), None);
+        // Not one job: left to be read as a file's name, as before.
+        for not in ["123+1", "0123", "12345678901", "4294967296_1", "123.0"] {
+            assert_eq!(job_ids(not).unwrap(), None, "{not}");
+        }
+        assert!(job_ids("7_01").is_err());
+        assert!(job_ids("7_4294967296").is_err());
+        assert!(job_ids("7_[4294967296]").is_err());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::pipeline::{self, Feed};
 use super::records::Delimiter;
 use super::stream::{self, Budget};
 use super::{parse, parse_many, Batch, Record, SacctError};
+use crate::slurm::job_id::JobId;
 
 /// The fields asked for, in this order. Each is looked up by name in the header. The first
 /// and the last are job ids, which hold no newline: every field a user or another tool
@@ -310,16 +311,13 @@ impl Query {
     }
 }
 
-/// A job id as it may go on sacct's command line: digits, `_` (array task), `+` (het job).
+/// A job id as it may go on sacct's command line: a job, an array task (`_`) or a het
+/// component (`+`), as `slurm::job_id` parses them.
 fn check_job_id(id: &str) -> Result<(), SacctError> {
-    if id.is_empty()
-        || !id
-            .chars()
-            .all(|c| c.is_ascii_digit() || c == '_' || c == '+')
-    {
-        return Err(SacctError::Failed(format!("{id:?} is not a job id")));
+    match JobId::parse(id) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(SacctError::Failed(format!("{id:?} is not a job id"))),
     }
-    Ok(())
 }
 
 /// sacct's arguments: the selector, then the fields and the delimiter asked for.
@@ -467,6 +465,27 @@ mod tests {
         assert_eq!(f.first().map(String::as_str), FIELDS.first().copied());
         assert_eq!(f.last().map(String::as_str), FIELDS.last().copied());
         assert!(!f.iter().any(|x| x == "WorkDir"));
+    }
+
+    #[test]
+    fn only_job_ids_go_on_the_command_line() {
+        for ok in ["12345", "12345_7", "12345+1"] {
+            assert!(check_job_id(ok).is_ok(), "{ok}");
+        }
+        // Taken before by a check of characters only; none names one job.
+        for bad in [
+            "",
+            "_",
+            "+",
+            "1__2",
+            "1_+2",
+            "12345678901",
+            "4294967296",
+            "012",
+            "1.0",
+        ] {
+            assert!(check_job_id(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]
