@@ -91,8 +91,7 @@ fn missing(r: &Record) -> Option<Missing> {
         return None;
     }
     let unanswered_before = stored_gap(j.admin_comment.as_deref())?;
-    let raw = r.key();
-    let job_id: u32 = raw.parse().ok()?;
+    let job_id = r.raw_id()?;
     let list = j
         .node_list
         .as_deref()
@@ -106,7 +105,7 @@ fn missing(r: &Record) -> Option<Missing> {
     let job = if j.job_id.contains('_') {
         j.job_id.clone()
     } else {
-        raw.to_string()
+        job_id.to_string()
     };
     Some(Missing {
         job_id,

@@ -157,16 +157,19 @@ pub fn run(args: JobsArgs) -> anyhow::Result<i32> {
     let rows: Vec<Row> = records
         .iter()
         .map(|acct| {
-            let raw = slurmwatch_core::jobs::row::raw_id(acct);
             // As the report: the job's files, else its summary in slurmdbd, else sacct. A
-            // damaged file costs its row the recording, not the table.
-            let mut recs = match crate::report::site_recordings(
-                spool,
-                site.archive_template(),
-                &args.archive,
-                &raw,
-                Some(acct),
-            ) {
+            // damaged file costs its row the recording, not the table; without its own id
+            // (no JobIDRaw for an array task) no file is looked for.
+            let found = acct.raw_id().map(|raw| {
+                crate::report::site_recordings(
+                    spool,
+                    site.archive_template(),
+                    &args.archive,
+                    raw,
+                    Some(acct),
+                )
+            });
+            let mut recs = match found.unwrap_or_else(|| Ok((Vec::new(), String::new()))) {
                 Ok((r, _)) => r,
                 Err(e) => {
                     eprintln!(

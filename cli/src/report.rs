@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use slurmwatch_core::render::terminal;
 use slurmwatch_core::report::{self, chart, ended, locate, slurmdbd, text, Recording};
 use slurmwatch_core::slurm::hostlist;
-use slurmwatch_core::slurm::job_id::JobId;
+use slurmwatch_core::slurm::job_id::{self, JobId};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
 #[derive(clap::Args)]
@@ -123,8 +123,8 @@ fn attach_log(
             .and_then(|out| joblog::from_scontrol(&out))
             // The controller may answer for another job of an array; keep only this one.
             .filter(|l| {
-                acct.and_then(|a| a.job.fields.get("JobIDRaw"))
-                    .is_none_or(|raw| raw.trim() == l.vars.job_id.to_string())
+                acct.and_then(sacct::Record::raw_id)
+                    .is_none_or(|raw| u64::from(raw) == l.vars.job_id)
             });
         // sacct's one answer already holds the SubmitLine: no second query.
         let located = from_ctl.or_else(|| {
@@ -166,12 +166,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     if let Some(owner) = &args.owner {
         check_owner(&args.job, owner, acct.as_ref())?;
     }
-    let raw_id = acct
-        .as_ref()
-        .and_then(|a| a.job.fields.get("JobIDRaw").cloned())
-        .filter(|r| r.bytes().all(|c| c.is_ascii_digit()) && !r.is_empty())
-        .unwrap_or_else(|| args.job.split('_').next().unwrap_or("").to_string());
-    let (mut recordings, why_none) = find_recordings(&args, &raw_id, acct.as_ref())?;
+    // The job's own id (the one rule, `slurm::job_id::raw_id`): sacct's JobIDRaw, else the
+    // id given when it is a job's own; an array task's is sacct's to tell.
+    let raw_id = job_id::raw_id(
+        acct.as_ref()
+            .and_then(|a| a.job.fields.get("JobIDRaw"))
+            .map(String::as_str),
+        &args.job,
+    );
+    let (mut recordings, why_none) = find_recordings(&args, raw_id, acct.as_ref())?;
     // No file here (a login node, or the files are gone): the summary the controller stored
     // in slurmdbd, when there is one.
     let mut summary_note = None;
@@ -205,7 +208,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     );
     rep.notes.extend(summary_note);
     if acct.is_some() {
-        note_other_jobs(&mut rep, &recordings, &raw_id);
+        note_other_jobs(&mut rep, &recordings, raw_id, &args.job);
     }
     if !args.no_log {
         attach_log(
@@ -252,15 +255,22 @@ fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
     }
 }
 
-/// A note for each file that records another job than `raw_id` (a file named by hand).
-fn note_other_jobs(rep: &mut report::Report, recordings: &[Recording], raw_id: &str) {
+/// A note for each file that records another job than `raw_id` (a file named by hand);
+/// `job` as given when its own id is not known.
+fn note_other_jobs(
+    rep: &mut report::Report,
+    recordings: &[Recording],
+    raw_id: Option<u32>,
+    job: &str,
+) {
+    let wanted = raw_id.map_or_else(|| job.to_string(), |r| r.to_string());
     for r in recordings {
-        if r.meta.job_id.to_string() != raw_id {
+        if raw_id.map(u64::from) != Some(r.meta.job_id) {
             rep.notes.push(format!(
                 "The file {} records job {}, not {}: its figures are that job's.",
                 r.path.display(),
                 r.meta.job_id,
-                raw_id
+                wanted
             ));
         }
     }
@@ -309,7 +319,7 @@ fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
 /// With nothing found, the reason.
 fn find_recordings(
     args: &ReportArgs,
-    raw_id: &str,
+    raw_id: Option<u32>,
     acct: Option<&sacct::Record>,
 ) -> anyhow::Result<(Vec<Recording>, String)> {
     if !args.file.is_empty() {
@@ -329,6 +339,13 @@ fn find_recordings(
         }
         return Ok((out, String::new()));
     }
+    let Some(raw_id) = raw_id else {
+        // An array task's file is named by its own id, which sacct did not give.
+        return Ok((
+            Vec::new(),
+            "its file is named by its own job id, which only sacct tells (JobIDRaw)".into(),
+        ));
+    };
     let site = slurmwatch_core::site::Site::here();
     let spool = args.spool.as_deref().unwrap_or(site.spool_template());
     site_recordings(spool, site.archive_template(), &args.archive, raw_id, acct)
@@ -366,7 +383,7 @@ pub(crate) fn site_recordings(
     spool: &Path,
     archive_template: Option<&str>,
     archives: &[PathBuf],
-    raw_id: &str,
+    raw_id: u32,
     acct: Option<&sacct::Record>,
 ) -> anyhow::Result<(Vec<Recording>, String)> {
     let nodes: Vec<String> = acct
@@ -383,7 +400,7 @@ pub(crate) fn site_recordings(
     let mut out: Vec<Recording> = Vec::new();
     for p in &paths {
         match Recording::load(p) {
-            Ok(r) if r.meta.job_id.to_string() == raw_id => {
+            Ok(r) if r.meta.job_id == u64::from(raw_id) => {
                 if !out.iter().any(|o| o.meta.node == r.meta.node) {
                     out.push(r);
                 }

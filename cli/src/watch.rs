@@ -663,11 +663,11 @@ fn unknown_job(id: &str, file: Option<PathBuf>) -> Outcome {
 /// spool is looked up for this host's short name).
 fn recorded_here(id: &str) -> Option<PathBuf> {
     // A job by its own id only: an array task's or het component's file is named otherwise.
-    slurmwatch_core::slurm::job_id::JobId::own(id)?;
+    let job_id = slurmwatch_core::slurm::job_id::JobId::own(id)?;
     let site = slurmwatch_core::site::Site::here();
     let node = site.node.clone().unwrap_or_default();
     let w = locate::Wanted {
-        job_id: id,
+        job_id,
         nodes: std::slice::from_ref(&node),
         user: None,
         uid: None,
@@ -855,15 +855,18 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
 /// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
     let site = slurmwatch_core::site::Site::here();
-    let name = slurmwatch_core::store::paths::live_name(e.job_id);
+    // Slurm's job ids are u32 (`slurm::job_id`): a larger one names no file.
+    let Ok(job_id) = u32::try_from(e.job_id) else {
+        return Vec::new();
+    };
+    let name = slurmwatch_core::store::paths::live_name(job_id);
     let nodes = job_nodes(e, None);
     if nodes.is_empty() {
         // No node known (yet): the plain spool file is the only candidate.
         return vec![(String::new(), vec![site.spool_template().join(&name)])];
     }
-    let job_id = e.job_id.to_string();
     let w = locate::Wanted {
-        job_id: &job_id,
+        job_id,
         nodes: &nodes,
         user: Some(&e.user),
         uid: e.uid,

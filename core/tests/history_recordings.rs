@@ -46,7 +46,7 @@ fn write_node_named(dir: &Path, name: &str, node: &str, ws_mib: u64, cpu_s: u64)
 fn run(nodes: &[&str]) -> Run {
     Run {
         job_id: "501".into(),
-        raw_id: "501".into(),
+        raw_id: Some(501),
         name: "train-1".into(),
         user: Some("alice".into()),
         partition: Some("debug".into()),

@@ -111,6 +111,9 @@ fn array_task_keeps_raw_id() {
     let r = rec("array_task.txt");
     assert_eq!(r.job.job_id, "103_1");
     assert_eq!(r.job.fields["JobIDRaw"], "106");
+    // The task's own id is its file's name, not its array's.
+    assert_eq!(r.raw_id(), Some(106));
+    assert_eq!(r.key(), slurmwatch_core::slurm::job_id::Key::Raw(106));
     assert_eq!(r.steps.len(), 2);
 }
 

@@ -222,7 +222,11 @@ fn confirmed_by_slurm(
             }
         };
         for (p, j) in chunk {
-            let rec = batch.records.iter().find(|r| r.key() == j.job_id);
+            let own = crate::slurm::job_id::JobId::own(&j.job_id);
+            let rec = batch
+                .records
+                .iter()
+                .find(|r| own.is_some() && r.raw_id() == own);
             let Some(rec) = rec else {
                 not.push((p.clone(), format!("Slurm has no job {}", j.job_id)));
                 continue;

@@ -246,7 +246,7 @@ mod tests {
         );
         let run = Run {
             job_id: "7".into(),
-            raw_id: "7".into(),
+            raw_id: Some(7),
             name: "x".into(),
             user: None,
             partition: None,

@@ -97,7 +97,9 @@ pub struct Recorded {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     pub job_id: String,
-    pub raw_id: String,
+    /// The job's own id (`slurm::job_id::raw_id`): what its recording is named by; `None`
+    /// when sacct printed no `JobIDRaw` for an array task or het component.
+    pub raw_id: Option<u32>,
     pub name: String,
     pub user: Option<String>,
     pub partition: Option<String>,
@@ -179,12 +181,7 @@ impl Run {
             .and_then(|l| hostlist::expand(l).ok())
             .unwrap_or_default();
         Some(Run {
-            raw_id: j
-                .fields
-                .get("JobIDRaw")
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| j.job_id.clone()),
+            raw_id: r.raw_id(),
             job_id: j.job_id.clone(),
             name: j.job_name.clone(),
             user: j.user.clone(),
@@ -376,7 +373,7 @@ impl Recordings {
                 .filter_map(|n| crate::options::spool_for_node(dir, n))
                 .collect();
         }
-        let (Some(user), Ok(job_id)) = (run.user.as_deref(), run.raw_id.parse::<u32>()) else {
+        let (Some(user), Some(job_id)) = (run.user.as_deref(), run.raw_id) else {
             return Vec::new();
         };
         let uid = *self
@@ -429,12 +426,9 @@ impl Recordings {
     /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
     pub fn attach(&mut self, run: &mut Run) -> bool {
         // The summary from slurmdbd came with sacct's answer: no file to open.
-        if run.recorded.is_some()
-            || run.raw_id.is_empty()
-            || !run.raw_id.bytes().all(|b| b.is_ascii_digit())
-        {
+        let Some(job_id) = run.raw_id.filter(|_| run.recorded.is_none()) else {
             return false;
-        }
+        };
         let mut candidates: Vec<PathBuf> = Vec::new();
         let dirs = std::mem::take(&mut self.dirs);
         for dir in &dirs {
@@ -442,9 +436,9 @@ impl Recordings {
                 if self.listing(&d).is_some_and(|n| n.is_empty()) {
                     continue; // most runs of a window: no recording anywhere to look at
                 }
-                candidates.push(d.join(paths::live_name(&run.raw_id)));
+                candidates.push(d.join(paths::live_name(job_id)));
                 for n in &run.node_names {
-                    candidates.push(d.join(paths::archive_name(&run.raw_id, n)));
+                    candidates.push(d.join(paths::archive_name(job_id, n)));
                 }
             }
         }
@@ -502,7 +496,7 @@ fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
     use crate::store::{summary, Reader};
     let reader = Reader::open(path).ok()?;
     let meta = reader.meta().ok()?;
-    if meta.job_id.to_string() != run.raw_id {
+    if run.raw_id.map(u64::from) != Some(meta.job_id) {
         return None;
     }
     if let (Some(s), Some(e)) = (run.start_unix, run.end_unix) {

@@ -11,25 +11,22 @@ use std::sync::Arc;
 
 use super::{workload, workload_name, Analysis, Brief, Recordings, Run, SlurmdbdFigures};
 use crate::fasthash::FastMap;
+use crate::slurm::job_id::Key;
 use crate::slurm::sacct::Record;
 
-/// A job's key in a window: a canonical decimal id as a number (a JobIDRaw, always), any
-/// other spelling as text.
+/// A job's key in a window ([`Record::key`]): its own id as a number (a JobIDRaw, always),
+/// any other spelling as text.
 #[derive(Default)]
 struct Seen {
-    ids: FastMap<u64, u32>,
+    ids: FastMap<u32, u32>,
     other: FastMap<String, u32>,
 }
 
 impl Seen {
-    fn slot(&mut self, key: &str, next: u32) -> (u32, bool) {
-        let canonical = !key.is_empty()
-            && key.len() < 20
-            && key.bytes().all(|b| b.is_ascii_digit())
-            && (key.len() == 1 || !key.starts_with('0'));
-        let e = match key.parse::<u64>() {
-            Ok(n) if canonical => self.ids.entry(n),
-            _ => return Self::other(&mut self.other, key, next),
+    fn slot(&mut self, key: Key<'_>, next: u32) -> (u32, bool) {
+        let e = match key {
+            Key::Raw(n) => self.ids.entry(n),
+            Key::Printed(key) => return Self::other(&mut self.other, key, next),
         };
         let fresh = matches!(e, std::collections::hash_map::Entry::Vacant(_));
         (*e.or_insert(next), fresh)

@@ -39,7 +39,8 @@ impl Basis {
 pub struct Row {
     /// As sacct shows it: `123`, or `123_4` for an array task.
     pub job_id: String,
-    /// `JobIDRaw`: the task's own job id.
+    /// `JobIDRaw`: the task's own job id (`sacct::Record::raw_id`); empty when sacct printed
+    /// none for an array task.
     pub job_id_raw: String,
     pub array_job_id: Option<String>,
     pub array_task_id: Option<String>,
@@ -63,7 +64,7 @@ impl Row {
         };
         Row {
             job_id: j.job_id.clone(),
-            job_id_raw: raw_id(acct),
+            job_id_raw: acct.raw_id().map(|r| r.to_string()).unwrap_or_default(),
             array_job_id,
             array_task_id,
             // slurmdbd's placeholder name is not the job's (sacct::Record::is_partial).
@@ -80,15 +81,4 @@ impl Row {
             efficiency: rep.efficiency.clone(),
         }
     }
-}
-
-/// `JobIDRaw` where sacct printed a number, else the id before any `_`: the name the job's
-/// recording is filed under.
-pub fn raw_id(acct: &sacct::Record) -> String {
-    acct.job
-        .fields
-        .get("JobIDRaw")
-        .map(|r| r.trim().to_string())
-        .filter(|r| !r.is_empty() && r.bytes().all(|c| c.is_ascii_digit()))
-        .unwrap_or_else(|| acct.job.job_id.split('_').next().unwrap_or("").to_string())
 }

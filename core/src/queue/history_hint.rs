@@ -180,12 +180,11 @@ pub fn hints(
     }
     let j = &inp.job;
     let workload = workload_name(&j.name);
-    let job_id = j.job_id.to_string();
     let mut runs: Vec<&Run> = all
         .iter()
         .filter(|r| workload_name(&r.name) == workload)
         .filter(|r| r.user.as_deref().is_none_or(|u| u == j.user))
-        .filter(|r| r.raw_id != job_id)
+        .filter(|r| r.raw_id.map(u64::from) != Some(j.job_id))
         .collect();
     runs.sort_by_key(|r| r.t());
     if runs.is_empty() {
@@ -413,7 +412,7 @@ mod tests {
     fn run(i: u64) -> Run {
         Run {
             job_id: (100 + i).to_string(),
-            raw_id: (100 + i).to_string(),
+            raw_id: Some(100 + i as u32),
             name: format!("train-{i}"),
             user: Some("u".into()),
             partition: Some("gpu".into()),

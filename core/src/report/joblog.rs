@@ -24,6 +24,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::analysis::joblog::{self, PatternVars, Scan, LOG_TAIL_BYTES};
+use crate::slurm::job_id::JobId;
 use crate::slurm::{sacct, scontrol};
 
 /// One log file the report looked at.
@@ -106,10 +107,10 @@ pub fn from_scontrol(text: &str) -> Option<Located> {
 /// command line: `#SBATCH --output` lines in the script are not there).
 pub fn from_sacct(rec: &sacct::Record, submit_line: Option<&str>) -> Option<Located> {
     let j = &rec.job;
-    let raw: u64 = j.fields.get("JobIDRaw")?.trim().parse().ok()?;
-    let (array_job_id, array_task_id) = match j.job_id.split_once('_') {
-        Some((a, t)) => (a.parse().ok(), t.parse().ok()),
-        None => (None, None),
+    let raw = u64::from(rec.raw_id()?);
+    let (array_job_id, array_task_id) = match JobId::parse(&j.job_id) {
+        Ok(JobId::ArrayTask { array, task }) => (Some(u64::from(array)), Some(u64::from(task))),
+        _ => (None, None),
     };
     let node = j
         .node_list

@@ -10,8 +10,8 @@ use crate::store::paths;
 
 /// What is known about the job for finding its files.
 pub struct Wanted<'a> {
-    /// The raw numeric job id (an array task's own id).
-    pub job_id: &'a str,
+    /// The job's own id (an array task's own: `slurm::job_id::raw_id`).
+    pub job_id: u32,
     /// The allocation's node names (empty when unknown).
     pub nodes: &'a [String],
     pub user: Option<&'a str>,
@@ -41,14 +41,12 @@ pub fn candidates(
     } else {
         push_dir(spool.to_path_buf());
     }
-    if let (Some(t), Some(user), Some(uid), Ok(job_id)) =
-        (archive_template, w.user, w.uid, w.job_id.parse::<u32>())
-    {
+    if let (Some(t), Some(user), Some(uid)) = (archive_template, w.user, w.uid) {
         for n in w.nodes {
             let ids = TemplateIds {
                 user,
                 uid,
-                job_id,
+                job_id: w.job_id,
                 node: n,
             };
             if let Some(d) = expand_template(t, &ids) {
@@ -82,13 +80,11 @@ pub fn node_files(
         .map(|d| d.join(paths::live_name(w.job_id)))
         .into_iter()
         .collect();
-    if let (Some(t), Some(user), Some(uid), Ok(job_id)) =
-        (archive_template, w.user, w.uid, w.job_id.parse::<u32>())
-    {
+    if let (Some(t), Some(user), Some(uid)) = (archive_template, w.user, w.uid) {
         let ids = TemplateIds {
             user,
             uid,
-            job_id,
+            job_id: w.job_id,
             node,
         };
         if let Some(dir) = expand_template(t, &ids) {
@@ -100,7 +96,7 @@ pub fn node_files(
 
 /// `<id>.sqlite` and `<id>.<node>.sqlite` in `dir`: the named nodes first, then any other
 /// plain node name found by listing (a file of a node the caller did not know about).
-fn in_dir(dir: &Path, job_id: &str, nodes: &[String]) -> Vec<PathBuf> {
+fn in_dir(dir: &Path, job_id: u32, nodes: &[String]) -> Vec<PathBuf> {
     let mut out = vec![dir.join(paths::live_name(job_id))];
     out.extend(
         nodes
@@ -150,7 +146,7 @@ mod tests {
         touch(&root.join("arch/alice/42.x.y.sqlite.tmp"));
         let nodes = vec!["sw1".to_string(), "sw2".to_string(), "sw3".to_string()];
         let w = Wanted {
-            job_id: "42",
+            job_id: 42,
             nodes: &nodes,
             user: Some("alice"),
             uid: Some(1000),
@@ -182,7 +178,7 @@ mod tests {
         touch(&a.join("7...sqlite"));
         touch(&a.join("77.n1.sqlite"));
         let w = Wanted {
-            job_id: "7",
+            job_id: 7,
             nodes: &[],
             user: None,
             uid: None,

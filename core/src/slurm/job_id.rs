@@ -138,6 +138,15 @@ pub enum Key<'a> {
     Printed(&'a str),
 }
 
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Raw(n) => write!(f, "{n}"),
+            Key::Printed(s) => f.write_str(s),
+        }
+    }
+}
+
 /// The [`Key`] of a job sacct printed with these `JobIDRaw` and `JobID`.
 pub fn key<'a>(job_id_raw: Option<&str>, job_id: &'a str) -> Key<'a> {
     raw_id(job_id_raw, job_id).map_or(Key::Printed(job_id), Key::Raw)
@@ -297,5 +306,7 @@ mod tests {
         assert_eq!(key(Some("12350"), "12345_7"), Key::Raw(12350));
         assert_eq!(key(None, "12345_[1-3]"), Key::Printed("12345_[1-3]"));
         assert_eq!(key(None, "12345"), Key::Raw(12345));
+        assert_eq!(key(Some("12350"), "12345_7").to_string(), "12350");
+        assert_eq!(key(None, "12345_[1-3]").to_string(), "12345_[1-3]");
     }
 }

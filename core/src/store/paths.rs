@@ -50,8 +50,8 @@ pub fn archive_name(job_id: impl Display, node: &str) -> String {
 
 /// The node of an archive copy's name for this job (`42.sw1.sqlite` → `sw1`); `None` for
 /// other names. The caller decides which node names it trusts.
-pub fn node_of_archive_name<'a>(name: &'a str, job_id: &str) -> Option<&'a str> {
-    name.strip_prefix(job_id)?
+pub fn node_of_archive_name(name: &str, job_id: u32) -> Option<&str> {
+    name.strip_prefix(&job_id.to_string())?
         .strip_prefix('.')?
         .strip_suffix(".sqlite")
 }
@@ -237,9 +237,9 @@ mod tests {
     #[test]
     fn archive_names_round_trip_to_their_node() {
         assert_eq!(archive_name(42, "sw1"), "42.sw1.sqlite");
-        assert_eq!(node_of_archive_name("42.sw1.sqlite", "42"), Some("sw1"));
-        assert_eq!(node_of_archive_name("420.sw1.sqlite", "42"), None);
-        assert_eq!(node_of_archive_name("42.sw1.sqlite.tmp", "42"), None);
-        assert_eq!(node_of_archive_name(&live_name(42), "42"), None);
+        assert_eq!(node_of_archive_name("42.sw1.sqlite", 42), Some("sw1"));
+        assert_eq!(node_of_archive_name("420.sw1.sqlite", 42), None);
+        assert_eq!(node_of_archive_name("42.sw1.sqlite.tmp", 42), None);
+        assert_eq!(node_of_archive_name(&live_name(42), 42), None);
     }
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::fields::{parse_gres_gpus, tres_usage, ExitCode, ReqMem, State, Tres};
+use crate::slurm::job_id;
 use crate::slurm::units::{parse_duration, parse_size, split_once_ascii, trim};
 
 /// One line of sacct: the job (`12345`) or a step (`12345.batch`, `12345.0`, `12345.extern`).
@@ -318,15 +319,22 @@ pub struct Record {
 }
 
 impl Record {
-    /// What tells this job apart in a window: `JobIDRaw` (an array task's own id), else the
-    /// JobID as printed.
-    pub fn key(&self) -> &str {
-        self.job
-            .fields
-            .get("JobIDRaw")
-            .map(|v| v.trim())
-            .filter(|v| !v.is_empty())
-            .unwrap_or(&self.job.job_id)
+    /// The job's own id (an array task's own, the name its recording is filed under): the
+    /// one rule, [`job_id::raw_id`], over `JobIDRaw` and `JobID`.
+    pub fn raw_id(&self) -> Option<u32> {
+        job_id::raw_id(
+            self.job.fields.get("JobIDRaw").map(String::as_str),
+            &self.job.job_id,
+        )
+    }
+
+    /// What tells this job apart in a window: its own id ([`raw_id`](Self::raw_id)), else
+    /// the JobID as printed.
+    pub fn key(&self) -> job_id::Key<'_> {
+        job_id::key(
+            self.job.fields.get("JobIDRaw").map(String::as_str),
+            &self.job.job_id,
+        )
     }
 
     /// True when sacct still says RUNNING/PENDING without an end: the record is open, and may

@@ -2,6 +2,7 @@
 //! job, many jobs, and time windows streamed in chunks. Each call asks a fresh delimiter
 //! ([`Delimiter::fresh`]): see [`records`](super::records) for why.
 
+use std::collections::hash_map::Entry;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -132,13 +133,7 @@ impl Query {
         };
         let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
         for r in b.records {
-            let key = r
-                .job
-                .fields
-                .get("JobIDRaw")
-                .filter(|v| !v.trim().is_empty())
-                .cloned()
-                .unwrap_or_else(|| r.job.job_id.clone());
+            let key = r.key().to_string();
             match seen.get(&key) {
                 Some(&i) => out.records[i] = r,
                 None => {
@@ -158,13 +153,17 @@ impl Query {
     pub fn window(&self, w: &Window) -> Result<Batch, SacctError> {
         let mut out = Batch::default();
         let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-        let tally = self.window_each(w, Kept::All, &mut |r| match seen.get(r.key()) {
-            Some(&i) => out.records[i] = r.clone(),
-            None => {
-                seen.insert(r.key().to_string(), out.records.len());
-                out.records.push(r.clone());
-            }
-        })?;
+        let tally = self.window_each(
+            w,
+            Kept::All,
+            &mut |r| match seen.entry(r.key().to_string()) {
+                Entry::Occupied(i) => out.records[*i.get()] = r.clone(),
+                Entry::Vacant(v) => {
+                    v.insert(out.records.len());
+                    out.records.push(r.clone());
+                }
+            },
+        )?;
         out.skipped_lines = tally.skipped_lines;
         out.orphan_steps = tally.orphan_steps;
         Ok(out)
