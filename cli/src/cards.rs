@@ -40,16 +40,9 @@ pub struct CardsArgs {
     pub sacct_timeout: u64,
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// The window `-S/-E` name, in Unix ms.
 pub fn window(since: &str, until: &str) -> anyhow::Result<Window> {
-    let now = now_unix();
+    let now = slurmwatch_core::sys::now_unix_s();
     let Some(s) = parse_when(since, now) else {
         bail!("cannot read --since {since:?}.\nhint: use 2026-11-01, 2026-11-01T08:00, now-28d or 12h");
     };

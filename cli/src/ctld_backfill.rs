@@ -119,7 +119,7 @@ fn missing(r: &Record) -> Option<Missing> {
 
 pub fn run(args: CtldBackfillArgs) -> Result<i32> {
     let (url, per_job) = crate::site::summary_endpoint(args.url, args.timeout)?;
-    let now = crate::history::now_unix();
+    let now = slurmwatch_core::sys::now_unix_s();
     let (Some(since), Some(until)) = (
         crate::history::parse_when(&args.since, now),
         crate::history::parse_when(&args.until, now),

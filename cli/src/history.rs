@@ -104,16 +104,9 @@ pub fn parse_when(s: &str, now: i64) -> Option<i64> {
     sacct::parse_time(&full)
 }
 
-pub(crate) fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// Query, build runs, attach recordings, analyse. `Ok(None)`: no finished job.
 fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
-    let now = now_unix();
+    let now = slurmwatch_core::sys::now_unix_s();
     let Some(since) = parse_when(&w.since, now) else {
         bail!(
             "cannot read --since {:?}.\nhint: use 2026-11-01, 2026-11-01T08:00, now-7d or 12h",

@@ -89,13 +89,6 @@ fn states(args: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
-
 /// The one sacct query: the named jobs (`-j a,b,c`), else the users' jobs of the window.
 fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::Record>> {
     let ids = select::resolve(&args.jobs).map_err(|e| {
@@ -109,7 +102,7 @@ fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::Record>
         }
         return Ok(q.jobs(&ids)?.records);
     }
-    let now = now_unix();
+    let now = slurmwatch_core::sys::now_unix_s();
     let when = |s: &Option<String>, default: &str, flag: &str| {
         let s = s.as_deref().unwrap_or(default);
         crate::history::parse_when(s, now).ok_or_else(|| {

@@ -14,12 +14,13 @@
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args;
 use slurmwatch_core::mailq::{self, Entry, Queue};
 use slurmwatch_core::slurm::command;
+use slurmwatch_core::sys::now_unix_ms;
 
 #[derive(Args, Clone)]
 pub struct MailHoldArgs {
@@ -64,12 +65,6 @@ const MAILER_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_REPORT_BYTES: usize = 256 << 10;
 /// How often a deliverer looks for the job's settled mark (one `stat`).
 const SETTLED_POLL: Duration = Duration::from_millis(500);
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 fn queue_of(args: &MailHoldArgs) -> Option<Queue> {
     args.queue.clone().map(|dir| Queue { dir }).or_else(|| {
@@ -178,7 +173,7 @@ fn deliver(q: &Queue, path: &Path, args: &MailHoldArgs) -> i32 {
         return 0;
     };
     let until_ms = entry.queued_unix_ms + (args.hold as i64) * 1000;
-    while !q.entry_settled(&entry) && now_ms() < until_ms {
+    while !q.entry_settled(&entry) && now_unix_ms() < until_ms {
         std::thread::sleep(SETTLED_POLL);
     }
     let body = with_report(&entry, args);

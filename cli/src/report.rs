@@ -450,10 +450,7 @@ fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Reco
     {
         return;
     }
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(i64::MAX);
+    let now_ms = slurmwatch_core::sys::now_unix_ms();
     let start = rep
         .job
         .start_unix

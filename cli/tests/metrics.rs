@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::export::live::now_unix_ms;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::Source;
 use slurmwatch_core::store::{JobMeta, Writer};
+use slurmwatch_core::sys::now_unix_ms;
 
 const BIN: &str = env!("CARGO_BIN_EXE_slurmwatch");
 

@@ -16,7 +16,7 @@
 
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -49,12 +49,6 @@ pub struct Entry {
 #[derive(Debug, Clone)]
 pub struct Queue {
     pub dir: PathBuf,
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A job reference usable as a file name: a job or an array task, as `slurm::job_id`
@@ -244,7 +238,7 @@ pub fn entry(job: &str, user: &str, argv: Vec<String>, body: String) -> Entry {
         user: user.to_string(),
         argv,
         body,
-        queued_unix_ms: now_ms(),
+        queued_unix_ms: crate::sys::now_unix_ms(),
     }
 }
 

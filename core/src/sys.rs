@@ -4,7 +4,8 @@
 //! sampler's own cost, and the benchmark floor beside it), a user's name and group (`getpwuid_r`: NSS,
 //! so LDAP/SSSD users resolve as they do for Slurm), and the terminal's `NO_COLOR` convention. Kept as thin `libc`
 //! wrappers rather than a crate: `libc` is already linked, and a time-zone crate would read
-//! the zone database its own way.
+//! the zone database its own way. And the wall clock as Unix time ([`now_unix_ms`]): read in
+//! one place, with one answer for a clock set before 1970.
 
 use std::ffi::CStr;
 
@@ -36,6 +37,31 @@ impl LocalTime {
             self.minute,
             self.second
         )
+    }
+}
+
+/// Now, in Unix milliseconds: every reader of the wall clock in slurmwatch (the plugin's rows
+/// and steps, the live view, the exporter, the mail queue, the report) asks here.
+///
+/// A clock set before 1970 reads as the negative count it is (saturating at `i64::MIN`):
+/// times taken from it stay ordered and their differences right, and no made-up instant
+/// (0, or `i64::MAX`) stands in for it; a name built from it (`store::paths::stale_path`)
+/// is then not one the spool sweep removes.
+pub fn now_unix_ms() -> i64 {
+    unix_ms(std::time::SystemTime::now())
+}
+
+/// Now, in whole Unix seconds (rounded down): [`now_unix_ms`] / 1000.
+pub fn now_unix_s() -> i64 {
+    now_unix_ms().div_euclid(1000)
+}
+
+/// `t` in Unix milliseconds, negative before 1970 (see [`now_unix_ms`]).
+fn unix_ms(t: std::time::SystemTime) -> i64 {
+    let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => ms(d),
+        Err(e) => -ms(e.duration()),
     }
 }
 
@@ -153,6 +179,24 @@ pub fn thread_cpu_usec() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_ms_is_signed_around_1970() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(unix_ms(UNIX_EPOCH), 0);
+        assert_eq!(
+            unix_ms(UNIX_EPOCH + Duration::from_millis(1_700_000_000_123)),
+            1_700_000_000_123
+        );
+        assert_eq!(unix_ms(UNIX_EPOCH - Duration::from_millis(1_500)), -1_500);
+        assert!(now_unix_ms() > 1_700_000_000_000);
+        assert!((now_unix_ms() - now_unix_s() * 1000).abs() < 2000);
+        assert_eq!(
+            (-1_500_i64).div_euclid(1000),
+            -2,
+            "seconds round down before 1970 too"
+        );
+    }
 
     #[test]
     fn local_time_agrees_with_date() {

@@ -169,7 +169,7 @@ const CARD: &str = r#"cluster="tiger",node="node1",jobid="42",step="batch",user=
 #[test]
 fn a_running_job_gives_exact_series_and_null_readings_are_absent() {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let _w = recording(spool.path(), 42, t0);
     let scrape = live::gather(spool.path(), &opts(t0 + 11_000));
     assert_eq!(scrape.jobs.len(), 1, "{:?}", scrape.files);
@@ -298,7 +298,7 @@ fn a_running_job_gives_exact_series_and_null_readings_are_absent() {
 #[test]
 fn a_second_running_step_gets_its_own_series_until_it_ends() {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let mut w = recording(spool.path(), 42, t0);
     w.begin_step("0", t0 + 6_000, Some(2)).unwrap();
     let mut r = row(t0, 2, Series::step("0"));
@@ -346,7 +346,7 @@ fn a_second_running_step_gets_its_own_series_until_it_ends() {
 #[test]
 fn ended_and_stale_jobs_give_no_series_and_a_broken_file_is_skipped() {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let _live = recording(spool.path(), 42, t0);
     // 43: the batch step ended (its last task exited).
     let mut ended = recording(spool.path(), 43, t0);
@@ -414,7 +414,7 @@ fn a_spool_that_cannot_be_listed_is_a_series_not_a_crash() {
 #[test]
 fn a_scrape_out_of_time_leaves_files_unchecked() {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let _w = recording(spool.path(), 42, t0);
     let mut o = opts(t0 + 11_000);
     o.deadline = Duration::ZERO;
@@ -433,7 +433,7 @@ fn a_scrape_out_of_time_leaves_files_unchecked() {
 #[test]
 fn verdicts_are_kept_until_the_file_changes() {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let _live = recording(spool.path(), 42, t0);
     let mut ended = recording(spool.path(), 43, t0);
     ended.end_step("batch", t0 + 10_100, Some(0)).unwrap();
@@ -460,7 +460,7 @@ fn verdicts_are_kept_until_the_file_changes() {
 /// the label names its series carry: taken from the exporter's own output.
 fn published() -> BTreeMap<String, BTreeSet<String>> {
     let spool = tempfile::tempdir().unwrap();
-    let t0 = live::now_unix_ms() - 20_000;
+    let t0 = slurmwatch_core::sys::now_unix_ms() - 20_000;
     let path = spool.path().join("42.sqlite");
     let mut w = Writer::create(&path, &meta(42, t0)).unwrap();
     w.begin_step("batch", t0, Some(1)).unwrap();

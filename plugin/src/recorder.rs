@@ -22,12 +22,13 @@ use slurmwatch_core::recording::rows::{stored_row, Peers, Reads, RowSchedule, Sa
 use slurmwatch_core::recording::step::{existing_file, ExistingFile};
 use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{paths, JobMeta, Writer};
+use slurmwatch_core::sys::now_unix_ms;
 use slurmwatch_core::sys::thread_cpu_usec;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 // The read, store, flush and archive cadence and which series a row stores are
 // `slurmwatch_core::recording`'s (unit-tested there); this file is the thread around them.
@@ -210,13 +211,6 @@ pub struct Recorder {
     shared: Shared,
     locate_test: LocateTest,
     first_task_pid: Option<u32>,
-}
-
-pub fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl Recorder {

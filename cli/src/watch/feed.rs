@@ -5,13 +5,14 @@
 
 use std::cell::{Ref, RefCell};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::slurm::sstat;
 use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
 use slurmwatch_core::store::{Following, JobMeta, Reader};
+use slurmwatch_core::sys::now_unix_ms;
 
 /// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
 const DIRECT_ROWS_MAX: usize = 86_400;
@@ -19,12 +20,6 @@ const DIRECT_ROWS_MAX: usize = 86_400;
 /// sstat is asked at most this often, whatever the refresh: every call costs slurmctld and
 /// each node of the job a request, and its figures are lifetime totals anyway.
 pub const SSTAT_MIN_GAP_SECONDS: u32 = 10;
-
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
 
 /// Size and modification time of the file and its WAL: a change means new rows.
 type FileSig = [(u64, Option<SystemTime>); 2];
@@ -101,7 +96,7 @@ impl Feed {
         Feed::Sstat {
             job_id,
             summary: Box::new(summary),
-            t_unix_ms: now_ms(),
+            t_unix_ms: now_unix_ms(),
             asked: None,
         }
     }
@@ -148,7 +143,7 @@ impl Feed {
             Feed::Direct {
                 collector, rows, ..
             } => {
-                let mut r = SampleRow::empty(now_ms(), Series::Job, SampleKind::Periodic);
+                let mut r = SampleRow::empty(now_unix_ms(), Series::Job, SampleKind::Periodic);
                 r.usage = collector.read_job();
                 r.memory_working_set_max_bytes = r.usage.memory_working_set_bytes;
                 rows.push(r);
@@ -176,7 +171,7 @@ impl Feed {
                 // A failed ask keeps the last summary (its time says how old it is).
                 let s = sstat::query(*job_id, sstat::TIMEOUT).map_err(|e| e.to_string())?;
                 **summary = s;
-                *t_unix_ms = now_ms();
+                *t_unix_ms = now_unix_ms();
                 Ok(true)
             }
         }

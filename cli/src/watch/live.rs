@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use slurmwatch_core::slurm::squeue::{self, QueryError};
 use slurmwatch_core::snapshot::{JobFacts, JobState, SnapshotSource};
+use slurmwatch_core::sys::now_unix_ms;
 
-use super::feed::now_ms;
 use super::nodes::Feeds;
 use super::screen::{self, View};
 use super::{logfile, signals, take, LogFormat, Outcome, QueueInfo, WatchArgs};
@@ -47,7 +47,7 @@ fn poll_queue(facts: &mut JobFacts, queue: &mut QueueInfo, feed: &Feeds) {
 }
 
 fn today() -> Option<String> {
-    slurmwatch_core::sys::local_time(now_ms().div_euclid(1000)).map(|t| t.date())
+    slurmwatch_core::sys::local_time(now_unix_ms().div_euclid(1000)).map(|t| t.date())
 }
 
 pub fn screen(
@@ -61,7 +61,7 @@ pub fn screen(
     let mut view = View {
         ascii: args.ascii,
         color: slurmwatch_core::sys::colour_allowed(),
-        now_unix_ms: now_ms(),
+        now_unix_ms: now_unix_ms(),
         today: today(),
         showing: None,
     };
@@ -95,7 +95,7 @@ pub fn screen(
                 }
             }
             poll_queue(&mut facts, &mut queue, &feed);
-            view.now_unix_ms = now_ms();
+            view.now_unix_ms = now_unix_ms();
             view.showing = (feed.len() > 1).then(|| match selected {
                 None => format!("all {} nodes", feed.len()),
                 Some(i) => format!(
@@ -207,7 +207,7 @@ pub fn log(
             return Ok(0);
         }
         // Sleep in short steps so a signal ends the log promptly.
-        let wait = next_log_poll(now_ms(), reading, interval, !rows.is_empty());
+        let wait = next_log_poll(now_unix_ms(), reading, interval, !rows.is_empty());
         let until = Instant::now() + wait;
         while Instant::now() < until {
             if signals::caught().is_some() {

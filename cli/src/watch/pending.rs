@@ -45,10 +45,7 @@ fn pending_outcome(e: &QueueEntry, a: Option<&Analysis>) -> Outcome {
 
 /// The workload's past runs, from sacct and the spool's recorded files.
 fn history_of(e: &QueueEntry) -> History {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0);
+    let now = slurmwatch_core::sys::now_unix_s();
     let dirs = slurmwatch_core::site::Site::here().record_dirs(None, &[]);
     gather::history(&e.user, &e.name, &dirs, now)
 }

@@ -61,19 +61,12 @@ impl GatherOptions {
     /// interval (plus a minute) are not opened.
     pub fn standard(max_interval_seconds: u32) -> GatherOptions {
         GatherOptions {
-            now_unix_ms: now_unix_ms(),
+            now_unix_ms: crate::sys::now_unix_ms(),
             deadline: Duration::from_secs(5),
             per_file: Duration::from_secs(2),
             max_age: Duration::from_secs(u64::from(max_interval_seconds) * 3 + 60),
         }
     }
-}
-
-pub fn now_unix_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// One series' latest reading: the whole job on this node (`step: None`) or one step.
