@@ -14,16 +14,14 @@
 //! spool to the site's (`spool=` on the plugstack line slurmstepd reads: `slurmwatch_core::site`).
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use slurmwatch_core::analysis::summary;
 use slurmwatch_core::slurm::job_id::JobId;
 
-/// The epilog returns within this bound whatever the file holds (statement deadlines inside
-/// the summariser) or the filesystem does: the work runs on a thread, and the process exits
-/// 0 when the bound passes (exiting ends the thread).
-const BOUND: Duration = Duration::from_secs(10);
-
+/// The epilog returns within [`summary::EPILOG_BOUND`] whatever the file holds (statement
+/// deadlines inside the summariser) or the filesystem does: the work runs on a thread, and
+/// the process exits 0 when the bound passes (exiting ends the thread).
 fn main() {
     // Whatever happens — a panic or a hang included — the exit status is 0.
     let (tx, rx) = std::sync::mpsc::channel();
@@ -31,7 +29,7 @@ fn main() {
         let _ = tx.send(std::panic::catch_unwind(run));
     });
     let outcome = match worker {
-        Ok(_) => rx.recv_timeout(BOUND).ok(),
+        Ok(_) => rx.recv_timeout(summary::EPILOG_BOUND).ok(),
         Err(_) => Some(std::panic::catch_unwind(run)),
     };
     match outcome {
@@ -41,7 +39,7 @@ fn main() {
         Some(Err(_)) => eprintln!("slurmwatch-epilog: internal error (panic); nothing written"),
         None => eprintln!(
             "slurmwatch-epilog: gave up after {} s (the file or its filesystem did not answer); nothing written",
-            BOUND.as_secs()
+            summary::EPILOG_BOUND.as_secs()
         ),
     }
     std::process::exit(0);

@@ -21,6 +21,7 @@ mod recorder;
 mod spank;
 mod state;
 
+use slurmwatch_core::analysis::summary::EPILOG_BOUND;
 use slurmwatch_core::options::{self, PluginConfig};
 use spank::{Context, Spank};
 use std::ffi::{c_char, c_int, CStr};
@@ -263,11 +264,10 @@ pub unsafe extern "C" fn slurm_spank_task_exit(
     })
 }
 
-/// How long `job_epilog` may take, whatever the files hold or the archive filesystem does:
-/// the work runs on a thread of its own and is left behind (the process exits after the
-/// callbacks) when it is not done by then. Slurm's own `PrologEpilogTimeout` is far longer.
-const EPILOG_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
-/// Of that bound: the summary (statement deadlines inside), then the archive copy.
+// How long `job_epilog` may take, whatever the files hold or the archive filesystem does, is
+// the one bound `analysis::summary::EPILOG_BOUND`: the work runs on a thread of its own and
+// is left behind (the process exits after the callbacks) when it is not done by then.
+/// Of [`EPILOG_BOUND`]: the summary (statement deadlines inside), then the archive copy.
 const EPILOG_ARCHIVE_WAIT: std::time::Duration = std::time::Duration::from_secs(4);
 /// The spool sweep for expired files, at most this long per job end.
 const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(300);
-/// The epilog's stated bound (plugin `EPILOG_BOUND`, `slurmwatch-epilog`'s `BOUND`).
-const EPILOG_BOUND: Duration = Duration::from_secs(10);
+/// The epilog's stated bound (the plugin's and `slurmwatch-epilog`'s).
+use slurmwatch_core::analysis::summary::EPILOG_BOUND;
 
 /// The node takes work again: idle (or mixed/allocated by another test's job), never
 /// drained, draining or down.

@@ -890,13 +890,16 @@ pub enum EpilogOutcome {
     Written,
 }
 
-/// How long [`summarise_job_file`] may take in all, whatever the file holds: every SQLite
-/// statement of its reader and its summary write runs under this one deadline (see
-/// `store::harden`), so the epilog ends within it plus the summary's own arithmetic.
-pub const EPILOG_BUDGET: std::time::Duration = std::time::Duration::from_secs(10);
+/// The epilog's bound, the one constant: how long an epilog may take, whatever the files
+/// hold or their filesystem does. `slurmwatch-epilog` and the plugin's `job_epilog` run
+/// their work on a thread of its own and leave it behind when it is not done by then; and
+/// [`summarise_job_file`] runs every SQLite statement of its reader and its summary write
+/// under this one deadline (see `store::harden`), so it ends within it plus the summary's
+/// own arithmetic. Slurm's own `PrologEpilogTimeout` is far longer.
+pub const EPILOG_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The epilog's whole job, shared by `slurmwatch-epilog` and the plugin's `job_epilog`:
-/// summarise `<spool>/<job_id>.sqlite` into its `summary` table, within [`EPILOG_BUDGET`].
+/// summarise `<spool>/<job_id>.sqlite` into its `summary` table, within [`EPILOG_BOUND`].
 /// The path is built only from the numeric job id inside the root-owned spool; the file is
 /// opened hardened (`store::harden`): a symlink, FIFO, oversized file or a schema that is not
 /// slurmwatch's is refused with one sentence and nothing in it runs.
@@ -904,7 +907,7 @@ pub fn summarise_job_file(
     spool: &std::path::Path,
     job_id: u32,
 ) -> crate::error::Result<EpilogOutcome> {
-    summarise_job_file_until(spool, job_id, crate::store::Deadline::after(EPILOG_BUDGET))
+    summarise_job_file_until(spool, job_id, crate::store::Deadline::after(EPILOG_BOUND))
 }
 
 /// As [`summarise_job_file`], by `deadline`.
