@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::model::{SampleKind, SampleRow, Series};
+use crate::recording::rows::STEP_ROW_EVERY;
 use crate::sample::GpuCard;
 use crate::store::{step_row_is_redundant, summary, Deadline, GpuRow, JobMeta, Reader};
 
@@ -29,11 +30,6 @@ pub const MAX_SPOOL_ENTRIES: usize = 20_000;
 /// A reading older than this many intervals (and at least [`STALE_MIN_MS`]) is not current.
 pub const STALE_INTERVALS: i64 = 3;
 pub const STALE_MIN_MS: i64 = 30_000;
-
-/// While several steps run, the plugin stores a step's periodic rows only every this many
-/// intervals (plugin/src/recorder.rs `STEP_ROW_EVERY`): a step's reading is current for
-/// [`stale_after_ms`] of that longer period.
-pub const STEP_ROW_EVERY: u32 = 6;
 
 /// When a series' latest reading stops being current, for a recording every
 /// `interval_seconds`: the plugin stores a row every interval (and flushes every few), so
@@ -288,6 +284,9 @@ fn read_file(
         return Ok(Outcome::Ended);
     }
     let stale_ms = stale_after_ms(meta.interval_seconds);
+    // While several steps run, the plugin stores a step's periodic rows only every
+    // STEP_ROW_EVERY intervals (`recording::rows`, the one constant): a step's reading is
+    // current for that longer period.
     let step_stale_ms = stale_after_ms(meta.interval_seconds.saturating_mul(STEP_ROW_EVERY));
     let job_row = reader.last_stored(&Series::Job)?;
     if job_row.as_ref().is_some_and(|r| r.kind == SampleKind::End) {
