@@ -629,21 +629,26 @@ impl Scratch {
     }
 
     /// The leading `slurmwatch_figures` of a `JS1:` string, read from the head of its stream:
-    /// base64 decoded and inflated [`HEAD_CHUNK_CHARS`] at a time until the array is whole.
+    /// copied out of the stored block that [`encode`] writes them in when small, else
+    /// base64-decoded and inflated [`HEAD_CHUNK_CHARS`] at a time until the array is whole.
     /// `None` when the string is not such a one (an older summary, another tool's, or one
     /// that does not decode this far): the caller reads the whole of it, which says why.
     /// The stream's CRC covers the whole JSON and is not checked here (every reader of the
     /// whole summary checks it): what deflate gives up to the array's end is what was written.
     fn figures_head(&mut self, comment: &str) -> Option<Result<Vec<NodeFigures>, DecodeError>> {
-        const OPEN: &[u8] = b"{\"slurmwatch_figures\":";
         let c = comment.trim();
         if !c.starts_with(PREFIX) || !is_ours(c) {
             return None;
         }
+        let text = &c.as_bytes()[PREFIX.len()..];
+        if let Some(head) = self.stored_head(text) {
+            // The block holds the whole array: anything short of it is not our writing.
+            return settled(head_figures(head));
+        }
         self.inflater.reset(false);
         self.packed.clear();
         self.json.clear();
-        for chunk in c.as_bytes()[PREFIX.len()..].chunks(HEAD_CHUNK_CHARS) {
+        for chunk in text.chunks(HEAD_CHUNK_CHARS) {
             let at = self.packed.len();
             self.packed
                 .resize(at + data_encoding::BASE64.decode_len(chunk.len()).ok()?, 0);
@@ -656,26 +661,41 @@ impl Scratch {
             }
             let fed = GZIP_HEADER_BYTES + self.inflater.total_in() as usize;
             inflate_more(&mut self.inflater, &self.packed[fed..], &mut self.json).ok()?;
-            if !self
-                .json
-                .starts_with(&OPEN[..OPEN.len().min(self.json.len())])
-                || self.json.len() > HEAD_MAX_BYTES
-            {
+            if self.json.len() > HEAD_MAX_BYTES {
                 return None;
             }
-            let Some(rest) = self.json.get(OPEN.len()..).filter(|r| !r.is_empty()) else {
-                continue;
-            };
-            match Vec::<NodeFigures>::deserialize(&mut serde_json::Deserializer::from_slice(rest)) {
-                Ok(v) if v.is_empty() => {
-                    return Some(Err(DecodeError::Damaged("no node in it".into())))
-                }
-                Ok(v) => return Some(Ok(v)),
-                Err(e) if e.is_eof() => continue,
-                Err(e) => return Some(Err(DecodeError::Damaged(format!("JSON: {e}")))),
+            match head_figures(&self.json) {
+                Some(Ok(None)) => continue,
+                r => return settled(r),
             }
         }
         None
+    }
+
+    /// The bytes of the stored block that opens the stream after our gzip header, when it
+    /// does (BTYPE 00, LEN and its complement agreeing), base64-decoded from the string's
+    /// first characters alone.
+    fn stored_head(&mut self, text: &[u8]) -> Option<&[u8]> {
+        const DATA_AT: usize = GZIP_HEADER_BYTES + 5;
+        let decode = |packed: &mut Vec<u8>, chars: &[u8]| -> Option<()> {
+            packed.clear();
+            packed.resize(data_encoding::BASE64.decode_len(chars.len()).ok()?, 0);
+            let n = data_encoding::BASE64.decode_mut(chars, packed).ok()?;
+            packed.truncate(n);
+            Some(())
+        };
+        decode(&mut self.packed, text.get(..DATA_AT.div_ceil(3) * 4)?)?;
+        let b = &self.packed;
+        let (len, nlen) = (
+            u16::from_le_bytes([b[DATA_AT - 4], b[DATA_AT - 3]]),
+            u16::from_le_bytes([b[DATA_AT - 2], b[DATA_AT - 1]]),
+        );
+        if b[GZIP_HEADER_BYTES] != 0 || nlen != !len {
+            return None;
+        }
+        let end = DATA_AT + usize::from(len);
+        decode(&mut self.packed, text.get(..end.div_ceil(3) * 4)?)?;
+        self.packed.get(DATA_AT..end)
     }
 
     /// Drops what an unusual comment grew.
@@ -685,6 +705,39 @@ impl Scratch {
                 *b = Vec::new();
             }
         }
+    }
+}
+
+/// What the leading figures in `json` (the start of one of our JSONs) say: `None` when
+/// `json` does not open with them; `Ok(None)` while the array is not whole yet.
+fn head_figures(json: &[u8]) -> Option<Result<Option<Vec<NodeFigures>>, DecodeError>> {
+    const OPEN: &[u8] = b"{\"slurmwatch_figures\":";
+    if !json.starts_with(&OPEN[..OPEN.len().min(json.len())]) {
+        return None;
+    }
+    let rest = json.get(OPEN.len()..).unwrap_or_default();
+    if rest.is_empty() {
+        return Some(Ok(None));
+    }
+    Some(
+        match Vec::<NodeFigures>::deserialize(&mut serde_json::Deserializer::from_slice(rest)) {
+            Ok(v) if v.is_empty() => Err(DecodeError::Damaged("no node in it".into())),
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_eof() => Ok(None),
+            Err(e) => Err(DecodeError::Damaged(format!("JSON: {e}"))),
+        },
+    )
+}
+
+/// [`head_figures`]' answer once no more of the stream will come: `None` (read the whole
+/// summary) unless the figures were whole or damaged.
+fn settled(
+    r: Option<Result<Option<Vec<NodeFigures>>, DecodeError>>,
+) -> Option<Result<Vec<NodeFigures>, DecodeError>> {
+    match r {
+        Some(Ok(Some(v))) => Some(Ok(v)),
+        Some(Err(e)) => Some(Err(e)),
+        _ => None,
     }
 }
 
@@ -1252,6 +1305,21 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             decode_figures(&empty),
             Err(DecodeError::Damaged("no node in it".into()))
         );
+        let stored = |head: &[u8], rest: &[u8]| {
+            let packed = gzip_member((head, rest)).unwrap();
+            format!("{PREFIX}{}", data_encoding::BASE64.encode(&packed))
+        };
+        let bad = stored(
+            br#"{"slurmwatch_figures":[{"oom_kills":"x"}]"#,
+            br#","nodes":{}}"#,
+        );
+        assert!(matches!(decode_figures(&bad), Err(DecodeError::Damaged(e)) if e.contains("JSON")));
+        // A stored head that stops short: the whole is read, and has no summary of ours.
+        let short = stored(br#"{"slurmwatch_figures":[{}"#, br#"],"nodes":{}}"#);
+        assert!(matches!(
+            decode_figures(&short),
+            Err(DecodeError::Damaged(_))
+        ));
         let mut endless = br#"{"slurmwatch_figures":["#.to_vec();
         while endless.len() <= HEAD_MAX_BYTES {
             endless.extend_from_slice(b"{},");
