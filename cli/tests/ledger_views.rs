@@ -1,8 +1,13 @@
-//! Where the allocation went, in every view of the same rows: the HTML report opens with it.
+//! Where the allocation went, in every view of the same rows: `--once --json` carries the
+//! report's `ledger` key for key and value for value (one owner of the arithmetic,
+//! `analysis::ledger`), before and after the epilog stores its summary; a cgroup v1
+//! recording has no stall figure (null with why, never 0); the HTML report opens with it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use serde_json::Value;
+use slurmwatch_core::analysis::summary::summarise_job_file;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{
     Gpm, GpmUnavailable, GpuCard, GpuError, GpuLedger, GpuSample, IdleTime, Source,
@@ -133,6 +138,91 @@ fn run(args: &[&str]) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+fn report_json(path: &Path) -> Value {
+    let p = path.to_str().unwrap();
+    let id = JOB_ID.to_string();
+    let args = [
+        "report",
+        &id,
+        "--file",
+        p,
+        "--no-sacct",
+        "--no-log",
+        "--json",
+    ];
+    serde_json::from_str(&run(&args)).unwrap()
+}
+
+fn once_json(path: &Path) -> Value {
+    serde_json::from_str(&run(&[
+        "--file",
+        path.to_str().unwrap(),
+        "--once",
+        "--json",
+    ]))
+    .unwrap()
+}
+
+#[test]
+fn once_json_carries_the_reports_ledger_for_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path(), Source::CgroupV2);
+    let (report, once) = (report_json(&path), once_json(&path));
+    assert_eq!(report["summary_stored"], false);
+    let l = &once["ledger"];
+    assert_eq!(
+        *l, report["ledger"],
+        "--once --json and report --json differ"
+    );
+    assert_eq!(once["ledger_covers"], "so_far", "a running job's is so far");
+    // The figures are the rows' own: 23 intervals of 5 s, 4 cores, 1.5 busy.
+    assert_eq!(l["to_unix_ms"], T0 + 115_000);
+    assert_eq!(l["core_seconds_allocated"], 460.0);
+    assert_eq!(l["core_seconds_used"], 173.5);
+    let share = &l["stall_share_of_wall"];
+    assert_eq!(share["memory_some"], 0.2);
+    assert_eq!(share["memory_full"], 0.05);
+    assert_eq!(l["stalls_unavailable"], Value::Null);
+    // Per card: the power brake on the Hopper card, heat and no work on the other; GPM on
+    // the Hopper card only, the other says why.
+    assert_eq!(l["gpu_held_seconds"]["power"], 27.6);
+    assert_eq!(l["gpus"][1]["held_seconds"]["thermal"], 6.9);
+    assert_eq!(l["gpus"][1]["no_work_seconds"], 92.0);
+    assert_eq!(l["gpus"][0]["gpm"]["tensor_active_percent"], 45.5);
+    assert_eq!(l["gpus"][1]["gpm"], Value::Null);
+    assert_eq!(
+        l["gpus"][1]["gpm_unavailable"],
+        "not available on this card"
+    );
+
+    // The epilog's stored summary: both read it, still the same.
+    summarise_job_file(dir.path(), JOB_ID).unwrap();
+    let (report, once) = (report_json(&path), once_json(&path));
+    assert_eq!(report["summary_stored"], true);
+    assert_eq!(once["ledger"], report["ledger"]);
+    assert_eq!(
+        once["ledger"], *l,
+        "the stored summary gives the same ledger"
+    );
+}
+
+#[test]
+fn a_cgroup_v1_recording_has_no_stall_figure_and_says_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = recording(dir.path(), Source::CgroupV1);
+    let (report, once) = (report_json(&path), once_json(&path));
+    let l = &once["ledger"];
+    assert_eq!(*l, report["ledger"]);
+    for (k, v) in l["stall_seconds"].as_object().unwrap() {
+        assert_eq!(*v, Value::Null, "{k}: unknown is null, never 0");
+    }
+    let why = l["stalls_unavailable"].as_str().unwrap();
+    assert!(why.contains("cgroup v1"), "{why}");
+    // No card recorded: no GPU figure at all, not a zero.
+    assert_eq!(l["gpu_seconds"], Value::Null);
+    assert_eq!(l["gpus"], Value::Array(Vec::new()));
 }
 
 #[test]

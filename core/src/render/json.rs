@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 use crate::slurm::sstat::StepStat;
 use crate::snapshot::NodeSnapshot;
 use crate::snapshot::{
-    guard_word, CpuSnapshot, GpuSnapshot, MemorySnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA,
+    guard_word, CpuSnapshot, GpuSnapshot, JobState, MemorySnapshot, Reading, Snapshot,
+    SNAPSHOT_SCHEMA,
 };
 
 trait ToJson {
@@ -140,6 +141,7 @@ pub fn to_value(s: &Snapshot) -> Value {
         serde_json::to_value(crate::analysis::efficiency::compute(&s.efficiency_inputs()))
             .unwrap_or(Value::Null),
     );
+    ledger_keys(&mut m, s);
     m.insert(
         "nodes_reporting".into(),
         s.nodes_reporting.map_or(Value::Null, Value::from),
@@ -156,6 +158,33 @@ pub fn to_value(s: &Snapshot) -> Value {
         );
     }
     Value::Object(m)
+}
+
+/// `ledger`: the same object as the report's `ledger` (`analysis::ledger`, serialized the
+/// same way), or null with `ledger_reason`; `ledger_covers` says it is the job's so far
+/// (to its `to_unix_ms`) while the job runs.
+fn ledger_keys(m: &mut Map<String, Value>, s: &Snapshot) {
+    match s.ledger.get() {
+        Some(l) => {
+            m.insert(
+                "ledger".into(),
+                serde_json::to_value(l).unwrap_or(Value::Null),
+            );
+            let covers = match s.state {
+                JobState::Ended => "whole_recording",
+                _ => "so_far",
+            };
+            m.insert("ledger_covers".into(), covers.into());
+        }
+        None => {
+            m.insert("ledger".into(), Value::Null);
+            m.insert(
+                "ledger_reason".into(),
+                s.ledger.reason.as_deref().unwrap_or("not computed").into(),
+            );
+            m.insert("ledger_covers".into(), Value::Null);
+        }
+    }
 }
 
 /// Beside every `sstat_summary` snapshot: what its figures are and are not.
@@ -523,6 +552,10 @@ mod contract {
             }
         }
         let mut keys = Vec::new();
+        // `ledger` is the report's object, carried key for key (its units are in its parents'
+        // names: `stall_seconds.memory_some`, `gpu_held_seconds.power`): not this layout's.
+        let mut v = v;
+        v.as_object_mut().unwrap().remove("ledger");
         walk(&v, &mut keys);
         let units = [
             "_bytes", "_seconds", "_percent", "_watts", "_celsius", "_mhz", "_ms", "_total",
