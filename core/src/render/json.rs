@@ -392,8 +392,9 @@ mod contract {
     //! The JSON contract, parsed into structs the test defines (not the library's own), from
     //! the 4-GPU fixture snapshot.
     use serde::Deserialize;
+    use serde_json::Value;
 
-    use crate::snapshot::Snapshot;
+    use crate::snapshot::{Reading, Snapshot};
 
     #[derive(Deserialize)]
     struct Doc {
@@ -532,6 +533,34 @@ mod contract {
         // One card's power is unreadable, not its utilization: the overall figure stands.
         assert!(e["gpu_utilization_percent"].is_number(), "{e:#}");
         assert!(e.get("memory_max_rss_efficiency_percent").is_none());
+    }
+
+    #[test]
+    fn the_ledger_is_the_reports_object_or_null_with_why() {
+        let v = super::to_value(&fixture("four_gpus"));
+        assert_eq!(v["ledger_covers"], "so_far");
+        let l = &v["ledger"];
+        assert_eq!(l["gpu_held_seconds"]["power"], 2435.0);
+        assert_eq!(
+            l["stall_seconds"]["memory_some"],
+            Value::Null,
+            "v1: unknown, not 0"
+        );
+        let ledger = fixture("four_gpus").ledger.value.unwrap();
+        assert_eq!(
+            *l,
+            serde_json::to_value(ledger).unwrap(),
+            "serialized as the report's"
+        );
+        let mut s = fixture("cpu_only");
+        s.ledger = Reading::missing("direct readings began when this view started");
+        let v = super::to_value(&s);
+        assert_eq!(v["ledger"], Value::Null);
+        assert_eq!(v["ledger_covers"], Value::Null);
+        assert_eq!(
+            v["ledger_reason"],
+            "direct readings began when this view started"
+        );
     }
 
     #[test]
