@@ -8,6 +8,7 @@
 
 use std::time::Instant;
 
+use slurmwatch_core::analysis::ledger::NodeFigures;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::snapshot::{self, JobFacts, SnapshotSource};
 use slurmwatch_core::store::{JobMeta, Reader, Writer};
@@ -85,6 +86,16 @@ fn main() {
             t.elapsed().as_secs_f64() * 1e3
         })
         .collect();
+    // The ledger so far (`--once --json`'s `ledger`, the dashboard's block): the summary's
+    // figures over every row (and every card reading; this job has no card).
+    let ledger: Vec<f64> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let l = NodeFigures::read(&reader, &meta, f.rows()).unwrap();
+            assert!(l.summary.cpu_usage_seconds_total.is_some());
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
     let n = f.rows().len();
     assert_eq!(n, reader.samples(&Series::Job).unwrap().len());
     println!("a running 7-day job ({n} job rows), medians of {runs}:");
@@ -99,5 +110,9 @@ fn main() {
     println!(
         "  refresh after a new row, series followed: {:.2} ms",
         median_ms(followed)
+    );
+    println!(
+        "  the ledger so far (computed again at most once per 20 times this): {:.1} ms",
+        median_ms(ledger)
     );
 }

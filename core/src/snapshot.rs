@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::ledger::{Ledger, NodeFigures};
 use crate::collect::gpu::derive::{self, CardState};
 use crate::model::{self, MemoryGuard, Peaks};
 use crate::model::{SampleKind, SampleRow};
@@ -436,6 +437,36 @@ pub struct Snapshot {
     /// How many of `nodes` had a recent reading.
     #[serde(default)]
     pub nodes_reporting: Option<u32>,
+    /// Where the allocation went so far (`analysis::ledger`, the report's own arithmetic), to
+    /// its `to_unix_ms`; or why there is none.
+    #[serde(default = "ledger_not_built")]
+    pub ledger: Reading<Ledger>,
+    /// This node's recording as the ledger reads it (a file's snapshot only): what a merge
+    /// of the nodes' snapshots adds up, carried across an `srun` hop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_input: Option<NodeFigures>,
+}
+
+/// Why a snapshot has no ledger: it was not read from the plugin's recording.
+pub const LEDGER_NEEDS_RECORDING: &str =
+    "needs the plugin's recording of the job: the ledger subtracts its counters' first reading from its last";
+
+fn ledger_not_built() -> Reading<Ledger> {
+    Reading::missing(LEDGER_NEEDS_RECORDING)
+}
+
+/// Sets a snapshot's ledger from its node's recording (`Err`: why there is none).
+pub fn set_ledger(s: &mut Snapshot, input: Result<NodeFigures, String>) {
+    match input {
+        Ok(n) => {
+            s.ledger = Reading::ok(crate::analysis::ledger::of_nodes(&[&n]));
+            s.ledger_input = Some(n);
+        }
+        Err(why) => {
+            s.ledger = Reading::missing(why);
+            s.ledger_input = None;
+        }
+    }
 }
 
 /// One node of the job, as `nodes[]` in the live JSON.
@@ -658,6 +689,8 @@ fn from_rows_with(
         sstat: None,
         nodes: Vec::new(),
         nodes_reporting: None,
+        ledger: ledger_not_built(),
+        ledger_input: None,
     }
 }
 
@@ -770,6 +803,9 @@ pub fn from_sstat(facts: &JobFacts, summary: &sstat::Summary, t_unix_ms: i64) ->
         "sstat's MaxRSS is one task's resident set, not the cgroup's peak: see sstat_max_rss_bytes",
     );
     m.guard = None;
+    s.ledger = Reading::missing(
+        "sstat gives lifetime totals of the running steps, not the counters the ledger subtracts",
+    );
     s.sstat = Some(SstatFigures {
         cpu_seconds_total: Reading::from_option(summary.cpu_seconds_total(), || {
             "sstat gave no AveCPU and NTasks".into()

@@ -2,8 +2,10 @@
 //! the job-level figures over all of them. Totals add up (CPU seconds, cores in use, cores
 //! allocated, working set, limit); peaks stay per node (what `--mem` applies to); a node
 //! without a recent reading is counted as not reporting and left out of the sums, never
-//! averaged in as 0, and a sum any reporting node cannot give is unknown, not partial.
+//! averaged in as 0, and a sum any reporting node cannot give is unknown, not partial. The
+//! ledger adds up every node's recording so far as the report does (`analysis::ledger`).
 
+use crate::analysis::ledger::{self, Ledger};
 use crate::model::{sum_all as sum, MemoryGuard};
 use crate::slurm::hostlist;
 use crate::snapshot::{
@@ -95,7 +97,39 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         .collect();
     m.history = sum_histories(live.iter().map(|s| &s.history));
     m.nodes = nodes;
+    m.ledger = merged_ledger(per_node);
+    m.ledger_input = None;
     Some(m)
+}
+
+/// The job's ledger over the nodes whose recording was read (as the report's covers the
+/// recorded nodes, the basis names the others); unknown when a node was read otherwise
+/// (directly, or through sstat), whose counters from the job's start are not at hand.
+fn merged_ledger(per_node: &[(String, Result<Snapshot, String>)]) -> Reading<Ledger> {
+    let mut inputs = Vec::new();
+    let mut unread = Vec::new();
+    for (node, s) in per_node {
+        match s {
+            Ok(s) => match &s.ledger_input {
+                Some(i) => inputs.push(i),
+                None => {
+                    let why = s.ledger.reason.as_deref().unwrap_or("no recording read");
+                    return Reading::missing(format!("{node}: {why}"));
+                }
+            },
+            Err(_) => unread.push(node.as_str()),
+        }
+    }
+    let mut l = ledger::of_nodes(&inputs);
+    if !unread.is_empty() {
+        l.basis.push(format!(
+            "over the {} of {} nodes whose recording was read (not {})",
+            inputs.len(),
+            per_node.len(),
+            unread.join(", ")
+        ));
+    }
+    Reading::ok(l)
 }
 
 /// One node's `nodes[]` entry: reporting when its latest reading is at most

@@ -349,3 +349,63 @@ fn a_three_second_gpu_job_gets_exact_ledger_totals() {
         .sum();
     assert!((total - spans).abs() <= 0.5, "{l:#}");
 }
+
+/// The live view's ledger is the report's (issue 39): while a braked GPU job runs,
+/// `--once --json` has a ledger so far (its cards held by the power brake, stalls measured or
+/// said unavailable, never 0); after it ends, `--once --json --file` and `report --json
+/// --file` on the same file carry the same `ledger`, key for key.
+#[cluster_test]
+fn the_live_ledger_is_the_reports() {
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
+    ));
+    install_fake_nvml();
+    let since_ms = (now() - 60) * 1000;
+    let braked = |i: u32| {
+        let mut c = fake_a100(i);
+        c["violation_windows"] = json!({ "power": [[since_ms, null]] });
+        c
+    };
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(braked).collect::<Vec<_>>() }));
+    let mut submit = Submit::new("gpu-ledger-live", "sleep 20").arg("--slurmwatch=1");
+    submit = if cluster_has_gpu_gres() {
+        submit.arg("--gres=gpu:2")
+    } else {
+        submit.env("CUDA_VISIBLE_DEVICES", "2,3")
+    };
+    let job = submit.submit();
+    let id = job.id.to_string();
+    job.wait_running(WAIT);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let live = loop {
+        let v = cli_json(&[&id, "--once", "--json"]);
+        let held = v["ledger"]["gpu_held_seconds"]["power"].as_f64();
+        if held.is_some_and(|h| h > 0.0) {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no live ledger with the brake: {v:#}"
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    };
+    assert_eq!(live["ledger_covers"], "so_far", "{live:#}");
+    let l = &live["ledger"];
+    assert_eq!(l["gpus"].as_array().map(Vec::len), Some(2), "{l:#}");
+    assert!(l["core_seconds_allocated"].as_f64().is_some(), "{l:#}");
+    match l["stalls_unavailable"].as_str() {
+        Some(why) => assert!(l["stall_seconds"]["memory_some"].is_null(), "{why}: {l:#}"),
+        None => assert!(l["stall_seconds"]["memory_some"].is_number(), "{l:#}"),
+    }
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let file = spool_file(job.id);
+    let file = file.to_str().unwrap();
+    let once = cli_json(&["--file", file, "--once", "--json"]);
+    let report = cli_json(&["report", &id, "--file", file, "--json", "--no-log"]);
+    assert_eq!(once["ledger"], report["ledger"], "{once:#}\n{report:#}");
+    assert_eq!(once["ledger_covers"], "whole_recording", "{once:#}");
+    assert!(
+        report["ledger"]["to_unix_ms"].as_i64() > l["to_unix_ms"].as_i64(),
+        "the final ledger covers more than the live one: {report:#}"
+    );
+}

@@ -7,10 +7,13 @@ use std::cell::{Ref, RefCell};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
+use slurmwatch_core::analysis::ledger::NodeFigures;
 use slurmwatch_core::collect::{JobCollector, CGROUP_ROOT, PROC_ROOT};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::slurm::sstat;
-use slurmwatch_core::snapshot::{self, JobFacts, JobState, Snapshot, SnapshotSource};
+use slurmwatch_core::snapshot::{
+    self, JobFacts, JobState, Reading, Snapshot, SnapshotSource, LEDGER_NEEDS_RECORDING,
+};
 use slurmwatch_core::store::{Following, JobMeta, Reader};
 use slurmwatch_core::sys::now_unix_ms;
 
@@ -38,6 +41,7 @@ pub enum Feed {
         following: Box<Following>,
         sig: Option<FileSig>,
         cards: RefCell<Option<CardCache>>,
+        ledger: RefCell<Option<Box<LedgerCache>>>,
     },
     Direct {
         collector: Box<JobCollector>,
@@ -73,6 +77,7 @@ impl Feed {
             following,
             sig: None,
             cards: RefCell::new(None),
+            ledger: RefCell::new(None),
         })
     }
 
@@ -269,6 +274,11 @@ impl Feed {
                 None => self.empty_file_snapshot(facts),
                 Some(i) => {
                     let mut s = built[i - first].clone();
+                    // The ledger so far is the newest row's (one per look, not one per row).
+                    match i + 1 == rows.len() {
+                        true => snapshot::set_ledger(&mut s, self.ledger_figures()),
+                        false => s.ledger = Reading::missing(LOG_NO_LEDGER),
+                    }
                     // The newest row shows every card's newest reading, as the live view does.
                     let until = (i + 1 < rows.len()).then_some(rows[*i].t_unix_ms);
                     s.gpus = cards.as_of(until, slot);
@@ -276,6 +286,42 @@ impl Feed {
                 }
             })
             .collect()
+    }
+
+    /// The file's node's figures for the ledger, as of its rows now: kept from the last
+    /// time while computing them again (every card reading is read) would take more than
+    /// 1/[`LEDGER_COST_RATIO`] of the time since, unless the recording has ended.
+    fn ledger_figures(&self) -> Result<NodeFigures, String> {
+        let Feed::File {
+            reader,
+            meta,
+            following,
+            ledger,
+            ..
+        } = self
+        else {
+            return Err(LEDGER_NEEDS_RECORDING.to_string());
+        };
+        if following.series() != &Series::Job {
+            return Err(STEP_NO_LEDGER.to_string());
+        }
+        let rows = following.rows();
+        let key = (rows.len(), rows.last().map(|r| r.t_unix_ms));
+        let mut kept = ledger.borrow_mut();
+        let due = kept.as_ref().is_none_or(|c| {
+            c.key != key && (c.at.elapsed() >= c.took * LEDGER_COST_RATIO || self.looks_ended())
+        });
+        if due {
+            let at = Instant::now();
+            let figures = NodeFigures::read(reader, meta, rows).map_err(|e| e.to_string());
+            *kept = Some(Box::new(LedgerCache {
+                key,
+                at,
+                took: at.elapsed(),
+                figures,
+            }));
+        }
+        kept.as_ref().expect("just filled").figures.clone()
     }
 
     /// The file's snapshot before its first row.
@@ -296,6 +342,7 @@ impl Feed {
                 let mut s =
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
+                snapshot::set_ledger(&mut s, self.ledger_figures());
                 running_unless_told(s, facts)
             }
             Feed::Direct {
@@ -309,6 +356,7 @@ impl Feed {
                     None => &rows[..],
                 };
                 let mut s = snapshot::from_rows(SnapshotSource::Direct, None, facts, shown, false);
+                s.ledger = Reading::missing(DIRECT_NO_LEDGER);
                 s.measured_by = Some(collector.source());
                 s.interval_seconds = Some(*slot_seconds);
                 s.history = snapshot::history(shown, *slot_seconds, snapshot::HISTORY_SLOTS);
@@ -320,6 +368,23 @@ impl Feed {
             Feed::Fixed { snapshot, .. } => (**snapshot).clone(),
         }
     }
+}
+
+/// The ledger's figures are computed again at most once per this many times their cost
+/// (a few ms for a day's job; a week of 5-s rows with four cards reads every card reading).
+const LEDGER_COST_RATIO: u32 = 20;
+
+const STEP_NO_LEDGER: &str =
+    "the ledger is the whole job's: shown without a step (and by `slurmwatch report`)";
+const DIRECT_NO_LEDGER: &str = "direct readings began when this view started: the ledger needs the plugin's recording from the job's first row";
+const LOG_NO_LEDGER: &str = "computed for the newest stored row at each look only, not for the rows stored between: `--once --json` and `slurmwatch report` give it";
+
+/// A node's ledger figures as of the followed rows `key` (their count and newest time).
+pub struct LedgerCache {
+    key: (usize, Option<i64>),
+    at: Instant,
+    took: Duration,
+    figures: Result<NodeFigures, String>,
 }
 
 /// A file being read without Slurm's word is taken as running until its end row.

@@ -11,8 +11,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Padding, Paragraph};
 use ratatui::Frame;
 
+use slurmwatch_core::analysis::ledger::{Ledger, STALLS};
 use slurmwatch_core::model::MemoryGuard;
 use slurmwatch_core::render::{spark, terminal};
+use slurmwatch_core::report::text_ledger;
 use slurmwatch_core::snapshot::{
     guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
 };
@@ -114,12 +116,14 @@ pub fn draw(frame: &mut Frame, s: &Snapshot, v: &View) {
     let area = frame.area();
     let banner = u16::from(s.state == JobState::Ended);
     let gpu_rows = (s.gpus.len() as u16) * 4;
+    let ledger = ledger_lines(s, v);
     let chunks = Layout::vertical([
         Constraint::Length(1),      // title
         Constraint::Length(banner), // ended banner
         Constraint::Length(4),      // CPU
         Constraint::Length(5),      // memory
         Constraint::Length(3),      // time
+        Constraint::Length(ledger.len() as u16 + 2),
         Constraint::Length(gpu_rows),
         Constraint::Min(0),
         Constraint::Length(1), // footer
@@ -142,11 +146,16 @@ pub fn draw(frame: &mut Frame, s: &Snapshot, v: &View) {
     cpu_block(frame, chunks[2], s, v);
     memory_block(frame, chunks[3], s, v);
     time_block(frame, chunks[4], s, v);
-    let gpu_areas = Layout::vertical(vec![Constraint::Length(4); s.gpus.len()]).split(chunks[5]);
+    let title = ledger_title(s, v);
+    frame.render_widget(
+        Paragraph::new(ledger).block(v.block(&title, Color::Reset)),
+        chunks[5],
+    );
+    let gpu_areas = Layout::vertical(vec![Constraint::Length(4); s.gpus.len()]).split(chunks[6]);
     for (g, a) in s.gpus.iter().zip(gpu_areas.iter()) {
         gpu_block(frame, *a, g, v);
     }
-    frame.render_widget(Paragraph::new(footer_line(s, v)), chunks[7]);
+    frame.render_widget(Paragraph::new(footer_line(s, v)), chunks[8]);
 }
 
 fn title_line<'a>(s: &'a Snapshot, v: &View) -> Line<'a> {
@@ -371,6 +380,83 @@ fn time_block(frame: &mut Frame, area: Rect, s: &Snapshot, v: &View) {
     }
     let p = Paragraph::new(line).block(v.block("TIME", Color::Reset));
     frame.render_widget(p, area);
+}
+
+/// The ledger block's title: the job's so far (to the reading it is as of), or the whole
+/// recording once the job ended, and what it is measured from.
+fn ledger_title(s: &Snapshot, v: &View) -> String {
+    let scope = match (s.state, s.ledger.get().and_then(|l| l.to_unix_ms)) {
+        (JobState::Ended, _) => "whole recording".to_string(),
+        (_, Some(t)) => format!("so far, to {}", age(v.now_unix_ms, t)),
+        (_, None) => "so far".to_string(),
+    };
+    let sep = v.sep();
+    format!("WHERE IT WENT{sep}{scope}{sep}cgroup, PSI, NVML counters")
+}
+
+/// The ledger's lines, short enough for 80 columns (the report's words are longer): core
+/// time and how much sat idle, the stalls' shares of the wall time, the cards' time with no
+/// work and held back by each limiter; `n/a` with why where unknown.
+fn ledger_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
+    let Some(l) = s.ledger.get() else {
+        let why = s.ledger.reason.as_deref().unwrap_or("not computed");
+        return vec![Line::raw(format!("{NA}: {why}"))];
+    };
+    let line = |label: &'static str, c: Color, text: String| {
+        Line::from(vec![Span::styled(label, v.fg(c)), Span::raw(text)])
+    };
+    let cores = text_ledger::cpu_line(l).map_or_else(
+        || format!("{NA} (no CPU total or allocation)"),
+        |c| format!("{c} (the cgroup's CPU time)"),
+    );
+    let mut out = vec![line("cores   ", CPU_COLOR, cores)];
+    out.push(match (&l.stalls_unavailable, stall_shares(l, v)) {
+        (None, Some(shares)) => line("stalled ", MEM_COLOR, shares),
+        (Some(why), _) => line("stalls  ", MEM_COLOR, why.clone()),
+        (None, None) => line("stalls  ", MEM_COLOR, format!("{NA} (no wall time yet)")),
+    });
+    match (l.gpu_seconds, l.gpu_no_work_seconds) {
+        (Some(total), no_work) => {
+            let idle = no_work.map_or(NA.to_string(), units::duration);
+            out.push(line(
+                "GPUs    ",
+                GPU_COLOR,
+                format!(
+                    "{} card time, {idle} of it with no work resident (NVML)",
+                    units::duration(total)
+                ),
+            ));
+            let held: Vec<String> = text_ledger::LIMITER_WORDS
+                .iter()
+                .filter_map(|(k, _)| Some((k, *l.gpu_held_seconds.get(*k)?)))
+                .filter(|(_, secs)| *secs > 0.0)
+                .map(|(k, secs)| format!("{} {}", k.replace('_', " "), units::duration(secs)))
+                .collect();
+            if !held.is_empty() {
+                out.push(line("held by ", GPU_COLOR, held.join(v.sep())));
+            }
+        }
+        (None, _) if !s.gpus.is_empty() => out.push(line(
+            "GPUs    ",
+            GPU_COLOR,
+            format!("{NA} (the cards' counters were not recorded)"),
+        )),
+        (None, _) => {}
+    }
+    out
+}
+
+/// `cpu 0.1% · memory 12.0% · io 1.0% of the time (PSI)`: each resource's share of the wall
+/// time in which some task waited; `None` when no share is known.
+fn stall_shares(l: &Ledger, v: &View) -> Option<String> {
+    let share = l.stall_share_of_wall.to_array();
+    let parts: Vec<String> = STALLS
+        .iter()
+        .zip(share)
+        .filter(|((_, kind), _)| *kind == "some")
+        .filter_map(|((resource, _), p)| Some(format!("{resource} {}", text_ledger::percent(p?))))
+        .collect();
+    (!parts.is_empty()).then(|| format!("{} of the time (PSI)", parts.join(v.sep())))
 }
 
 fn gpu_block(frame: &mut Frame, area: Rect, g: &GpuSnapshot, v: &View) {
@@ -647,7 +733,7 @@ mod tests {
         assert_eq!(fg_at(&b, "GPU cuda:0"), GPU_COLOR);
         assert_eq!(fg_at(&b, "VRAM"), VRAM_COLOR);
         assert_eq!(fg_at(&b, "active"), ACTIVE);
-        assert_eq!(fg_at(&b, "idle"), AMBER);
+        assert_eq!(fg_at(&b, "idle    util"), AMBER);
         assert!(t.contains("idle    util   2 %"), "{t}");
     }
 
@@ -708,6 +794,26 @@ mod tests {
         let t = text(&b);
         assert!(t.contains("JOB ENDED: these are its final figures."), "{t}");
         assert!(!text(&render(&fixture("cpu_only"), &view(), 80, 24)).contains("ENDED"));
+    }
+
+    #[test]
+    fn the_ledger_is_said_so_far_and_unknown_is_said_with_why() {
+        let t = text(&render(&fixture("memory_91"), &view(), 80, 24));
+        assert!(t.contains("WHERE IT WENT · so far, to 3 s ago"), "{t}");
+        assert!(t.contains("memory 12.0%"), "{t}");
+        let t = text(&render(&fixture("four_gpus"), &view(), 120, 40));
+        assert!(
+            t.contains("held by power 40 min 35 s · thermal 5 min 10 s"),
+            "{t}"
+        );
+        let mut s = fixture("cpu_only");
+        s.ledger = Reading::missing("direct readings began when this view started");
+        let t = text(&render(&s, &view(), 80, 24));
+        assert!(
+            t.contains("n/a: direct readings began when this view started"),
+            "{t}"
+        );
+        assert!(!t.contains("core-hours"), "{t}");
     }
 
     #[test]

@@ -7,19 +7,27 @@
 //! - Stalls: PSI's `total=` ([`super::stalls`]); "not available" on cgroup v1 and in /proc
 //!   mode, never a 0.
 //! - GPUs: each card's limiter, no-work and GPM time ([`super::gpu_ledger`]), summed.
+//!
+//! One owner for every view: the report ([`of_summary`] of its merged summary), the live
+//! view's `--once --json` and dashboard ([`of_nodes`] of each node's summary so far).
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::merge::{self, NodePart};
 pub use super::stalls::{stalls_unavailable, StallSeconds, STALLS};
-use super::summary::{CardTime, GpuSummary};
+use super::summary::{CardTime, GpuSummary, Summary};
 use crate::model::sum_known;
 use crate::sample::Source;
 
 /// The whole allocation's ledger, as the report shows it (figures over every recorded node).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Ledger {
+    /// The recording's first and last rows (over every node): the span the figures cover.
+    /// A live view's ledger is the job's so far, to `to_unix_ms`.
+    pub from_unix_ms: Option<i64>,
+    pub to_unix_ms: Option<i64>,
     /// Between the recording's first and last rows.
     pub wall_seconds: Option<f64>,
     pub cores_allocated: Option<f64>,
@@ -46,7 +54,7 @@ pub struct Ledger {
 }
 
 /// One card's line of the ledger.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CardLine {
     pub label: String,
     pub node: Option<String>,
@@ -88,6 +96,8 @@ fn card_lines(
 /// `wall_seconds`.
 #[derive(Debug, Clone, Default)]
 pub struct Inputs<'a> {
+    pub from_unix_ms: Option<i64>,
+    pub to_unix_ms: Option<i64>,
     pub wall_seconds: Option<f64>,
     pub cores_allocated: Option<f64>,
     pub cpu_seconds: Option<f64>,
@@ -99,6 +109,8 @@ pub struct Inputs<'a> {
 
 pub fn build(i: &Inputs) -> Ledger {
     let Inputs {
+        from_unix_ms,
+        to_unix_ms,
         wall_seconds,
         cores_allocated,
         cpu_seconds,
@@ -144,6 +156,8 @@ pub fn build(i: &Inputs) -> Ledger {
         );
     }
     Ledger {
+        from_unix_ms,
+        to_unix_ms,
         wall_seconds,
         cores_allocated,
         core_seconds_allocated: allocated,
@@ -158,6 +172,86 @@ pub fn build(i: &Inputs) -> Ledger {
         gpus: cards,
         basis,
     }
+}
+
+/// The ledger of a job's summary (merged over its `nodes` recorded nodes, see
+/// [`merge::summaries`]). `sources`: how each node was measured (a node without per-job PSI
+/// says why the stalls are unknown); `cores_allocated`: the job's, as the caller knows it.
+pub fn of_summary(
+    m: &Summary,
+    nodes: usize,
+    sources: &[Source],
+    cores_allocated: Option<f64>,
+) -> Ledger {
+    let wall = m
+        .first_t_unix_ms
+        .zip(m.last_t_unix_ms)
+        .map(|(a, b)| (b - a) as f64 / 1000.0);
+    let source = sources
+        .iter()
+        .find(|s| stalls_unavailable(Some(**s)).is_some())
+        .or(sources.first())
+        .copied();
+    build(&Inputs {
+        from_unix_ms: m.first_t_unix_ms,
+        to_unix_ms: m.last_t_unix_ms,
+        wall_seconds: wall,
+        cores_allocated,
+        cpu_seconds: m.cpu_usage_seconds_total,
+        stalls: m.stall_seconds.unwrap_or_default(),
+        nodes,
+        source,
+        gpus: &m.gpus,
+    })
+}
+
+/// One node's recording as the ledger reads it: its summary (the epilog's when it wrote one,
+/// else computed from the rows and cards stored so far), the file's node, its cores and how
+/// it was measured. A live snapshot carries it, across an `srun` hop too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeFigures {
+    pub node: String,
+    pub cores_allocated: Option<u32>,
+    pub source: Source,
+    pub summary: Summary,
+}
+
+impl NodeFigures {
+    /// A node's file as the ledger reads it as of its job series `job` (oldest first):
+    /// [`super::summary::for_ledger`] with the file's `meta`.
+    pub fn read(
+        reader: &crate::store::Reader,
+        meta: &crate::store::JobMeta,
+        job: &[crate::model::SampleRow],
+    ) -> crate::error::Result<NodeFigures> {
+        Ok(NodeFigures {
+            node: meta.node.clone(),
+            cores_allocated: meta.cores_allocated,
+            source: meta.source,
+            summary: super::summary::for_ledger(reader, job)?,
+        })
+    }
+}
+
+/// The job's ledger over its nodes' recordings: merged as the report merges them
+/// ([`merge::summaries`]), then [`of_summary`]. The cores are the merged summary's, else (one
+/// node) its file's, as the report takes them without sacct.
+pub fn of_nodes(nodes: &[&NodeFigures]) -> Ledger {
+    let parts: Vec<NodePart> = nodes
+        .iter()
+        .map(|n| NodePart {
+            node: &n.node,
+            cores_allocated: n.cores_allocated,
+            summary: &n.summary,
+        })
+        .collect();
+    let m = merge::summaries(&parts);
+    let cores = match nodes {
+        [one] => m.cores_allocated.or(one.cores_allocated),
+        _ => m.cores_allocated,
+    };
+    let sources: Vec<Source> = nodes.iter().map(|n| n.source).collect();
+    of_summary(&m, nodes.len(), &sources, cores.map(f64::from))
 }
 
 #[cfg(test)]
@@ -178,6 +272,7 @@ mod tests {
             nodes: 2,
             source: Some(Source::CgroupV2),
             gpus: &[],
+            ..Inputs::default()
         });
         assert_eq!(l.core_seconds_allocated, Some(800.0));
         assert_eq!(l.core_seconds_idle, Some(600.0));

@@ -10,6 +10,7 @@ pub mod efficiency;
 pub mod gpu_ledger;
 pub mod joblog;
 pub mod ledger;
+pub mod merge;
 pub mod progress;
 mod sbatch_lines;
 pub mod stalls;

@@ -508,6 +508,29 @@ pub fn from_parts(
     ))
 }
 
+/// The epilog's summary stored in the file, when it is this version's (an older epilog's
+/// lacks what this version adds: the caller computes it again).
+pub fn stored(reader: &crate::store::Reader) -> crate::error::Result<Option<Summary>> {
+    Ok(crate::store::summary::read(reader)?
+        .as_deref()
+        .and_then(Summary::from_pairs)
+        .filter(|s| s.summary_version == SUMMARY_VERSION))
+}
+
+/// What the ledger reads of a file ([`super::ledger::NodeFigures`]): the stored summary, as
+/// the report reads it, else the figures the job series `job` (oldest first) and the cards
+/// give so far. The ledger needs no step ends or events, so none are read: their figures
+/// (the sampler's overhead, logged OOM kills) are absent from the second.
+pub fn for_ledger(
+    reader: &crate::store::Reader,
+    job: &[SampleRow],
+) -> crate::error::Result<Summary> {
+    match stored(reader)? {
+        Some(s) => Ok(s),
+        None => Ok(Summary::compute(job, &[], &[], &[], gpu_summaries(reader)?)),
+    }
+}
+
 /// Every card of the job's file, summarised from all its readings.
 pub fn gpu_summaries(reader: &crate::store::Reader) -> crate::error::Result<Vec<GpuSummary>> {
     let mut out = Vec::new();

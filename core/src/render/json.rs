@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 use crate::slurm::sstat::StepStat;
 use crate::snapshot::NodeSnapshot;
 use crate::snapshot::{
-    guard_word, CpuSnapshot, GpuSnapshot, MemorySnapshot, Reading, Snapshot, SNAPSHOT_SCHEMA,
+    guard_word, CpuSnapshot, GpuSnapshot, JobState, MemorySnapshot, Reading, Snapshot,
+    SNAPSHOT_SCHEMA,
 };
 
 trait ToJson {
@@ -140,6 +141,7 @@ pub fn to_value(s: &Snapshot) -> Value {
         serde_json::to_value(crate::analysis::efficiency::compute(&s.efficiency_inputs()))
             .unwrap_or(Value::Null),
     );
+    ledger_keys(&mut m, s);
     m.insert(
         "nodes_reporting".into(),
         s.nodes_reporting.map_or(Value::Null, Value::from),
@@ -156,6 +158,33 @@ pub fn to_value(s: &Snapshot) -> Value {
         );
     }
     Value::Object(m)
+}
+
+/// `ledger`: the same object as the report's `ledger` (`analysis::ledger`, serialized the
+/// same way), or null with `ledger_reason`; `ledger_covers` says it is the job's so far
+/// (to its `to_unix_ms`) while the job runs.
+fn ledger_keys(m: &mut Map<String, Value>, s: &Snapshot) {
+    match s.ledger.get() {
+        Some(l) => {
+            m.insert(
+                "ledger".into(),
+                serde_json::to_value(l).unwrap_or(Value::Null),
+            );
+            let covers = match s.state {
+                JobState::Ended => "whole_recording",
+                _ => "so_far",
+            };
+            m.insert("ledger_covers".into(), covers.into());
+        }
+        None => {
+            m.insert("ledger".into(), Value::Null);
+            m.insert(
+                "ledger_reason".into(),
+                s.ledger.reason.as_deref().unwrap_or("not computed").into(),
+            );
+            m.insert("ledger_covers".into(), Value::Null);
+        }
+    }
 }
 
 /// Beside every `sstat_summary` snapshot: what its figures are and are not.
@@ -363,8 +392,9 @@ mod contract {
     //! The JSON contract, parsed into structs the test defines (not the library's own), from
     //! the 4-GPU fixture snapshot.
     use serde::Deserialize;
+    use serde_json::Value;
 
-    use crate::snapshot::Snapshot;
+    use crate::snapshot::{Reading, Snapshot};
 
     #[derive(Deserialize)]
     struct Doc {
@@ -506,6 +536,34 @@ mod contract {
     }
 
     #[test]
+    fn the_ledger_is_the_reports_object_or_null_with_why() {
+        let v = super::to_value(&fixture("four_gpus"));
+        assert_eq!(v["ledger_covers"], "so_far");
+        let l = &v["ledger"];
+        assert_eq!(l["gpu_held_seconds"]["power"], 2435.0);
+        assert_eq!(
+            l["stall_seconds"]["memory_some"],
+            Value::Null,
+            "v1: unknown, not 0"
+        );
+        let ledger = fixture("four_gpus").ledger.value.unwrap();
+        assert_eq!(
+            *l,
+            serde_json::to_value(ledger).unwrap(),
+            "serialized as the report's"
+        );
+        let mut s = fixture("cpu_only");
+        s.ledger = Reading::missing("direct readings began when this view started");
+        let v = super::to_value(&s);
+        assert_eq!(v["ledger"], Value::Null);
+        assert_eq!(v["ledger_covers"], Value::Null);
+        assert_eq!(
+            v["ledger_reason"],
+            "direct readings began when this view started"
+        );
+    }
+
+    #[test]
     fn keys_carry_their_units() {
         let v = super::to_value(&fixture("four_gpus"));
         fn walk(v: &serde_json::Value, out: &mut Vec<String>) {
@@ -523,6 +581,10 @@ mod contract {
             }
         }
         let mut keys = Vec::new();
+        // `ledger` is the report's object, carried key for key (its units are in its parents'
+        // names: `stall_seconds.memory_some`, `gpu_held_seconds.power`): not this layout's.
+        let mut v = v;
+        v.as_object_mut().unwrap().remove("ledger");
         walk(&v, &mut keys);
         let units = [
             "_bytes", "_seconds", "_percent", "_watts", "_celsius", "_mhz", "_ms", "_total",

@@ -395,14 +395,25 @@ fn node_lines(r: &Report, axes: &Axes) -> String {
     o
 }
 
-/// A self-contained HTML page: the text report and the SVG inline. No script, no network.
+/// A self-contained HTML page: the ledger section, the SVG inline, then the rest of the text
+/// report. No script, no network.
 pub fn html(r: &Report) -> String {
     let title = format!("slurmwatch report: job {}", r.job_id);
+    // The report opens with where the allocation went (as the text report does), as text.
+    let ledger = super::text::ledger_text(r);
+    let ledger = if ledger.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "<section id=\"ledger\">\n<pre>{}</pre>\n</section>\n",
+            esc(&ledger)
+        )
+    };
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}</style>\n</head>\n<body>\n<h1>{}</h1>\n<figure>\n{}</figure>\n<pre>{}</pre>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{}</title>\n<style>body{{font-family:sans-serif;margin:2em;max-width:1000px}}pre{{background:#f6f6f6;padding:1em;overflow-x:auto}}</style>\n</head>\n<body>\n<h1>{}</h1>\n{ledger}<figure>\n{}</figure>\n<pre>{}</pre>\n</body>\n</html>\n",
         esc(&title),
         esc(&title),
         svg(r),
-        esc(&super::text::render(r, false))
+        esc(&super::text::render_without_ledger(r))
     )
 }

@@ -11,7 +11,7 @@ pub mod locate;
 pub mod nodes;
 pub mod slurmdbd;
 pub mod text;
-mod text_ledger;
+pub mod text_ledger;
 
 use std::path::{Path, PathBuf};
 
@@ -97,10 +97,7 @@ impl Recording {
         let events = reader.events()?;
         let job_rows = reader.samples(&Series::Job)?;
         // An older epilog's summary lacks what this version adds: computed again instead.
-        let stored = store::summary::read(&reader)?
-            .as_deref()
-            .and_then(Summary::from_pairs)
-            .filter(|s| s.summary_version == analysis::summary::SUMMARY_VERSION);
+        let stored = analysis::summary::stored(&reader)?;
         let (summary, summary_stored) = match stored {
             Some(s) => (s, true),
             None => (
@@ -437,25 +434,18 @@ struct Sources<'a> {
 }
 
 impl Sources<'_> {
-    /// From the first recorded row on any node to the last, seconds.
     /// The exact ledger over the recorded span, from the merged summary's counters.
     fn ledger(&self, cores_allocated: Option<f64>) -> Option<analysis::ledger::Ledger> {
-        let m = self.summ?;
-        let wall = m
-            .first_t_unix_ms
-            .zip(m.last_t_unix_ms)
-            .map(|(a, b)| (b - a) as f64 / 1000.0);
-        Some(analysis::ledger::build(&analysis::ledger::Inputs {
-            wall_seconds: wall,
+        let sources: Vec<_> = self.recs.iter().map(|r| r.meta.source).collect();
+        Some(analysis::ledger::of_summary(
+            self.summ?,
+            self.recs.len(),
+            &sources,
             cores_allocated,
-            cpu_seconds: m.cpu_usage_seconds_total,
-            stalls: m.stall_seconds.unwrap_or_default(),
-            nodes: self.recs.len(),
-            source: self.rec.map(|r| r.meta.source),
-            gpus: &m.gpus,
-        }))
+        ))
     }
 
+    /// From the first recorded row on any node to the last, seconds.
     fn recorded_span_seconds(&self) -> Option<f64> {
         let a = self
             .recs

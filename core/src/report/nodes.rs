@@ -6,6 +6,7 @@
 use serde::Serialize;
 use serde_json::json;
 
+use crate::analysis::merge::NodePart;
 use crate::analysis::{Finding, Summary};
 use crate::model::SampleRow;
 use crate::model::{effective_cores, sum_all};
@@ -99,69 +100,23 @@ pub fn lines(recs: &[Recording], expected: &[String]) -> Vec<NodeLine> {
     out
 }
 
-/// One summary for the whole job from the nodes' own. Totals add up (CPU seconds, cores,
-/// kills, sampler overhead; unknown when any node's is); the memory peak is the largest node's (with its time), because
-/// `--mem` is per node; the peak cores is the largest sum over a common time grid; cards
-/// keep their node.
+/// One summary for the whole job from the nodes' own ([`crate::analysis::merge`]), with the
+/// peak of the cores in use summed over the nodes on a common time grid.
 pub fn merge_summaries(recs: &[Recording]) -> Summary {
-    if let [one] = recs {
-        return one.summary.clone();
-    }
-    let ss: Vec<&Summary> = recs.iter().map(|r| &r.summary).collect();
-    let mut m = Summary {
-        summary_version: ss.iter().map(|s| s.summary_version).max().unwrap_or(0),
-        job_rows: ss.iter().map(|s| s.job_rows).sum(),
-        first_t_unix_ms: ss.iter().filter_map(|s| s.first_t_unix_ms).min(),
-        last_t_unix_ms: ss.iter().filter_map(|s| s.last_t_unix_ms).max(),
-        cpu_usage_seconds_total: sum_all(ss.iter().map(|s| s.cpu_usage_seconds_total)),
-        cpu_user_seconds: sum_all(ss.iter().map(|s| s.cpu_user_seconds)),
-        cpu_system_seconds: sum_all(ss.iter().map(|s| s.cpu_system_seconds)),
-        cores_allocated: recs
-            .iter()
-            .map(|r| r.summary.cores_allocated.or(r.meta.cores_allocated))
-            .try_fold(0u32, |acc, c| c.map(|c| acc + c)),
-        memory_limit_bytes: ss.iter().filter_map(|s| s.memory_limit_bytes).max(),
-        oom_kills: sum_all(ss.iter().map(|s| s.oom_kills)),
-        memory_major_faults: sum_all(ss.iter().map(|s| s.memory_major_faults)),
-        io_read_bytes: sum_all(ss.iter().map(|s| s.io_read_bytes)),
-        io_write_bytes: sum_all(ss.iter().map(|s| s.io_write_bytes)),
-        sampler_cpu_usec: sum_all(ss.iter().map(|s| s.sampler_cpu_usec)),
-        sampler_bytes_written: sum_all(ss.iter().map(|s| s.sampler_bytes_written)),
-        stall_seconds: crate::analysis::ledger::StallSeconds::over_nodes(
-            ss.iter().map(|s| s.stall_seconds.as_ref()),
-        )
-        .filter(|s| s.any()),
-        ..Summary::default()
-    };
-    if let Some(best) = ss
+    let parts: Vec<NodePart> = recs
         .iter()
-        .filter(|s| s.peak_working_set_bytes.is_some())
-        .max_by_key(|s| s.peak_working_set_bytes)
-    {
-        m.peak_working_set_bytes = best.peak_working_set_bytes;
-        m.peak_working_set_t_unix_ms = best.peak_working_set_t_unix_ms;
+        .map(|r| NodePart {
+            node: &r.meta.node,
+            cores_allocated: r.meta.cores_allocated,
+            summary: &r.summary,
+        })
+        .collect();
+    let mut m = crate::analysis::merge::summaries(&parts);
+    if recs.len() > 1 {
+        let grid = Grid::of(recs);
+        (m.peak_effective_cores, m.peak_effective_cores_t_unix_ms) =
+            grid.peak_total_cores().unzip();
     }
-    if let Some(best) = ss
-        .iter()
-        .filter(|s| s.lifetime_peak_bytes.is_some())
-        .max_by_key(|s| s.lifetime_peak_bytes)
-    {
-        m.lifetime_peak_bytes = best.lifetime_peak_bytes;
-        m.lifetime_peak_t_unix_ms = best.lifetime_peak_t_unix_ms;
-    }
-    let grid = Grid::of(recs);
-    (m.peak_effective_cores, m.peak_effective_cores_t_unix_ms) = grid.peak_total_cores().unzip();
-    for r in recs {
-        m.oom_events.extend(r.summary.oom_events.iter().cloned());
-        m.limit_hit_events
-            .extend(r.summary.limit_hit_events.iter().cloned());
-        m.gpus.extend(r.summary.gpus.iter().cloned().map(|mut g| {
-            g.node = Some(r.meta.node.clone());
-            g
-        }));
-    }
-    m.oom_events.sort_by_key(|e| e.t_unix_ms);
-    m.limit_hit_events.sort_by_key(|e| e.t_unix_ms);
     m
 }
 

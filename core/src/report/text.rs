@@ -39,9 +39,28 @@ fn na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
 /// The whole report as text, section by section, safe to print. `colour`: nothing is graded
 /// by colour here (facts only).
 pub fn render(r: &Report, _colour: bool) -> String {
+    render_with(r, true)
+}
+
+/// The report's text without its opening ledger section (the HTML report shows that first,
+/// above the charts: [`ledger_text`]).
+pub fn render_without_ledger(r: &Report) -> String {
+    render_with(r, false)
+}
+
+/// The ledger section alone, safe to print; empty without a recording.
+pub fn ledger_text(r: &Report) -> String {
+    let mut o = String::new();
+    super::text_ledger::section(&mut o, r);
+    terminal::text(o.trim_start_matches('\n')).into_owned()
+}
+
+fn render_with(r: &Report, ledger: bool) -> String {
     let mut o = String::new();
     header(&mut o, r);
-    super::text_ledger::section(&mut o, r);
+    if ledger {
+        super::text_ledger::section(&mut o, r);
+    }
     outcome_section(&mut o, r);
     time_section(&mut o, r);
     cpu_section(&mut o, r);

@@ -1,5 +1,6 @@
 //! The report's opening section: where the allocation went ([`crate::analysis::ledger`]), each
-//! line saying how it was measured.
+//! line saying how it was measured. Its lines ([`cpu_line`], [`stall_line`], [`gpu_line`])
+//! are the live dashboard's too, and the HTML report opens with the section.
 
 use std::fmt::Write;
 
@@ -24,7 +25,8 @@ fn gpu_time(seconds: f64) -> String {
     resource_time(seconds, "GPU")
 }
 
-fn percent(share: f64) -> String {
+/// A share as a percentage, `<0.1%` for a small one that is not 0.
+pub fn percent(share: f64) -> String {
     let p = share * 100.0;
     if p > 0.0 && p < 0.1 {
         "<0.1%".into()
@@ -33,8 +35,19 @@ fn percent(share: f64) -> String {
     }
 }
 
-/// The stall line: each resource's `some` share, with `full` beside it when known.
-fn stall_line(l: &Ledger) -> Option<String> {
+/// The CPU line: the core time allocated and how much of it was idle; `None` without both.
+pub fn cpu_line(l: &Ledger) -> Option<String> {
+    let (a, u) = l.core_seconds_allocated.zip(l.core_seconds_used)?;
+    Some(format!(
+        "of {}, {} idle",
+        core_time(a),
+        core_time((a - u).max(0.0))
+    ))
+}
+
+/// Each resource's `some` share of the wall time, with `full` beside it when known:
+/// `12.0% on memory (some task, all tasks 3.0%)`; `None` when no share is known.
+pub fn stall_shares(l: &Ledger) -> Option<String> {
     let share = l.stall_share_of_wall.to_array();
     let mut parts = Vec::new();
     for (k, (resource, kind)) in STALLS.iter().enumerate() {
@@ -49,11 +62,16 @@ fn stall_line(l: &Ledger) -> Option<String> {
             "some task"
         ));
     }
-    (!parts.is_empty()).then(|| format!("stalled: {}", parts.join("; ")))
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// The stall line: `stalled: ` and [`stall_shares`].
+pub fn stall_line(l: &Ledger) -> Option<String> {
+    stall_shares(l).map(|s| format!("stalled: {s}"))
 }
 
 /// What each limiter means to a reader; the clock totals (any reason) are in the JSON only.
-const LIMITER_WORDS: [(&str, &str); 6] = [
+pub const LIMITER_WORDS: [(&str, &str); 6] = [
     ("power", "held below its clocks by the power brake"),
     ("thermal", "by heat"),
     ("board_limit", "by the board's limit"),
@@ -63,7 +81,7 @@ const LIMITER_WORDS: [(&str, &str); 6] = [
 ];
 
 /// The GPU line: the cards' time, none of it with work, and each limiter's share.
-fn gpu_line(l: &Ledger) -> Option<String> {
+pub fn gpu_line(l: &Ledger) -> Option<String> {
     let total = l.gpu_seconds?;
     let mut parts = vec![format!(
         "of {} ({} card{})",
@@ -89,13 +107,11 @@ pub fn section(o: &mut String, r: &Report) {
         o,
         "\nWHERE THE ALLOCATION WENT (exact: the kernel's cumulative counters, first to last reading)"
     );
-    match (l.core_seconds_allocated, l.core_seconds_used) {
-        (Some(a), Some(u)) => {
+    match (cpu_line(l), l.core_seconds_used) {
+        (Some(line), Some(u)) => {
             let _ = writeln!(
                 o,
-                "  of {}, {} idle (used {}: the job cgroup's CPU time against {} × {})",
-                core_time(a),
-                core_time((a - u).max(0.0)),
+                "  {line} (used {}: the job cgroup's CPU time against {} × {})",
                 core_time(u),
                 l.cores_allocated.map_or("n/a cores".into(), |c| {
                     format!("{c:.0} core{}", if c == 1.0 { "" } else { "s" })
@@ -199,6 +215,7 @@ mod tests {
             nodes: 1,
             source: Some(Source::CgroupV2),
             gpus: &[],
+            ..Inputs::default()
         });
         assert_eq!(
             stall_line(&l).unwrap(),
