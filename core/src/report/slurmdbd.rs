@@ -1206,22 +1206,8 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             let figures = decode_figures(c).unwrap();
             assert_eq!(full.nodes.len(), figures.len());
             for (n, f) in full.nodes.iter().zip(&figures) {
-                let s = &n.summary;
-                assert_eq!(
-                    *f,
-                    NodeFigures {
-                        peak_working_set_bytes: s.peak_working_set_bytes,
-                        peak_effective_cores: s.peak_effective_cores,
-                        cpu_usage_seconds_total: s.cpu_usage_seconds_total,
-                        oom_kills: s.oom_kills,
-                        gpu_mean_utilization_percent: s
-                            .gpus
-                            .iter()
-                            .map(|g| g.mean_utilization_percent)
-                            .collect(),
-                    }
-                );
-                seen += usize::from(s.peak_working_set_bytes.is_some());
+                assert_eq!(*f, NodeFigures::from(n));
+                seen += usize::from(n.summary.peak_working_set_bytes.is_some());
             }
         }
         assert!(seen >= 10, "{seen}");
