@@ -161,13 +161,12 @@ fn a_throttled_card_is_live_and_a_finding_with_its_minutes() {
         c
     };
     set_fake_nvml_state(&json!({ "devices": (0..4).map(throttled).collect::<Vec<_>>() }));
-    let mut submit = Submit::new("gpu-throttled", "sleep 12").arg("--slurmwatch=1");
-    submit = if cluster_has_gpu_gres() {
-        submit.arg("--gres=gpu:1")
-    } else {
-        submit.env("CUDA_VISIBLE_DEVICES", "0")
-    };
-    let job = submit.submit();
+    let job = with_cards(
+        Submit::new("gpu-throttled", "sleep 12"),
+        "--gres=gpu:1",
+        "0",
+    )
+    .submit();
     job.wait_running(WAIT);
     // NVML opens on the sampler's own thread, never delaying the step: on a loaded 2-core
     // host the first card reading was seen later than 5 s in. Ask until it is there.
@@ -288,6 +287,24 @@ fn cards_named_by_the_job_alone_are_not_read() {
     );
 }
 
+/// `submit`, recorded, given fake cards: by GRES (`gres`, e.g. `--gres=gpu:2`) where the
+/// cluster has it, else the cards `visible` names in `CUDA_VISIBLE_DEVICES`.
+fn with_cards<'a>(submit: Submit<'a>, gres: &'a str, visible: &'a str) -> Submit<'a> {
+    let submit = submit.arg("--slurmwatch=1");
+    if cluster_has_gpu_gres() {
+        submit.arg(gres)
+    } else {
+        submit.env("CUDA_VISIBLE_DEVICES", visible)
+    }
+}
+
+/// Fake card `i` held by the power brake from `since_ms` on.
+fn power_braked(i: u32, since_ms: i64) -> serde_json::Value {
+    let mut c = fake_a100(i);
+    c["violation_windows"] = json!({ "power": [[since_ms, null]] });
+    c
+}
+
 /// A 3-second job's cards get exact ledger totals, not "no data": the fake holds the power
 /// brake on and runs no kernel for the whole job, so each card's held time and its time with
 /// no work resident both equal its recorded span (the counters read at the step's start and
@@ -301,20 +318,13 @@ fn a_three_second_gpu_job_gets_exact_ledger_totals() {
     install_fake_nvml();
     let since_ms = (now() - 60) * 1000;
     let braked = |i: u32| {
-        let mut c = fake_a100(i);
-        c["violation_windows"] = json!({ "power": [[since_ms, null]] });
+        let mut c = power_braked(i, since_ms);
         c["utilization_timeline"] =
             json!({ "points": [[since_ms, 0]], "period_us": 166_667, "capacity": 120 });
         c
     };
     set_fake_nvml_state(&json!({ "devices": (0..4).map(braked).collect::<Vec<_>>() }));
-    let mut submit = Submit::new("gpu-ledger", "sleep 3").arg("--slurmwatch=1");
-    submit = if cluster_has_gpu_gres() {
-        submit.arg("--gres=gpu:2")
-    } else {
-        submit.env("CUDA_VISIBLE_DEVICES", "2,3")
-    };
-    let job = submit.submit();
+    let job = with_cards(Submit::new("gpu-ledger", "sleep 3"), "--gres=gpu:2", "2,3").submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let r = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);
     let l = &r["ledger"];
@@ -361,19 +371,14 @@ fn the_live_ledger_is_the_reports() {
     ));
     install_fake_nvml();
     let since_ms = (now() - 60) * 1000;
-    let braked = |i: u32| {
-        let mut c = fake_a100(i);
-        c["violation_windows"] = json!({ "power": [[since_ms, null]] });
-        c
-    };
+    let braked = |i: u32| power_braked(i, since_ms);
     set_fake_nvml_state(&json!({ "devices": (0..4).map(braked).collect::<Vec<_>>() }));
-    let mut submit = Submit::new("gpu-ledger-live", "sleep 20").arg("--slurmwatch=1");
-    submit = if cluster_has_gpu_gres() {
-        submit.arg("--gres=gpu:2")
-    } else {
-        submit.env("CUDA_VISIBLE_DEVICES", "2,3")
-    };
-    let job = submit.submit();
+    let job = with_cards(
+        Submit::new("gpu-ledger-live", "sleep 20"),
+        "--gres=gpu:2",
+        "2,3",
+    )
+    .submit();
     let id = job.id.to_string();
     job.wait_running(WAIT);
     let deadline = Instant::now() + Duration::from_secs(60);
