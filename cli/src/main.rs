@@ -11,6 +11,7 @@ mod generate;
 mod history;
 mod jobs;
 mod mail_hold;
+mod mark;
 mod metrics;
 mod output;
 mod progress;
@@ -52,6 +53,9 @@ enum Command {
     /// (default four weeks): held back per card by UUID and per node, the cards named with
     /// their counts, an `#SBATCH --exclude=` line and the facts a drain needs.
     Cards(cards::CardsArgs),
+    /// Inside a recorded job: mark that a new phase begins now ("epoch 3"); the report
+    /// gives each phase its time, CPU, GPU time, energy and peak memory.
+    Mark(mark::MarkArgs),
     /// Check this node's set-up (plugstack line, plugin version, spool, archive, cgroups,
     /// NVML, sacct); exit 0 only when it is ready to record jobs.
     Doctor(doctor::DoctorArgs),
@@ -79,6 +83,7 @@ fn main() {
         Some(Command::Jobs(args)) => jobs::run(args),
         Some(Command::Doctor(args)) => doctor::run(args),
         Some(Command::Cards(args)) => cards::run(args),
+        Some(Command::Mark(args)) => mark::run(args),
         Some(Command::Metrics(args)) => metrics::run(args),
         Some(Command::CtldEpilog(args)) => ctld_epilog::run(args),
         Some(Command::CtldBackfill(args)) => ctld_backfill::run(args),

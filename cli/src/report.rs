@@ -532,6 +532,7 @@ mod tests {
             summary,
             summary_stored: false,
             step_figures: Default::default(),
+            phases: Vec::new(),
         }
     }
 

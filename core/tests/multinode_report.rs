@@ -58,6 +58,7 @@ fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> Recordin
         summary,
         summary_stored: false,
         step_figures: Default::default(),
+        phases: Vec::new(),
     }
 }
 

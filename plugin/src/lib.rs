@@ -17,12 +17,14 @@ mod archive;
 use slurmwatch_core::as_user;
 mod guard;
 mod log;
+mod marks;
 mod recorder;
 mod spank;
 mod state;
 
 use slurmwatch_core::analysis::summary::EPILOG_BOUND;
 use slurmwatch_core::options::{self, PluginConfig};
+use slurmwatch_core::recording::marks::MARK_SOCKET_ENV;
 use spank::{Context, Spank};
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Mutex;
@@ -207,8 +209,30 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
             plan.step,
             plan.file.display()
         ));
-        *state::lock(&RECORDER) = Some(recorder::Recorder::start(plan)?);
+        let marks = marks_socket(&plan);
+        let (uid, gid) = (plan.uid, plan.gid);
+        let mut recorder = recorder::Recorder::start(plan)?;
+        if let Some(path) = marks {
+            let taken = recorder.take_marks(path.clone(), uid, gid);
+            let told = taken.and_then(|()| sp.setenv(MARK_SOCKET_ENV, &path.to_string_lossy()));
+            if let Err(e) = told {
+                log::info(&format!("slurmwatch: {e}"));
+            }
+        }
+        *state::lock(&RECORDER) = Some(recorder);
         Ok(())
+    })
+}
+
+/// Where this step takes the job's phase marks: a name in the root-owned spool. The extern
+/// step runs none of the job's code, so it takes none.
+fn marks_socket(plan: &recorder::Plan) -> Option<std::path::PathBuf> {
+    (plan.step != "extern").then(|| {
+        plan.spool
+            .join(slurmwatch_core::store::paths::mark_socket_name(
+                plan.job_id,
+                &plan.step,
+            ))
     })
 }
 

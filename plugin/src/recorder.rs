@@ -88,6 +88,10 @@ pub struct LocateTest {
 
 enum Msg {
     AddTask(u32),
+    /// A phase mark from the job's own processes (see `marks`).
+    Mark(crate::marks::Mark),
+    /// A line for the file's events (e.g. the marks refused).
+    Note(String),
     /// The last task's end: its wait status and the last reading, taken by `task_exit`
     /// itself (`None` when it could not be: the sampler then reads).
     Final {
@@ -211,6 +215,7 @@ pub struct Recorder {
     shared: Shared,
     locate_test: LocateTest,
     first_task_pid: Option<u32>,
+    marks: Option<crate::marks::Listener>,
 }
 
 impl Recorder {
@@ -250,7 +255,31 @@ impl Recorder {
             shared,
             locate_test,
             first_task_pid: None,
+            marks: None,
         })
+    }
+
+    /// Opens the step's mark socket at `path` for the job's user; its path is what the
+    /// tasks are told. Recording goes on without marks when this fails.
+    pub fn take_marks(&mut self, path: PathBuf, uid: u32, gid: u32) -> Result<(), String> {
+        let owner = crate::marks::Owner { uid, gid };
+        self.marks = Some(crate::marks::Listener::start(
+            path,
+            owner,
+            self.tx.clone(),
+            Msg::Mark,
+        )?);
+        Ok(())
+    }
+
+    /// Stops taking marks (the socket is removed) and hands the sampler what was refused.
+    fn end_marks(&mut self) {
+        if let Some(mut m) = self.marks.take() {
+            m.stop();
+            if let Some(text) = m.refused.text() {
+                let _ = self.tx.send(Msg::Note(text));
+            }
+        }
     }
 
     pub fn add_task(&mut self, pid: u32) {
@@ -262,7 +291,8 @@ impl Recorder {
     /// first if the sampler has not yet), and handed to the sampler to store. Waits only
     /// for a reading the sampler may be taking (bounded), never for the file. Without a
     /// cgroup the sampler takes it (see `Located::in_cgroup`).
-    pub fn final_reading(&self, exit_status: Option<i32>) {
+    pub fn final_reading(&mut self, exit_status: Option<i32>) {
+        self.end_marks();
         let cpu_before = thread_cpu_usec();
         let end = self.first_task_pid.and_then(|pid| {
             let mut slot = lock_within(&self.shared, FINAL_WAIT)?;
@@ -279,6 +309,7 @@ impl Recorder {
     /// Stops the sampler and returns its outcome (a summary line, or the problem). A sampler
     /// stuck past the bounded wait is left behind rather than blocking the step's end.
     pub fn stop(mut self) -> Result<String, String> {
+        self.end_marks();
         let _ = self.tx.send(Msg::Stop);
         match self.done.recv_timeout(FINAL_WAIT) {
             Ok(result) => {
@@ -628,6 +659,31 @@ impl Sampler {
     fn store(&mut self, kind: SampleKind, taken: Option<Taken>) {
         let t = taken.as_ref().map_or_else(now_unix_ms, |r| r.t_unix_ms);
         let reads = self.schedule.stored(kind, self.peers(t));
+        self.store_reads(kind, taken, reads);
+    }
+
+    /// A phase mark: a row of the counters now, of every series this step would store, and
+    /// the label beside it (`mark` event at the row's time), so each phase's figures are
+    /// differences of exact readings.
+    fn mark(&mut self, mark: crate::marks::Mark) {
+        if self.finished || self.capped {
+            return;
+        }
+        let taken = self.collector().and_then(|mut slot| {
+            let reads = self.schedule.fast(self.peers(mark.t_unix_ms));
+            let c = slot.collector.as_mut()?;
+            Some((reads, Taken::read(c, reads)))
+        });
+        let Some((reads, taken)) = taken else { return };
+        let t = taken.t_unix_ms;
+        self.store_reads(SampleKind::Periodic, Some(taken), reads);
+        let _ = self
+            .writer
+            .event(t, Some(&self.plan.step), "mark", &mark.label);
+    }
+
+    fn store_reads(&mut self, kind: SampleKind, taken: Option<Taken>, reads: Reads) {
+        let t = taken.as_ref().map_or_else(now_unix_ms, |r| r.t_unix_ms);
         let Some(mut slot) = self.collector() else {
             return self.note("a reading waited too long for the collector".into());
         };
@@ -762,8 +818,8 @@ fn run(plan: Plan, located: Shared, rx: Receiver<Msg>) -> Result<String, String>
     let first_task_pid = loop {
         match rx.recv() {
             Ok(Msg::AddTask(pid)) => break pid,
-            // Never sent before a task.
-            Ok(Msg::Final { .. }) => {}
+            // Never sent before a task (a mark comes from one).
+            Ok(Msg::Final { .. } | Msg::Mark(_) | Msg::Note(_)) => {}
             Ok(Msg::Stop) | Err(_) => {
                 return Ok("no task started on this node: nothing recorded".into())
             }
@@ -780,6 +836,12 @@ fn run(plan: Plan, located: Shared, rx: Receiver<Msg>) -> Result<String, String>
                 if let Some(c) = s.collector().as_mut().and_then(|g| g.collector.as_mut()) {
                     c.add_task_pid(pid);
                 }
+            }
+            Ok(Msg::Mark(m)) => s.mark(m),
+            Ok(Msg::Note(text)) => {
+                let _ = s
+                    .writer
+                    .event(now_unix_ms(), Some(&s.plan.step), "marks", &text);
             }
             Ok(Msg::Final { exit_status, end }) => {
                 s.finish(exit_status, end.map(|b| *b));

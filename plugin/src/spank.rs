@@ -110,6 +110,20 @@ impl Spank {
         let s = unsafe { CStr::from_ptr(buf.as_ptr()) };
         Some(s.to_string_lossy().into_owned())
     }
+
+    /// Sets `name` in the job's environment (in slurmstepd: what the tasks will inherit),
+    /// replacing any value the job gave it.
+    pub fn setenv(&self, name: &str, value: &str) -> Result<(), String> {
+        let (n, v) = (CString::new(name), CString::new(value));
+        let (Ok(n), Ok(v)) = (n, v) else {
+            return Err(format!("{name}: not a C string"));
+        };
+        // SAFETY: two NUL-terminated strings; overwrite = 1.
+        let rc = unsafe { ffi::spank_setenv(self.0, n.as_ptr(), v.as_ptr(), 1) };
+        (rc == ffi::ESPANK_SUCCESS)
+            .then_some(())
+            .ok_or_else(|| format!("cannot set {name} for the job's tasks (spank error {rc})"))
+    }
 }
 
 /// The plugstack arguments of this callback as strings (lossy: they are validated next).

@@ -11,6 +11,7 @@ pub mod gpu_ledger;
 pub mod joblog;
 pub mod ledger;
 pub mod merge;
+pub mod phases;
 pub mod progress;
 mod sbatch_lines;
 pub mod stalls;

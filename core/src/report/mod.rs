@@ -12,6 +12,7 @@ pub mod nodes;
 pub mod slurmdbd;
 pub mod text;
 pub mod text_ledger;
+pub mod text_phases;
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +46,8 @@ pub struct Recording {
     /// Each recorded step's own figures from its series, for the step lines when sacct is
     /// not asked (`--no-sacct`) or has none.
     pub step_figures: std::collections::BTreeMap<String, StepFigures>,
+    /// The phases the job marked (`slurmwatch mark`), from this file's rows.
+    pub phases: Vec<analysis::phases::Phase>,
 }
 
 /// Where a [`Recording`] came from.
@@ -110,6 +113,7 @@ impl Recording {
             .into_iter()
             .map(|(step, rows)| (step, StepFigures::from_rows(&rows)))
             .collect();
+        let phases = marked_phases(&reader, &events, &job_rows)?;
         Ok(Recording {
             path: path.to_path_buf(),
             origin: Origin::File,
@@ -120,8 +124,44 @@ impl Recording {
             summary,
             summary_stored,
             step_figures,
+            phases,
         })
     }
+}
+
+/// The marked phases, read from the series that has a row at every mark: the job's (marks
+/// from the step that records it), else the marking step's own; failing both, the job's rows
+/// interpolated (each phase says so).
+fn marked_phases(
+    reader: &Reader,
+    events: &[Event],
+    job_rows: &[SampleRow],
+) -> crate::error::Result<Vec<analysis::phases::Phase>> {
+    let marks = analysis::phases::marks(events);
+    if marks.is_empty() {
+        return Ok(Vec::new());
+    }
+    let has_rows_at_marks = |rows: &[SampleRow]| {
+        marks
+            .iter()
+            .all(|m| rows.iter().any(|r| r.t_unix_ms == m.t_unix_ms))
+    };
+    let step_rows = match &marks[0].step {
+        Some(step) if !has_rows_at_marks(job_rows) => {
+            reader.samples(&Series::step(step.clone()))?
+        }
+        _ => Vec::new(),
+    };
+    let rows = if has_rows_at_marks(&step_rows) {
+        &step_rows[..]
+    } else {
+        job_rows
+    };
+    let mut cards = Vec::new();
+    for g in reader.gpus()? {
+        cards.push(reader.gpu_samples(g.id)?);
+    }
+    Ok(analysis::phases::phases(&marks, rows, &cards))
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -244,6 +284,9 @@ pub struct Report {
     pub efficiency: analysis::efficiency::Efficiencies,
     /// Where the allocation went, exactly (`analysis::ledger`); null without a recording.
     pub ledger: Option<analysis::ledger::Ledger>,
+    /// The phases the job marked (`slurmwatch mark`), from the batch node's file: each
+    /// one's duration, CPU, GPU time, energy and peak working set.
+    pub phases: Vec<analysis::phases::Phase>,
     /// Every node of the allocation: its own figures, or `recorded: false`.
     pub nodes: Vec<nodes::NodeLine>,
     pub steps: Vec<StepLine>,
@@ -384,6 +427,7 @@ pub fn build_with(
         gpus,
         efficiency,
         ledger,
+        phases: s.rec.map(|r| r.phases.clone()).unwrap_or_default(),
         nodes: node_lines,
         steps,
         findings,

@@ -163,6 +163,7 @@ impl NodeSummary {
             summary: self.summary,
             summary_stored: true,
             step_figures: self.step_figures,
+            phases: Vec::new(),
         }
     }
 }

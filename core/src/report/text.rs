@@ -70,6 +70,7 @@ fn render_with(r: &Report, ledger: bool) -> String {
     }
     efficiency_section(&mut o, r);
     gpus_section(&mut o, r);
+    super::text_phases::section(&mut o, r);
     steps_section(&mut o, r);
     findings_section(&mut o, r);
     log_section(&mut o, r);

@@ -9,6 +9,8 @@
 //! - `.<job>.archive-<pid>.sqlite`: the root-side snapshot an archive copy is made from;
 //! - `.<job>.sqlite.tmp.<pid>-<n>`: a live file being created, before it has its name;
 //! - `<job>.alloc`: the job's allocation on the node, written by the prolog;
+//! - `<job>.<step>.mark`: a running step's socket for the job's phase marks
+//!   (`recording::marks`), removed by that step's recorder at its end;
 //! - SQLite's sidecars of any of them: `-wal`, `-shm`, `-journal` appended to the name.
 //!
 //! `<job>` is a job's own id as `slurm::job_id` spells it (digits, no leading zero, at most
@@ -78,6 +80,11 @@ pub fn creating_path(live: &Path) -> PathBuf {
 /// `<job>.alloc`: what slurmd allocated to the job on this node (written by the prolog).
 pub fn alloc_name(job_id: impl Display) -> String {
     format!("{job_id}.alloc")
+}
+
+/// `<job>.<step>.mark`: the socket a recorded step takes its job's phase marks on.
+pub fn mark_socket_name(job_id: impl Display, step: &str) -> String {
+    format!("{job_id}.{step}.mark")
 }
 
 /// A sidecar of the database at `path` (`suffix` one of [`SIDECARS`]).
@@ -154,6 +161,8 @@ mod tests {
             "4294967296.sqlite",
             "12345678901.sqlite-wal",
             "١٢.sqlite",
+            // A step's mark socket: its recorder removes it; the sweep removes files only.
+            "12.batch.mark",
         ] {
             assert!(!is_spool_file_name(bad), "{bad}");
         }

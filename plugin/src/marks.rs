@@ -1,0 +1,278 @@
+//! The step's mark socket: a thread that takes the job's phase marks (see
+//! `slurmwatch_core::recording::marks`) and hands each one the job's own processes sent to
+//! the sampler, which stores a row of the counters at that instant.
+//!
+//! The socket is made by root in the root-owned spool, then given to the job's user with
+//! mode 0600: only that user (and root) can send. Each datagram carries the kernel's stamp
+//! of the sender (`SO_PASSCRED`); a mark is stored only when the sender is the job's user
+//! and its cgroup is inside this job. The thread waits for datagrams at most
+//! [`POLL`] at a time so that it stops promptly; it never calls Slurm.
+
+use slurmwatch_core::collect::location::{locate, locate_step_of_stepd, CgroupLocation};
+use slurmwatch_core::collect::PROC_ROOT;
+use slurmwatch_core::recording::marks::{self, FloodBound, Refused, DATAGRAM_MAX_BYTES};
+use slurmwatch_core::sys::now_unix_ms;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long one wait for a datagram lasts: the longest a stop waits for the thread.
+const POLL: Duration = Duration::from_millis(200);
+
+/// A mark the sampler stores: when it arrived and its label.
+pub struct Mark {
+    pub t_unix_ms: i64,
+    pub label: String,
+}
+
+/// Marks not stored, by reason (noted in the file at the step's end).
+#[derive(Default)]
+pub struct RefusedCounts {
+    pub not_the_job: AtomicU32,
+    pub flood: AtomicU32,
+    pub malformed: AtomicU32,
+}
+
+impl RefusedCounts {
+    fn count(&self, why: Refused) {
+        let c = match why {
+            Refused::NotTheJob => &self.not_the_job,
+            Refused::Flood => &self.flood,
+            Refused::Malformed => &self.malformed,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One sentence for the file's events, or `None` when every mark was stored.
+    pub fn text(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (&self.not_the_job, "not sent by the job's own processes"),
+            (&self.flood, "over the flood bound"),
+            (&self.malformed, "empty or without the sender's credentials"),
+        ]
+        .iter()
+        .filter_map(|(n, why)| {
+            let n = n.load(Ordering::Relaxed);
+            (n > 0).then(|| format!("{n} {why}"))
+        })
+        .collect();
+        (!parts.is_empty()).then(|| format!("marks refused: {}", parts.join(", ")))
+    }
+}
+
+/// The running listener; [`Listener::stop`] ends it and removes the socket.
+pub struct Listener {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    pub refused: Arc<RefusedCounts>,
+}
+
+/// Who may mark: the job's user, from inside the job's cgroup.
+#[derive(Clone, Copy)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Listener {
+    /// Binds `path` (a name in the root-owned spool; anything left there by an earlier step
+    /// is removed first) and starts the thread that sends each admitted mark to `to`.
+    pub fn start<M: Send + 'static>(
+        path: PathBuf,
+        owner: Owner,
+        to: Sender<M>,
+        wrap: fn(Mark) -> M,
+    ) -> Result<Listener, String> {
+        let sock = bind(&path, owner)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let refused = Arc::new(RefusedCounts::default());
+        let (flag, counts) = (stop.clone(), refused.clone());
+        let thread = std::thread::Builder::new()
+            .name("slurmwatch-mark".into())
+            .stack_size(64 * 1024)
+            .spawn(move || listen(&sock, owner, (&flag, &counts), |m| to.send(wrap(m))))
+            .map_err(|e| format!("cannot start the mark thread: {e}"))?;
+        Ok(Listener {
+            path,
+            stop,
+            thread: Some(thread),
+            refused,
+        })
+    }
+
+    /// Stops taking marks: removes the socket, then waits for the thread (it wakes within
+    /// [`POLL`]; a thread still busy after twice that is left behind).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(t) = self.thread.take() {
+            let end = Instant::now() + 2 * POLL;
+            while !t.is_finished() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The socket, its owner the job's user and its mode 0600, with credentials passed.
+fn bind(path: &Path, owner: Owner) -> Result<UnixDatagram, String> {
+    use std::os::unix::ffi::OsStrExt;
+    // The spool is root's alone: what is at this name is a stale socket of ours.
+    let _ = std::fs::remove_file(path);
+    let sock = UnixDatagram::bind(path)
+        .map_err(|e| format!("not taking marks: cannot bind {}: {e}", path.display()))?;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: a NUL-terminated path; lchown/chmod on the name just made in root's spool.
+    let owned = unsafe { libc::lchown(c.as_ptr(), owner.uid, owner.gid) == 0 };
+    // SAFETY: as above.
+    let moded = unsafe { libc::chmod(c.as_ptr(), 0o600) == 0 };
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket and a pointer to an int of the size given.
+    let passcred = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    };
+    if !(owned && moded && passcred) {
+        let _ = std::fs::remove_file(path);
+        return Err(format!(
+            "not taking marks: cannot hand {} to the job's user: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    sock.set_read_timeout(Some(POLL))
+        .map_err(|e| e.to_string())?;
+    Ok(sock)
+}
+
+/// The thread's loop: until `stop`, each datagram is checked and, when admitted, handed on.
+fn listen<E>(
+    sock: &UnixDatagram,
+    owner: Owner,
+    (stop, refused): (&AtomicBool, &RefusedCounts),
+    mut hand: impl FnMut(Mark) -> Result<(), E>,
+) {
+    // slurmstepd's own step group, found at the first mark: it moves itself there only
+    // after this thread starts. Without one (no cgroup) no sender can be told apart.
+    let mut ours: Option<CgroupLocation> = None;
+    let mut bound = FloodBound::new(Instant::now());
+    let mut buf = vec![0u8; DATAGRAM_MAX_BYTES];
+    while !stop.load(Ordering::Relaxed) {
+        let Some((n, cred)) = receive(sock, &mut buf) else {
+            continue;
+        };
+        let verdict = cred
+            .ok_or(Refused::Malformed)
+            .and_then(|c| {
+                if ours.is_none() {
+                    ours = locate_step_of_stepd(Path::new(PROC_ROOT), std::process::id());
+                }
+                sender_is_the_job(c, owner, ours.as_ref().ok_or(Refused::NotTheJob)?)
+            })
+            .and_then(|()| marks::label_of(&buf[..n]).ok_or(Refused::Malformed))
+            .and_then(|label| {
+                bound
+                    .admit(Instant::now())
+                    .then_some(label)
+                    .ok_or(Refused::Flood)
+            });
+        match verdict {
+            Ok(label) => {
+                let mark = Mark {
+                    t_unix_ms: now_unix_ms(),
+                    label,
+                };
+                if hand(mark).is_err() {
+                    return;
+                }
+            }
+            Err(why) => refused.count(why),
+        }
+    }
+}
+
+/// The job's user, and a pid whose cgroup is inside this job.
+fn sender_is_the_job(
+    cred: libc::ucred,
+    owner: Owner,
+    ours: &CgroupLocation,
+) -> Result<(), Refused> {
+    let pid = u32::try_from(cred.pid).map_err(|_| Refused::NotTheJob)?;
+    let theirs = locate(Path::new(PROC_ROOT), pid).map_err(|_| Refused::NotTheJob)?;
+    (cred.uid == owner.uid && marks::same_job(ours, &theirs))
+        .then_some(())
+        .ok_or(Refused::NotTheJob)
+}
+
+/// Closes descriptors a sender passed along (`SCM_RIGHTS`): the kernel has installed them
+/// in slurmstepd, and a sender could otherwise fill its table. (The buffer has room for a
+/// few; the rest the kernel drops and closes itself, `MSG_CTRUNC`.)
+///
+/// # Safety
+/// `c` is an `SCM_RIGHTS` header within a buffer `recvmsg` filled.
+unsafe fn close_passed_fds(c: *const libc::cmsghdr) {
+    let header = libc::CMSG_LEN(0) as usize;
+    let count = (*c).cmsg_len.saturating_sub(header) / std::mem::size_of::<libc::c_int>();
+    let data = libc::CMSG_DATA(c).cast::<libc::c_int>();
+    for i in 0..count {
+        libc::close(std::ptr::read_unaligned(data.add(i)));
+    }
+}
+
+/// One datagram (cut to the buffer) and the sender's credentials, if the kernel sent them;
+/// `None` on the wait's timeout or an error.
+fn receive(sock: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, Option<libc::ucred>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // Room for one SCM_CREDENTIALS message, aligned as cmsg(3) requires.
+    let mut control = [0u64; 8];
+    // SAFETY: zeroed msghdr is a valid empty header; the pointers set below outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: a valid socket and a msghdr whose buffers are live and sized as declared.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    let n = usize::try_from(n).ok()?;
+    // SAFETY: msg was filled by recvmsg; CMSG_* walk only within msg_controllen.
+    let cred = unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let mut found = None;
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_CREDENTIALS {
+                found = Some(std::ptr::read_unaligned(
+                    libc::CMSG_DATA(c).cast::<libc::ucred>(),
+                ));
+            }
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                close_passed_fds(c);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        found
+    };
+    Some((n.min(buf.len()), cred))
+}
