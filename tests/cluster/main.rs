@@ -16,6 +16,7 @@ mod hostile_sacct;
 mod jobs;
 mod jobstats;
 mod mail;
+mod marks;
 mod multinode;
 mod package;
 mod plugin;
