@@ -17,6 +17,7 @@ mod sbatch_lines;
 pub mod stalls;
 pub mod summary;
 pub mod thresholds;
+pub mod throughput;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
