@@ -517,9 +517,9 @@ pub fn stored(reader: &crate::store::Reader) -> crate::error::Result<Option<Summ
         .filter(|s| s.summary_version == SUMMARY_VERSION))
 }
 
-/// What the ledger reads of a file ([`super::ledger::NodeFigures`]): the stored summary, as
-/// the report reads it, else the figures the job series `job` (oldest first) and the cards
-/// give so far. The ledger needs no step ends or events, so none are read: their figures
+/// What the ledger reads of a file (core's `analysis::ledger::NodeFigures`): the stored
+/// summary, as the report reads it, else the figures the job series `job` (oldest first) and
+/// the cards give so far. The ledger needs no step ends or events, so none are read: their figures
 /// (the sampler's overhead, logged OOM kills) are absent from the second.
 pub fn for_ledger(
     reader: &crate::store::Reader,

@@ -528,7 +528,7 @@ mod tests {
         assert!(
             kept_catalogue(CURRENT_CATALOGUE) == made,
             "{file} is not what SQLite makes of the schema's DDL: after changing the schema, \
-             run SLURMWATCH_UPDATE_CATALOGUE=1 cargo test -p slurmwatch-core kept_catalogue \
+             run SLURMWATCH_UPDATE_CATALOGUE=1 cargo test -p slurmwatch-recorder kept_catalogue \
              and commit the file"
         );
     }
