@@ -17,7 +17,7 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/tests/fixtures/collect")
 }
 
 fn meta() -> JobMeta {

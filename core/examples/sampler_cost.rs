@@ -17,7 +17,7 @@ fn cpu_usec() -> u64 {
 }
 
 fn main() {
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/tests/fixtures/collect");
     let job = Path::new("/slurm_node1/uid_1000/job_42");
     let step = job.join("step_batch");
     // SAMPLER_COST_V1_JOB=/slurm_<node>/uid_<u>/job_<id> measures a real running job's

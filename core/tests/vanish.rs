@@ -18,7 +18,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 fn fixtures() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/collect")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../recorder/tests/fixtures/collect")
 }
 
 #[test]

@@ -11,13 +11,13 @@
 //! slurmwatch-epilog [--spool DIR] [--quiet] [JOBID]
 //! ```
 //! The job id defaults to `SLURM_JOB_ID` (set in the epilog's environment by slurmd); the
-//! spool to the site's (`spool=` on the plugstack line slurmstepd reads: `slurmwatch_core::site`).
+//! spool to the site's (`spool=` on the plugstack line slurmstepd reads: `slurmwatch_recorder::site`).
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use slurmwatch_core::analysis::summary;
-use slurmwatch_core::slurm::job_id::JobId;
+use slurmwatch_recorder::analysis::summary;
+use slurmwatch_recorder::slurm::job_id::JobId;
 
 /// The epilog returns within [`summary::EPILOG_BOUND`] whatever the file holds (statement
 /// deadlines inside the summariser) or the filesystem does: the work runs on a thread, and
@@ -72,9 +72,9 @@ fn run() -> Result<Option<String>, String> {
         .ok_or("no job id (give one, or run from Slurm's epilog where SLURM_JOB_ID is set)")?;
     // Strict (`slurm::job_id`): the id becomes a file name inside the spool.
     let job_id = JobId::own(&job).ok_or_else(|| format!("{job:?} is not a job id"))?;
-    // The site's spool, as slurmstepd's plugstack line names it (`slurmwatch_core::site`).
+    // The site's spool, as slurmstepd's plugstack line names it (`slurmwatch_recorder::site`).
     let mut spool = spool.unwrap_or_else(|| {
-        slurmwatch_core::site::Site::here()
+        slurmwatch_recorder::site::Site::here()
             .spool_template()
             .to_path_buf()
     });
@@ -82,7 +82,7 @@ fn run() -> Result<Option<String>, String> {
     if spool.to_str().is_some_and(|s| s.contains('%')) {
         let node = std::env::var("SLURMD_NODENAME")
             .map_err(|_| "the spool has %n but SLURMD_NODENAME is not set".to_string())?;
-        spool = slurmwatch_core::options::spool_for_node(&spool, &node)
+        spool = slurmwatch_recorder::options::spool_for_node(&spool, &node)
             .ok_or_else(|| format!("{node:?} is not a node name"))?;
     }
     let t0 = Instant::now();
@@ -93,7 +93,7 @@ fn run() -> Result<Option<String>, String> {
             format!(
                 "job {job}: summary written to {} in {} ms",
                 spool
-                    .join(slurmwatch_core::store::paths::live_name(job_id))
+                    .join(slurmwatch_recorder::store::paths::live_name(job_id))
                     .display(),
                 t0.elapsed().as_millis()
             )

@@ -8,7 +8,7 @@
 //! at most a deadline: a hung archive filesystem leaves that thread behind, never the callback
 //! or the epilog, and no second copy starts while one is still stuck.
 
-use slurmwatch_core::options::{self, PluginConfig};
+use slurmwatch_recorder::options::{self, PluginConfig};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -53,7 +53,7 @@ pub fn dir_for(
 
 /// The copy's name: the job and the node, so every node of a job can archive to one place.
 pub fn file_name(job_id: u32, node: &str) -> String {
-    slurmwatch_core::store::paths::archive_name(job_id, node)
+    slurmwatch_recorder::store::paths::archive_name(job_id, node)
 }
 
 /// One copy at a time per process: a copy stuck on a hung filesystem blocks later ones
@@ -64,7 +64,7 @@ static IN_FLIGHT: AtomicBool = AtomicBool::new(false);
 /// sampler, `store::archive::snapshot` in the epilog) as `<dir>/<name>` with the user's
 /// identity (uid, gid), waiting at most `deadline`.
 pub fn copy_as_user(
-    snapshot: slurmwatch_core::error::Result<std::fs::File>,
+    snapshot: slurmwatch_recorder::error::Result<std::fs::File>,
     dir: &ArchiveDir,
     name: &str,
     (uid, gid): (u32, u32),
@@ -85,12 +85,12 @@ pub fn copy_as_user(
         .spawn(move || {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 crate::as_user::with_user_fs(uid, gid, || {
-                    let d = slurmwatch_core::private_dir::open_private_dir(
+                    let d = slurmwatch_recorder::private_dir::open_private_dir(
                         &dir2.prefix,
                         &dir2.components,
                         uid,
                     )?;
-                    slurmwatch_core::private_dir::install_file_at(&d, &name2, &mut snapshot)
+                    slurmwatch_recorder::private_dir::install_file_at(&d, &name2, &mut snapshot)
                 })
             }))
             .unwrap_or_else(|_| Err("internal error (panic in the archive copy)".into()));

@@ -14,7 +14,7 @@ mod ffi {
 }
 
 mod archive;
-use slurmwatch_core::as_user;
+use slurmwatch_recorder::as_user;
 mod guard;
 mod log;
 mod marks;
@@ -22,9 +22,9 @@ mod recorder;
 mod spank;
 mod state;
 
-use slurmwatch_core::analysis::summary::EPILOG_BOUND;
-use slurmwatch_core::options::{self, PluginConfig};
-use slurmwatch_core::recording::marks::MARK_SOCKET_ENV;
+use slurmwatch_recorder::analysis::summary::EPILOG_BOUND;
+use slurmwatch_recorder::options::{self, PluginConfig};
+use slurmwatch_recorder::recording::marks::MARK_SOCKET_ENV;
 use spank::{Context, Spank};
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::Mutex;
@@ -229,7 +229,7 @@ pub unsafe extern "C" fn slurm_spank_init_post_opt(
 fn marks_socket(plan: &recorder::Plan) -> Option<std::path::PathBuf> {
     (plan.step != "extern").then(|| {
         plan.spool
-            .join(slurmwatch_core::store::paths::mark_socket_name(
+            .join(slurmwatch_recorder::store::paths::mark_socket_name(
                 plan.job_id,
                 &plan.step,
             ))
@@ -301,9 +301,9 @@ const SWEEP_BUDGET: std::time::Duration = std::time::Duration::from_secs(1);
 /// `spank_getenv` reads, is a separate list the job controls). Several slurmd may share one
 /// host, so the host name is only the fallback. Used as a validated file-name component.
 fn slurmd_node_name() -> String {
-    slurmwatch_core::recording::step::node_name(
+    slurmwatch_recorder::recording::step::node_name(
         std::env::var("SLURMD_NODENAME").ok(),
-        slurmwatch_core::sys::short_host_name,
+        slurmwatch_recorder::sys::short_host_name,
     )
 }
 
@@ -327,11 +327,11 @@ pub unsafe extern "C" fn slurm_spank_job_prolog(
         }
         let config = load_config(ac, av)?;
         let job_id = sp.job_id().ok_or("no job id")?;
-        let spool = slurmwatch_core::spool::node_spool(&config, &slurmd_node_name())?;
+        let spool = slurmwatch_recorder::spool::node_spool(&config, &slurmd_node_name())?;
         let gpus = std::env::var("SLURM_JOB_GPUS").ok();
-        let alloc = slurmwatch_core::spool::Allocation::from_job_gpus(gpus.as_deref())
+        let alloc = slurmwatch_recorder::spool::Allocation::from_job_gpus(gpus.as_deref())
             .ok_or_else(|| format!("SLURM_JOB_GPUS {gpus:?} is not a list of indices"))?;
-        slurmwatch_core::spool::write_allocation(&spool, job_id, &alloc)
+        slurmwatch_recorder::spool::write_allocation(&spool, job_id, &alloc)
             .map_err(|e| format!("cannot note job {job_id}'s allocation: {e}"))
     })
 }
@@ -386,12 +386,13 @@ fn epilog_work(
     job_id: u32,
     (uid, gid): (u32, u32),
 ) -> Result<Option<String>, String> {
-    use slurmwatch_core::analysis::summary::{summarise_job_file, EpilogOutcome};
-    use slurmwatch_core::spool;
+    use slurmwatch_recorder::analysis::summary::{summarise_job_file, EpilogOutcome};
+    use slurmwatch_recorder::spool;
     let started = std::time::Instant::now();
     let node = slurmd_node_name();
     let spool_dir = options::spool_for_node(&config.spool_dir, &node).ok_or("bad spool")?;
-    let _ = std::fs::remove_file(spool_dir.join(slurmwatch_core::store::paths::alloc_name(job_id)));
+    let _ =
+        std::fs::remove_file(spool_dir.join(slurmwatch_recorder::store::paths::alloc_name(job_id)));
     if config.retain_days > 0 {
         let retain = std::time::Duration::from_secs(u64::from(config.retain_days) * 86_400);
         let swept = spool::remove_expired(
@@ -417,10 +418,10 @@ fn epilog_work(
         started.elapsed().as_millis()
     );
     if let Some(dir) = archive::dir_for(config, &user_name(uid), uid, job_id, &node)? {
-        let file = spool_dir.join(slurmwatch_core::store::paths::live_name(job_id));
+        let file = spool_dir.join(slurmwatch_recorder::store::paths::live_name(job_id));
         let name = archive::file_name(job_id, &node);
         match archive::copy_as_user(
-            slurmwatch_core::store::archive::snapshot(&file, &spool_dir, job_id),
+            slurmwatch_recorder::store::archive::snapshot(&file, &spool_dir, job_id),
             &dir,
             &name,
             (uid, gid),
@@ -452,7 +453,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
             let job = sp.job_id().unwrap_or(0);
             let step = sp
                 .step_id()
-                .map(slurmwatch_core::recording::step::step_name)
+                .map(slurmwatch_recorder::recording::step::step_name)
                 .unwrap_or_default();
             match r.stop() {
                 Ok(summary) => log::info(&format!(
@@ -469,7 +470,7 @@ pub unsafe extern "C" fn slurm_spank_exit(
 
 /// The user's name from the system's databases (never from the job's environment).
 fn user_name(uid: u32) -> String {
-    slurmwatch_core::sys::user_name(uid).unwrap_or_else(|| uid.to_string())
+    slurmwatch_recorder::sys::user_name(uid).unwrap_or_else(|| uid.to_string())
 }
 
 /// The step's GPUs: the cards Slurm allocated to the job on this node (noted by
@@ -482,13 +483,13 @@ fn plan_gpus(
     spool: &std::path::Path,
     job_id: u32,
 ) -> Option<recorder::GpuPlan> {
-    use slurmwatch_core::collect::gpu::{wanted_cards, GpuEnv, DEFAULT_NVML_LIB};
+    use slurmwatch_recorder::collect::gpu::{wanted_cards, GpuEnv, DEFAULT_NVML_LIB};
     let env = GpuEnv::from_lookup(|name| sp.getenv(name));
     let wanted = wanted_cards(&env);
     if wanted.is_empty() {
         return None;
     }
-    let allocated = match slurmwatch_core::spool::read_allocation(spool, job_id) {
+    let allocated = match slurmwatch_recorder::spool::read_allocation(spool, job_id) {
         Ok(a) => a.gpus,
         Err(why) => {
             log::info(&format!(
@@ -497,7 +498,7 @@ fn plan_gpus(
             return None;
         }
     };
-    let any = slurmwatch_core::recording::step::any_wanted_card_allocated(&wanted, &allocated);
+    let any = slurmwatch_recorder::recording::step::any_wanted_card_allocated(&wanted, &allocated);
     any.then(|| recorder::GpuPlan {
         lib_path: config
             .nvml_library
@@ -511,7 +512,7 @@ fn plan_gpus(
 /// What this step records and where. The file name is built only from Slurm's numeric job
 /// id inside the root-owned spool: nothing the user controls chooses a path.
 fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder::Plan, String> {
-    use slurmwatch_core::recording::step;
+    use slurmwatch_recorder::recording::step;
     let job_id = sp.job_id().ok_or("no job id")?;
     let step_id = sp.step_id().ok_or("no step id")?;
     let step_name = step::step_name(step_id);
@@ -520,18 +521,18 @@ fn plan_step(sp: Spank, config: &PluginConfig, interval: u32) -> Result<recorder
     let user = user_name(uid);
     let node = slurmd_node_name();
     let archive_dir = archive::dir_for(config, &user, uid, job_id, &node)?;
-    let spool = slurmwatch_core::spool::node_spool(config, &node)?;
+    let spool = slurmwatch_recorder::spool::node_spool(config, &node)?;
     Ok(recorder::Plan {
         archive_dir,
         job_id,
-        records_job_series: slurmwatch_core::store::is_job_series_step(&step_name),
+        records_job_series: slurmwatch_recorder::store::is_job_series_step(&step_name),
         step: step_name,
         interval: std::time::Duration::from_secs(u64::from(interval)),
         uid,
         gid,
         user,
         node,
-        file: spool.join(slurmwatch_core::store::paths::live_name(job_id)),
+        file: spool.join(slurmwatch_recorder::store::paths::live_name(job_id)),
         gpu: plan_gpus(sp, config, &spool, job_id),
         spool,
         max_file_bytes: step::file_cap_bytes(config.max_file_mb, test_cap(sp)),

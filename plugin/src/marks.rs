@@ -1,5 +1,5 @@
 //! The step's mark socket: a thread that takes the job's phase marks (see
-//! `slurmwatch_core::recording::marks`) and hands each one the job's own processes sent to
+//! `slurmwatch_recorder::recording::marks`) and hands each one the job's own processes sent to
 //! the sampler, which stores a row of the counters at that instant.
 //!
 //! The socket is made by root in the root-owned spool, then given to the job's user with
@@ -8,10 +8,10 @@
 //! and its cgroup is inside this job. The thread waits for datagrams at most
 //! [`POLL`] at a time so that it stops promptly; it never calls Slurm.
 
-use slurmwatch_core::collect::location::{locate, locate_step_of_stepd, CgroupLocation};
-use slurmwatch_core::collect::PROC_ROOT;
-use slurmwatch_core::recording::marks::{self, FloodBound, Refused, DATAGRAM_MAX_BYTES};
-use slurmwatch_core::sys::now_unix_ms;
+use slurmwatch_recorder::collect::location::{locate, locate_step_of_stepd, CgroupLocation};
+use slurmwatch_recorder::collect::PROC_ROOT;
+use slurmwatch_recorder::recording::marks::{self, FloodBound, Refused, DATAGRAM_MAX_BYTES};
+use slurmwatch_recorder::sys::now_unix_ms;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

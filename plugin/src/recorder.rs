@@ -11,19 +11,19 @@
 //! It never calls Slurm's API or logs (see `log`): problems travel back to the callback
 //! thread as strings and are logged there.
 
-use slurmwatch_core::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
-use slurmwatch_core::collect::gpu::Wanted;
-use slurmwatch_core::collect::{is_this_jobs_key, JobCollector, CGROUP_ROOT, PROC_ROOT};
-use slurmwatch_core::model::between::BetweenRows;
-use slurmwatch_core::model::{SampleKind, SampleRow, Series};
-use slurmwatch_core::recording::cadence::Cadence;
-use slurmwatch_core::recording::gpus as gpu_notes;
-use slurmwatch_core::recording::rows::{stored_row, Peers, Reads, RowSchedule, SamplerCost};
-use slurmwatch_core::recording::step::{existing_file, ExistingFile};
-use slurmwatch_core::sample::{Source, UsageReading};
-use slurmwatch_core::store::{paths, JobMeta, Writer};
-use slurmwatch_core::sys::now_unix_ms;
-use slurmwatch_core::sys::thread_cpu_usec;
+use slurmwatch_recorder::collect::gpu::worker::{GpuWorker, GpuWorkerConfig, Opened};
+use slurmwatch_recorder::collect::gpu::Wanted;
+use slurmwatch_recorder::collect::{is_this_jobs_key, JobCollector, CGROUP_ROOT, PROC_ROOT};
+use slurmwatch_recorder::model::between::BetweenRows;
+use slurmwatch_recorder::model::{SampleKind, SampleRow, Series};
+use slurmwatch_recorder::recording::cadence::Cadence;
+use slurmwatch_recorder::recording::gpus as gpu_notes;
+use slurmwatch_recorder::recording::rows::{stored_row, Peers, Reads, RowSchedule, SamplerCost};
+use slurmwatch_recorder::recording::step::{existing_file, ExistingFile};
+use slurmwatch_recorder::sample::{Source, UsageReading};
+use slurmwatch_recorder::store::{paths, JobMeta, Writer};
+use slurmwatch_recorder::sys::now_unix_ms;
+use slurmwatch_recorder::sys::thread_cpu_usec;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -31,7 +31,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 // The read, store, flush and archive cadence and which series a row stores are
-// `slurmwatch_core::recording`'s (unit-tested there); this file is the thread around them.
+// `slurmwatch_recorder::recording`'s (unit-tested there); this file is the thread around them.
 /// How long `task_exit` and `exit` wait for the sampler before leaving it behind.
 const FINAL_WAIT: Duration = Duration::from_secs(2);
 /// The longest the sampler waits for one archive copy (it runs on a thread of its own).
@@ -445,7 +445,7 @@ fn open_job_file(plan: &Plan, meta: &JobMeta) -> Result<Writer, String> {
                         let (cgroups, procs) = (Path::new(CGROUP_ROOT), Path::new(PROC_ROOT));
                         is_this_jobs_key(k, cgroups, procs, plan.job_id)
                     }) || w.steps().is_ok_and(|s| {
-                        slurmwatch_core::store::continues_the_job(&plan.step, &s, now_unix_ms())
+                        slurmwatch_recorder::store::continues_the_job(&plan.step, &s, now_unix_ms())
                     })
                 };
                 let mine = (plan.uid, meta.incarnation.as_deref());

@@ -5,7 +5,7 @@
 //! thread never touch them (a lock held at fork time would deadlock the child). A poisoned lock
 //! (a panic while held) is recovered, not propagated: one bad callback must not disable the rest.
 
-use slurmwatch_core::options::PluginConfig;
+use slurmwatch_recorder::options::PluginConfig;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};

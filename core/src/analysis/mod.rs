@@ -7,17 +7,16 @@
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
 pub mod efficiency;
-pub mod gpu_ledger;
 pub mod joblog;
 pub mod ledger;
 pub mod merge;
 pub mod phases;
 pub mod progress;
 mod sbatch_lines;
-pub mod stalls;
-pub mod summary;
 pub mod thresholds;
 pub mod throughput;
+// The epilog's summary and its parts are the recorder's (the plugin links them alone).
+pub use slurmwatch_recorder::analysis::{gpu_ledger, stalls, summary};
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};

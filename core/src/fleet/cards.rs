@@ -439,7 +439,7 @@ fn compare(k: u64, n: u64, rk: u64, rn: u64, alpha: f64) -> Comparison {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::analysis::summary::tests::{a100, card_reading};
+    use crate::analysis::summary::fixture::{a100, card_reading};
     use crate::analysis::summary::XidEvent;
     use crate::collect::gpu::derive::{THROTTLE_HW_SLOWDOWN, THROTTLE_SW_POWER_CAP};
 

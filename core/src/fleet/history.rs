@@ -117,7 +117,7 @@ pub fn finding(h: &CardHistory) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::summary::tests::{a100, card_reading};
+    use crate::analysis::summary::fixture::{a100, card_reading};
     use crate::collect::gpu::derive::THROTTLE_HW_SLOWDOWN;
 
     fn card(slow: bool) -> GpuSummary {

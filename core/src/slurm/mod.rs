@@ -2,11 +2,8 @@
 //! format and locale, and their output parsed from captured fixtures.
 
 pub mod command;
-pub mod conf;
 pub mod hostlist;
-pub mod job_id;
 pub mod munge;
-pub mod plugstack;
 pub mod quickack;
 pub mod release;
 pub mod sacct;
@@ -14,3 +11,6 @@ pub mod scontrol;
 pub mod squeue;
 pub mod sstat;
 pub mod units;
+
+// Job ids and the plugstack line are the recorder's (the epilog reads them too).
+pub use slurmwatch_recorder::slurm::{conf, job_id, plugstack};

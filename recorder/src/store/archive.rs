@@ -23,7 +23,7 @@ use rusqlite::{Connection, OpenFlags};
 ///
 /// Opens `src` by name: never call it from a process that has a [`Writer`](super::Writer) open
 /// on `src` (closing that descriptor would drop the writer's SQLite locks: see
-/// `tests/store_locks.rs`) — the writer's process uses [`Writer::snapshot`](super::Writer::snapshot).
+/// `core/tests/store_locks.rs`) — the writer's process uses [`Writer::snapshot`](super::Writer::snapshot).
 pub fn snapshot(src: &Path, scratch_dir: &Path, job_id: u32) -> Result<File> {
     let reader = Reader::open(src)?;
     snapshot_of(reader.conn(), src, scratch_dir, job_id)

@@ -30,7 +30,7 @@ pub struct Site {
     /// This host's node name (`SLURMD_NODENAME`, else the short host name).
     pub node: Option<String>,
     /// slurm.conf's `StateSaveLocation`: on the controller, SlurmUser's own directory (the
-    /// held mails' queue, `crate::mailq`).
+    /// held mails' queue, `slurmwatch_core::mailq`).
     pub state_save_location: Option<PathBuf>,
 }
 

@@ -325,7 +325,7 @@ fn expected(version: i64) -> &'static Expected {
     static V3: OnceLock<Expected> = OnceLock::new();
     let summary = || catalogue(super::schema::SUMMARY_CREATE);
     if version == 1 {
-        // The schema-1 writer's DDL as committed in tests/fixtures/store/v1.sqlite. Files
+        // The schema-1 writer's DDL as committed in core/tests/fixtures/store/v1.sqlite. Files
         // from before GPU recording have no GPU tables; a schema-1 file never gains them.
         V1.get_or_init(|| {
             let (gpu, core) = catalogue(include_str!("schema_v1.sql"))
@@ -358,7 +358,7 @@ fn expected(version: i64) -> &'static Expected {
 /// step); reading the kept copy ~0.1 ms. The test `the_kept_catalogue_is_what_sqlite_makes_of_our_ddl`
 /// compares the two, and rewrites the file with `SLURMWATCH_UPDATE_CATALOGUE=1`.
 /// `catalogue_v2.json` is schema 2's, kept as it was when schema 3 came (the fixture
-/// `tests/fixtures/store/v2.sqlite` is checked against it).
+/// `core/tests/fixtures/store/v2.sqlite` is checked against it).
 const CURRENT_CATALOGUE: &str = include_str!("catalogue_v3.json");
 
 fn kept_catalogue(json: &str) -> (Vec<Entry>, Vec<Entry>) {
@@ -528,7 +528,7 @@ mod tests {
         assert!(
             kept_catalogue(CURRENT_CATALOGUE) == made,
             "{file} is not what SQLite makes of the schema's DDL: after changing the schema, \
-             run SLURMWATCH_UPDATE_CATALOGUE=1 cargo test -p slurmwatch-core kept_catalogue \
+             run SLURMWATCH_UPDATE_CATALOGUE=1 cargo test -p slurmwatch-recorder kept_catalogue \
              and commit the file"
         );
     }

@@ -517,9 +517,9 @@ pub fn stored(reader: &crate::store::Reader) -> crate::error::Result<Option<Summ
         .filter(|s| s.summary_version == SUMMARY_VERSION))
 }
 
-/// What the ledger reads of a file ([`super::ledger::NodeFigures`]): the stored summary, as
-/// the report reads it, else the figures the job series `job` (oldest first) and the cards
-/// give so far. The ledger needs no step ends or events, so none are read: their figures
+/// What the ledger reads of a file (core's `analysis::ledger::NodeFigures`): the stored
+/// summary, as the report reads it, else the figures the job series `job` (oldest first) and
+/// the cards give so far. The ledger needs no step ends or events, so none are read: their figures
 /// (the sampler's overhead, logged OOM kills) are absent from the second.
 pub fn for_ledger(
     reader: &crate::store::Reader,
@@ -683,8 +683,47 @@ fn job_series_writer(steps: &[StepInfo]) -> Option<String> {
     }
 }
 
+/// Cards and readings as the GPU tests script them, for these tests and for core's (feature
+/// `test-support`).
+#[cfg(any(test, feature = "test-support"))]
+pub mod fixture {
+    use super::{GpuCard, GpuRow};
+
+    /// A card reading as the GPU tests script it: busy, `mhz` SM clock, `mw` of a 400 W limit.
+    pub fn card_reading(t_s: i64, mhz: u32, mw: u32, reasons: u64) -> GpuRow {
+        let mut s = crate::sample::GpuSample::all_failed(crate::sample::GpuError::NotSupported);
+        s.utilization_percent = Ok(97);
+        s.sm_clock_mhz = Ok(mhz);
+        s.power_draw_milliwatts = Ok(mw);
+        s.power_limit_milliwatts = Ok(400_000);
+        s.throttle_reasons = Ok(reasons);
+        GpuRow {
+            t_unix_ms: t_s * 1000,
+            gpu: 1,
+            sample: s,
+            totals: Default::default(),
+        }
+    }
+
+    /// An A100 as NVML describes it, CUDA and NVML index `i`.
+    pub fn a100(i: u32) -> GpuCard {
+        GpuCard {
+            uuid: format!("GPU-{i:08x}"),
+            cuda_index: Some(i),
+            nvml_index: i,
+            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x10 + i)),
+            name: Some("NVIDIA A100-SXM4-80GB".into()),
+            memory_total_bytes: Some(80 << 30),
+            sm_clock_max_mhz: Some(1785),
+            power_limit_watts: Some(400.0),
+            nvlink_links: None,
+        }
+    }
+}
+
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::fixture::{a100, card_reading};
     use super::*;
     use crate::model::{SampleKind, Series};
 
@@ -802,36 +841,6 @@ pub(crate) mod tests {
         let empty = Summary::compute(&[], &[], &[], &[], Vec::new());
         assert_eq!(empty.peak_working_set_bytes, None);
         assert_eq!(empty.cpu_usage_seconds_total, None);
-    }
-
-    /// A card reading as the GPU tests script it: busy, `mhz` SM clock, `mw` of a 400 W limit.
-    pub(crate) fn card_reading(t_s: i64, mhz: u32, mw: u32, reasons: u64) -> GpuRow {
-        let mut s = crate::sample::GpuSample::all_failed(crate::sample::GpuError::NotSupported);
-        s.utilization_percent = Ok(97);
-        s.sm_clock_mhz = Ok(mhz);
-        s.power_draw_milliwatts = Ok(mw);
-        s.power_limit_milliwatts = Ok(400_000);
-        s.throttle_reasons = Ok(reasons);
-        GpuRow {
-            t_unix_ms: t_s * 1000,
-            gpu: 1,
-            sample: s,
-            totals: Default::default(),
-        }
-    }
-
-    pub(crate) fn a100(i: u32) -> GpuCard {
-        GpuCard {
-            uuid: format!("GPU-{i:08x}"),
-            cuda_index: Some(i),
-            nvml_index: i,
-            pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x10 + i)),
-            name: Some("NVIDIA A100-SXM4-80GB".into()),
-            memory_total_bytes: Some(80 << 30),
-            sm_clock_max_mhz: Some(1785),
-            power_limit_watts: Some(400.0),
-            nvlink_links: None,
-        }
     }
 
     /// The field record (hardware slowdown, SM 385 of 1785 MHz, 163 of 400 W) is held back,

@@ -36,7 +36,7 @@ pub struct Writer {
     file: File,
     /// Every descriptor this writer opened on its `-wal`/`-shm` (for the reader grant), kept
     /// until after `conn` closes: closing one would drop all of this process's POSIX locks
-    /// on that file, SQLite's included (see `tests/store_locks.rs`). Declared after `conn`,
+    /// on that file, SQLite's included (see `core/tests/store_locks.rs`). Declared after `conn`,
     /// so dropped after it.
     sidecar_files: Vec<(&'static str, File)>,
     path: PathBuf,
