@@ -514,7 +514,7 @@ fn newer_schema_is_refused_with_a_hint() {
     let e = err_text(Reader::open(&path));
     assert!(
         e.contains(
-            "written by a newer slurmwatch (schema 7); this one reads up to 3 — upgrade slurmwatch"
+            "written by a newer slurmwatch (schema 7); this one reads up to 4 — upgrade slurmwatch"
         ),
         "{e}"
     );
@@ -1107,4 +1107,45 @@ fn a_capped_file_stops_growing_with_one_event() {
     let stored = r.samples(&Series::Job).unwrap();
     assert!(!stored.is_empty() && (stored.len() as u64) < i);
     assert_eq!(stored[0], row(0, Series::Job, SampleKind::Periodic));
+}
+
+/// Schema 4's output sizes read back as written, per file descriptor; a schema-2 file (no
+/// table for them) takes none and reads none.
+#[test]
+fn output_sizes_read_back_and_older_files_keep_none() {
+    use slurmwatch_core::store::OutputSize;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("job.db");
+    let mut w = Writer::create(&path, &meta()).unwrap();
+    let size = |t, fd, bytes| OutputSize {
+        t_unix_ms: t,
+        fd,
+        bytes,
+    };
+    let written = [
+        size(1000, 1, 10),
+        size(1000, 2, 3),
+        size(2000, 1, 90),
+        size(3000, 1, 1 << 40),
+    ];
+    for s in written {
+        w.push_output_size(s);
+    }
+    w.flush().unwrap();
+    w.close().unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(
+        r.output_sizes(1).unwrap(),
+        [written[0], written[2], written[3]]
+    );
+    assert_eq!(r.output_sizes(2).unwrap(), [written[1]]);
+
+    let v2 = dir.path().join("v2.sqlite");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store/v2.sqlite");
+    std::fs::copy(&src, &v2).unwrap();
+    let mut w = Writer::open_existing(&v2).unwrap();
+    w.push_output_size(size(5000, 1, 7));
+    w.flush().unwrap();
+    w.close().unwrap();
+    assert_eq!(Reader::open(&v2).unwrap().output_sizes(1).unwrap(), []);
 }

@@ -18,6 +18,7 @@ use slurmwatch_recorder::as_user;
 mod guard;
 mod log;
 mod marks;
+mod output_size;
 mod recorder;
 mod spank;
 mod state;

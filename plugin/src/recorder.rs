@@ -18,6 +18,7 @@ use slurmwatch_recorder::model::between::BetweenRows;
 use slurmwatch_recorder::model::{SampleKind, SampleRow, Series};
 use slurmwatch_recorder::recording::cadence::Cadence;
 use slurmwatch_recorder::recording::gpus as gpu_notes;
+use slurmwatch_recorder::recording::output::OutputNotes;
 use slurmwatch_recorder::recording::rows::{stored_row, Peers, Reads, RowSchedule, SamplerCost};
 use slurmwatch_recorder::recording::step::{existing_file, ExistingFile};
 use slurmwatch_recorder::sample::{Source, UsageReading};
@@ -39,6 +40,8 @@ const ARCHIVE_WAIT: Duration = Duration::from_secs(5);
 /// The longest a stored row waits for the GPU readings (NVML runs on its own thread; a
 /// late answer is recorded as TIMEOUT). Well inside FINAL_WAIT.
 const GPU_READ_WAIT: Duration = Duration::from_millis(500);
+/// The longest the step's end waits for an output-size read in flight.
+const OUTPUT_LAST_WAIT: Duration = Duration::from_millis(50);
 
 /// The job's GPUs for this step: the site's NVML library and the cards the step's
 /// environment names (see `collect::gpu::select`).
@@ -589,6 +592,8 @@ struct Sampler {
     /// Past the file's cap nothing more is stored; the step's end is still noted (within
     /// the slack).
     capped: bool,
+    /// The batch step's: its script's output sizes, read beside the rows (`output_size`).
+    output: Option<(u32, crate::output_size::OutputWatch, OutputNotes)>,
 }
 
 impl Sampler {
@@ -622,6 +627,10 @@ impl Sampler {
             .unwrap_or(plan.records_job_series);
         // NVML starts loading now, on its own thread; nothing here waits for it.
         let gpus = Gpus::start(&plan, started);
+        let output = (plan.step == "batch")
+            .then(crate::output_size::OutputWatch::start)
+            .flatten()
+            .map(|w| (first_task_pid, w, OutputNotes::default()));
         Ok(Sampler {
             plan,
             writer,
@@ -635,6 +644,7 @@ impl Sampler {
             problem: None,
             finished: false,
             capped: false,
+            output,
         })
     }
 
@@ -710,7 +720,21 @@ impl Sampler {
             self.writer.push(row);
         }
         Gpus::store(&mut self.gpus, &mut self.writer, &self.plan.step, t);
+        self.note_output(Duration::ZERO);
         self.rows += 1;
+    }
+
+    /// The output sizes read since the last row (asking for the next read), noted where
+    /// they changed. Waits at most `wait` for a read in flight.
+    fn note_output(&mut self, wait: Duration) {
+        let Some((pid, watch, notes)) = self.output.as_mut() else {
+            return;
+        };
+        if let Some(seen) = watch.poll(*pid, wait) {
+            for size in notes.at_row(seen.t_unix_ms, seen.out, seen.err) {
+                self.writer.push_output_size(size);
+            }
+        }
     }
 
     /// A fast read: only the running maxima, nothing stored.
@@ -753,6 +777,8 @@ impl Sampler {
             return;
         }
         if !self.capped {
+            // The script's last output: the read in flight, within a short bound.
+            self.note_output(OUTPUT_LAST_WAIT);
             self.store(SampleKind::End, end);
         }
         let _ = self

@@ -8,5 +8,6 @@
 pub mod cadence;
 pub mod gpus;
 pub mod marks;
+pub mod output;
 pub mod rows;
 pub mod step;

@@ -97,7 +97,7 @@ const LEDGER_IDLE: usize = LEDGER + crate::sample::GPU_LIMITERS;
 
 /// The schema this code creates (`schema::SCHEMA_VERSION`; importing it would make the two
 /// modules depend on each other).
-pub(crate) const NEWEST: i64 = 3;
+pub(crate) const NEWEST: i64 = 4;
 
 /// How many of [`COLUMNS`] a file of schema `version` has.
 const fn ncols_in(version: i64) -> usize {

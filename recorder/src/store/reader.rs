@@ -17,7 +17,7 @@ pub struct Reader {
     conn: Connection,
     path: PathBuf,
     started_unix_ms: i64,
-    /// `PRAGMA user_version`: 1 or 2 (see `schema`).
+    /// `PRAGMA user_version`: 1 to 4 (see `schema`).
     version: i64,
     guard: Guard,
     /// Root reading another user's file reads a private copy of it (`private_copy`), kept
@@ -302,6 +302,12 @@ impl Reader {
             out.extend(self.steps()?.into_iter().map(|s| Series::Step(s.step)));
             Ok(out)
         })
+    }
+
+    /// The output file's sizes noted at stored rows (`fd` 1 stdout, 2 stderr), oldest first;
+    /// none in a file before schema 4.
+    pub fn output_sizes(&self, fd: u8) -> Result<Vec<super::OutputSize>> {
+        self.guarded(|| super::output::read(&self.conn, &self.path, self.version, fd))
     }
 
     pub fn events(&self) -> Result<Vec<Event>> {

@@ -54,7 +54,8 @@
 //!   7.7–9.9 MB; schema 2 (no stall totals) took 5.0–6.3 and 7.0–8.5 MB, schema 1 7.3–9.1
 //!   and 9.9–12.0 MB.
 //!
-//!   Schema 3 appended the six PSI stall totals to the value columns; a schema-2 file (still
+//!   Schema 4 added `output_sizes` (below); its other tables are schema 3's. Schema 3
+//!   appended the six PSI stall totals to the value columns; a schema-2 file (still
 //!   read, and appended to as schema 2 by a writer that reopens it) has the first 25.
 //!
 //!   Schema 1 (`PRAGMA user_version = 1`, still read, and still appended to by a writer that
@@ -81,6 +82,9 @@
 //! - `gpu_xid(t_unix_ms, gpu, xid)`: each critical Xid event, stamped with the reading that
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.
+//! - `output_sizes(t_unix_ms, fd, bytes)` (schema 4): the size of the batch script's
+//!   stdout (`fd` 1) and of its stderr when that is another file (`fd` 2), noted by `stat`
+//!   at stored rows where it changed (`store/output.rs`, `recording/output.rs`).
 //! - view `samples`: the packed tables decoded: `t_unix_ms`, `series` ('job' or the step
 //!   name), `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`,
 //!   `_usec`, `_percent`, cores). Pure SQL (window sums and a join), so `sqlite3` and pandas
@@ -96,7 +100,7 @@
 
 /// `PRAGMA user_version` of files this code creates; readers accept 1..=SCHEMA_VERSION, and a
 /// writer reopening an older file keeps its version.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 // The GPU tables' DDL follows it without importing it (the modules would depend on each other).
 const _: () = assert!(super::gpu::NEWEST == SCHEMA_VERSION);
 
@@ -429,13 +433,15 @@ CREATE TABLE events (
 );
 {}
 {}
+{}
 PRAGMA application_id = {APPLICATION_ID};
 PRAGMA user_version = {SCHEMA_VERSION};
 ",
         values.join(",\n"),
         rare.join(",\n"),
         view_sql(),
-        super::gpu::create_sql()
+        super::gpu::create_sql(),
+        super::output::CREATE
     )
 }
 

@@ -12,6 +12,7 @@ use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
 use super::codec::{Chain, State2};
 use super::fault::{db_err, sql_err};
 use super::harden::{self, Guard, WRITE_CALL_BUDGET};
+use super::output::{self as output_sizes, OutputSize};
 use super::reader::{load_steps, read_started};
 use super::schema;
 use super::{step_row_is_redundant, JobMeta, StepInfo};
@@ -23,6 +24,8 @@ mod rows;
 /// Rows kept in memory while flushes fail (disk full, lock held): about 1.5 MB at most.
 /// Beyond it the oldest rows are dropped and an event records how many.
 pub const MAX_BUFFERED_ROWS: usize = 4096;
+/// The same bound for output sizes (one per stored row at most).
+const MAX_BUFFERED_OUTPUT_SIZES: usize = 4096;
 
 /// How long a write waits for another step's writer on the same file. Bounded: the sampler
 /// must never stall a SPANK callback.
@@ -55,6 +58,8 @@ pub struct Writer {
     dropped: u64,
     /// GPU rows waiting for the next flush: (t_unix_ms, gpus.id, reading).
     gpu_buffer: Vec<(i64, i64, crate::sample::GpuSample)>,
+    /// Output-file sizes waiting for the next flush (schema 4 on).
+    output_buffer: Vec<OutputSize>,
     /// Per card (`gpus.id`): its delta chain (see `store/gpu.rs`), loaded on first use.
     gpu_chains: super::gpu::Chains,
     /// The job's user, who may read the file, and whether the grant took.
@@ -230,6 +235,7 @@ impl Writer {
             states: HashMap::new(),
             dropped: 0,
             gpu_buffer: Vec::new(),
+            output_buffer: Vec::new(),
             gpu_chains: Default::default(),
             reader: None,
             sidecars_granted: false,
@@ -458,13 +464,18 @@ impl Writer {
     /// on as copies, kept only once the transaction commits: a failed flush leaves them as
     /// the file has them.
     fn flush_guarded(&mut self) -> Result<()> {
-        if self.buffer.is_empty() && self.gpu_buffer.is_empty() && self.dropped == 0 {
+        if self.buffer.is_empty()
+            && self.gpu_buffer.is_empty()
+            && self.output_buffer.is_empty()
+            && self.dropped == 0
+        {
             return Ok(());
         }
         let t = self.buffer.first().map_or(self.base, |r| r.t_unix_ms);
         if self.over_cap(t) {
             self.buffer.clear();
             self.gpu_buffer.clear();
+            self.output_buffer.clear();
             self.dropped = 0;
             return Ok(());
         }
@@ -497,6 +508,7 @@ impl Writer {
                 &mut gpu_chains,
                 &self.gpu_buffer,
             )?;
+            output_sizes::insert(&tx, path, &self.output_buffer)?;
             if self.dropped > 0 {
                 let now = self.buffer.last().map_or(base, |r| r.t_unix_ms);
                 tx.execute(
@@ -513,8 +525,17 @@ impl Writer {
         self.known_steps = infos;
         self.buffer.clear();
         self.gpu_buffer.clear();
+        self.output_buffer.clear();
         self.dropped = 0;
         Ok(())
+    }
+
+    /// Buffers the size of the job's output file (`fd` 1 or 2) at a stored row, for the
+    /// next flush. A file of schema 3 or older has no table for it: nothing is kept.
+    pub fn push_output_size(&mut self, size: OutputSize) {
+        if self.version >= 4 && self.output_buffer.len() < MAX_BUFFERED_OUTPUT_SIZES {
+            self.output_buffer.push(size);
+        }
     }
 
     /// Records that a step started on this node (and an event).
