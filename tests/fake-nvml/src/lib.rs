@@ -40,7 +40,9 @@
 //! Counters for an exact ledger, each scripted per card and documented in its module:
 //! [`violation`] (`nvmlDeviceGetViolationStatus`: `violations_ns`, `violation_windows`),
 //! [`samples`] (`nvmlDeviceGetSamples`: `utilization_samples`, `utilization_timeline`) and
-//! [`gpm`] (GPM on Hopper and newer: `gpm`).
+//! [`gpm`] (GPM on Hopper and newer: `gpm`). `"throttle_windows": [[start_ms, end_ms, mask]]`
+//! adds `mask` to the clock-event reasons while a window is open (unix ms), so a scripted
+//! slowdown shows in the per-row reasons as it does in the violation counters.
 
 #![allow(non_snake_case, clippy::missing_safety_doc)]
 
@@ -714,7 +716,11 @@ pub unsafe extern "C" fn nvmlDeviceGetCurrentClocksThrottleReasons(
     mask: *mut c_ulonglong,
 ) -> u32 {
     call(dev, "throttle", |d, _| {
-        uint_reading(d, "throttle_reasons", mask)
+        let rc = uint_reading(d, "throttle_reasons", mask);
+        if rc == SUCCESS {
+            *mask |= violation::reasons_now(d, now_us() / 1000);
+        }
+        rc
     })
 }
 

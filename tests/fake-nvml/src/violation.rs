@@ -66,6 +66,23 @@ pub(crate) fn counter_ns(d: &Value, key: &str, now_ms: u64) -> Option<u64> {
     Some(base.saturating_add(grown))
 }
 
+/// The clock-event reasons the card's open `throttle_windows` add at `now_ms`: each
+/// `[start_ms, end_ms, mask]` (end `null`: still open) ORs its mask while it is open.
+pub(crate) fn reasons_now(d: &Value, now_ms: u64) -> u64 {
+    let Some(windows) = d.get("throttle_windows").and_then(Value::as_array) else {
+        return 0;
+    };
+    windows
+        .iter()
+        .filter_map(|w| {
+            let start = w.get(0)?.as_u64()?;
+            let end = w.get(1).and_then(Value::as_u64).unwrap_or(u64::MAX);
+            let mask = w.get(2)?.as_u64()?;
+            (start..end).contains(&now_ms).then_some(mask)
+        })
+        .fold(0, |a, m| a | m)
+}
+
 /// Scripted errors: `violation`.
 #[no_mangle]
 pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
@@ -98,6 +115,18 @@ pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_throttle_window_adds_its_reasons_only_while_open() {
+        // HW slowdown (0x8) with its thermal cause (0x40) from 1 s to 3 s.
+        let d = json!({ "throttle_windows": [[1000, 3000, 0x48], [5000, null, 0x4]] });
+        assert_eq!(reasons_now(&d, 999), 0);
+        assert_eq!(reasons_now(&d, 1000), 0x48);
+        assert_eq!(reasons_now(&d, 2999), 0x48);
+        assert_eq!(reasons_now(&d, 3000), 0);
+        assert_eq!(reasons_now(&d, 9000), 0x4);
+        assert_eq!(reasons_now(&json!({}), 2000), 0);
+    }
 
     #[test]
     fn base_plus_elapsed_part_of_each_window() {
