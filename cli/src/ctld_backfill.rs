@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use slurmwatch_core::report::slurmdbd::{self, Incarnation};
+use slurmwatch_core::analysis::admin_comment::{self, Incarnation};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::sacct::{self, Kept, Record, Window};
 
@@ -79,7 +79,7 @@ fn stored_gap(comment: Option<&str>) -> Option<Option<usize>> {
     let Some(c) = c else {
         return Some(None);
     };
-    let rec = slurmdbd::decode(c).ok()?;
+    let rec = admin_comment::decode(c).ok()?;
     (!rec.unanswered_nodes.is_empty()).then_some(Some(rec.unanswered_nodes.len()))
 }
 

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use slurmwatch_core::analysis::admin_comment;
 use slurmwatch_core::render::terminal;
-use slurmwatch_core::report::{self, chart, ended, locate, slurmdbd, text, Recording};
+use slurmwatch_core::report::{self, chart, ended, locate, text, Recording};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::job_id::{self, JobId};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
@@ -358,7 +359,7 @@ pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording
     let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
         return (Vec::new(), None);
     };
-    match slurmdbd::decode(c) {
+    match admin_comment::decode(c) {
         Ok(rec) => {
             let partial = (!rec.unanswered_nodes.is_empty()).then(|| {
                 format!(
@@ -371,7 +372,7 @@ pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording
                 partial,
             )
         }
-        Err(e @ slurmdbd::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
+        Err(e @ admin_comment::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
         Err(_) => (Vec::new(), None),
     }
 }

@@ -1,5 +1,5 @@
 //! What reading the jobs' summaries from slurmdbd costs `history` and `sizing`: each job's
-//! `SW1:` AdminComment decoded in full (`report::slurmdbd::decode`, the report's path) and
+//! `SW1:` AdminComment decoded in full (`analysis::admin_comment::decode`, the report's path) and
 //! as the history path reads it (`history::Recorded::from_admin_comment`, the figures only).
 //! The comments are real ones, captured from the test cluster's slurmdbd, in both formats:
 //! jobstats' `JS1:` (core/tests/fixtures/slurm/admin_comments_js1_real.txt, what is stored
@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
+use slurmwatch_core::analysis::admin_comment::decode;
 use slurmwatch_core::history::Recorded;
-use slurmwatch_core::report::slurmdbd::decode;
 
 /// The history's figures from a full decode (what `from_admin_comment` read before it
 /// decoded the figures alone): largest peaks, summed CPU seconds and kills.

@@ -6,6 +6,7 @@
 //! as a [`Thresholds`] value that a site file may change (docs/reference/site.md). Low use that is right
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
+pub mod admin_comment;
 pub mod efficiency;
 pub mod gpu_ledger;
 pub mod joblog;
@@ -14,6 +15,7 @@ pub mod merge;
 pub mod progress;
 mod sbatch_lines;
 pub mod stalls;
+pub mod step_figures;
 pub mod summary;
 pub mod thresholds;
 

@@ -557,7 +557,7 @@ impl SlurmdbdFigures {
     /// See [`Recorded::from_admin_comment`].
     pub fn from_admin_comment(comment: &str) -> Option<SlurmdbdFigures> {
         // Only the figures read here are decoded (the history path meets one per job).
-        let nodes = crate::report::slurmdbd::decode_figures(comment).ok()?;
+        let nodes = crate::analysis::admin_comment::decode_figures(comment).ok()?;
         let m = merge_nodes(
             nodes
                 .iter()

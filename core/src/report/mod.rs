@@ -8,8 +8,8 @@ pub mod chart;
 pub mod ended;
 pub mod joblog;
 pub mod locate;
+pub mod node_summary;
 pub mod nodes;
-pub mod slurmdbd;
 pub mod text;
 pub mod text_ledger;
 
@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::analysis::step_figures::StepFigures;
 use crate::analysis::{self, Facts, Finding, GpuSummary, OomEvent, SbatchLine, Summary};
 use crate::model::effective_cores;
 use crate::model::{SampleRow, Series};
@@ -53,39 +54,9 @@ pub enum Origin {
     /// The node's SQLite file (rows and all).
     #[default]
     File,
-    /// The job's summary in slurmdbd's AdminComment ([`slurmdbd`]): figures, no rows.
+    /// The job's summary in slurmdbd's AdminComment ([`crate::analysis::admin_comment`]):
+    /// figures, no rows.
     SlurmdbdSummary,
-}
-
-/// A recorded step's CPU total and working-set peak, from the step's own series.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct StepFigures {
-    pub cpu_seconds: Option<f64>,
-    pub peak_working_set_bytes: Option<u64>,
-}
-
-impl StepFigures {
-    pub fn from_rows(rows: &[SampleRow]) -> StepFigures {
-        StepFigures {
-            cpu_seconds: rows
-                .iter()
-                .filter_map(|r| r.usage.cpu_usage_usec)
-                .max()
-                .map(|u| u as f64 / 1e6),
-            peak_working_set_bytes: rows
-                .iter()
-                .filter_map(|r| {
-                    match (
-                        r.memory_working_set_max_bytes,
-                        r.usage.memory_working_set_bytes,
-                    ) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    }
-                })
-                .max(),
-        }
-    }
 }
 
 impl Recording {

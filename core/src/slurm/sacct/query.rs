@@ -64,7 +64,7 @@ pub const FIELDS: &[&str] = &[
     "WorkDir",
     "SubmitLine",
     // An AdminComment another tool wrote may hold anything; ours is base64 (jobstats'
-    // `JS1:`) or base32 (older `SW1:`) (report::slurmdbd).
+    // `JS1:`) or base32 (older `SW1:`) (analysis::admin_comment).
     "AdminComment",
     "JobIDRaw",
 ];

@@ -16,8 +16,8 @@
 //!
 //! base64 is case-sensitive, and 22.05's `sacctmgr … set AdminComment=` lowercases what it
 //! stores (quoted or not; sacctmgr does it, not slurmdbd): the controller's epilog stores
-//! through slurmdbd's API instead (`slurmwatch-dbd-comment`, `export::slurmdbd::store`),
-//! which keeps the value as given.
+//! through slurmdbd's API instead (`slurmwatch-dbd-comment`,
+//! `export::admin_comment_store::store`), which keeps the value as given.
 //!
 //! Older summaries, `SW1:` + unpadded base32 (read in either case) of raw-deflated JSON of a
 //! [`JobSummaryRecord`], stay readable.
@@ -25,14 +25,17 @@
 //! Decoding is bounded ([`MAX_JSON_BYTES`] after inflating): AdminComment is writable by
 //! admins and other tools, so a string that is not ours, or is damaged, is refused with one
 //! sentence and never trusted.
+//!
+//! The codec lives beside the [`Summary`] it carries so that every reader of the string
+//! (`report`, `history`, `fleet`, `export`) finds it below them; turning a node's file into a
+//! [`NodeSummary`] and back into a report's recording is the report's (`report::node_summary`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Origin, Recording, StepFigures};
-use crate::analysis::Summary;
+use super::step_figures::StepFigures;
+use super::Summary;
 use crate::store::{Event, JobMeta, StepInfo};
 
 /// The prefix of our AdminComment strings: jobstats' format 1.
@@ -134,39 +137,6 @@ pub enum DecodeError {
     Damaged(String),
 }
 
-impl NodeSummary {
-    /// From a node's file as the report loaded it.
-    pub fn from_recording(r: &Recording) -> NodeSummary {
-        let mut events = r.events.clone();
-        // The latest events are the ones that explain an end (a kill, a failed step).
-        if events.len() > MAX_EVENTS {
-            events.drain(..events.len() - MAX_EVENTS);
-        }
-        NodeSummary {
-            meta: r.meta.clone(),
-            steps: r.steps.clone(),
-            events,
-            step_figures: r.step_figures.clone(),
-            summary: r.summary.clone(),
-        }
-    }
-
-    /// A recording with no rows: figures from the summary, no charts.
-    pub fn into_recording(self) -> Recording {
-        Recording {
-            path: format!("slurmdbd:AdminComment/{}", self.meta.node).into(),
-            origin: Origin::SlurmdbdSummary,
-            meta: self.meta,
-            steps: self.steps,
-            events: self.events,
-            job_rows: Vec::new(),
-            summary: self.summary,
-            summary_stored: true,
-            step_figures: self.step_figures,
-        }
-    }
-}
-
 /// Which run of a job id the controller asks for: the job's uid and the time Slurm started
 /// it (EpilogSlurmctld's `SLURM_JOB_UID`, `SLURM_JOB_START_TIME`). A job id is reused after
 /// a controller loses or restores its state, and a file an earlier job of that id left in a
@@ -199,42 +169,6 @@ impl Incarnation {
         }
         None
     }
-}
-
-/// What a node's spool holds for one run of a job.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Spooled {
-    Recorded(Box<NodeSummary>),
-    /// No file for the job.
-    NotRecorded,
-    /// A file of an earlier job with the same id (one sentence: how it differs).
-    Earlier(String),
-}
-
-/// The summary of run `want` of job `job_id` from its file in this node's `spool`, for the
-/// controller to collect; `Err` (one sentence) when its file is there but cannot be read
-/// now. Read-only, through the hardened reader (this runs as root).
-pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spooled, String> {
-    let path = spool.join(crate::store::paths::live_name(job_id.to_string()));
-    match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Spooled::NotRecorded),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-        Ok(_) => {}
-    }
-    let rec = Recording::load(&path).map_err(|e| e.to_string())?;
-    if rec.meta.job_id != u64::from(job_id) {
-        return Err(format!(
-            "{} records job {}, not {job_id}",
-            path.display(),
-            rec.meta.job_id
-        ));
-    }
-    if let Some(why) = want.mismatch(&rec.meta) {
-        return Ok(Spooled::Earlier(why));
-    }
-    Ok(Spooled::Recorded(Box::new(NodeSummary::from_recording(
-        &rec,
-    ))))
 }
 
 /// Three decimals: jobstats writes one, which moves a short job's CPU efficiency by up to a
@@ -836,7 +770,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::sample::Source;
 
-    /// A node's summary of job 42 (also for export::slurmdbd's tests).
+    /// A node's summary of job 42 (also for export::admin_comment_store's tests).
     pub(crate) fn node(name: &str) -> NodeSummary {
         NodeSummary {
             meta: JobMeta {
@@ -1023,10 +957,6 @@ pub(crate) mod tests {
         assert_eq!(decode_figures(&s).unwrap().len(), record().nodes.len());
     }
 
-    const ANY_RUN: Incarnation = Incarnation {
-        uid: 1000,
-        start_unix: 0,
-    };
     /// jobstats' keys hold the recording's figures: cores, limit, working-set peak, CPU
     /// seconds per node; each card by its NVML index; the run time and the card count.
     #[test]
@@ -1149,34 +1079,6 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
                 25.0
             ])
         );
-    }
-
-    /// The node endpoint runs as root: a spool entry that is a symlink (to a file the root
-    /// process must not read for a caller) or a FIFO (that would block an open) is refused,
-    /// within a bound, and never answered as a summary.
-    #[test]
-    fn the_endpoint_refuses_a_symlink_or_fifo_in_the_spool() {
-        let d = tempfile::tempdir().unwrap();
-        let target = d.path().join("elsewhere.sqlite");
-        std::fs::write(&target, b"not ours").unwrap();
-        std::os::unix::fs::symlink(&target, d.path().join("41.sqlite")).unwrap();
-        let fifo = std::ffi::CString::new(d.path().join("42.sqlite").to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-        let spool = d.path().to_path_buf();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send((
-                from_spool(&spool, 41, ANY_RUN),
-                from_spool(&spool, 42, ANY_RUN),
-            ));
-        });
-        let (link, fifo) = rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("answered within the bound");
-        assert!(link.is_err(), "{link:?}");
-        assert!(fifo.is_err(), "{fifo:?}");
-        assert_eq!(from_spool(d.path(), 43, ANY_RUN), Ok(Spooled::NotRecorded));
     }
 
     /// The history path's figures-only decode reads what the full decode reads, on real
@@ -1314,66 +1216,5 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             decode_figures(&marked(&endless)),
             Err(DecodeError::Damaged(_))
         ));
-    }
-
-    #[test]
-    fn a_node_summary_becomes_a_recording_without_rows() {
-        let r = node("n1").into_recording();
-        assert_eq!(r.origin, Origin::SlurmdbdSummary);
-        assert!(r.job_rows.is_empty());
-        assert_eq!(r.summary.peak_working_set_bytes, Some(3 << 30));
-        assert_eq!(NodeSummary::from_recording(&r), node("n1"));
-    }
-
-    /// Attack 8 of issue 37 without Slurm: a spool file an earlier job with this id left
-    /// (another user's, or the same user's earlier run) is not served for the new run.
-    #[test]
-    fn a_file_of_an_earlier_job_with_the_id_is_not_this_runs() {
-        let spool = tempfile::tempdir().unwrap();
-        let meta = node("n1").meta;
-        let w = crate::store::Writer::create(
-            &spool.path().join(crate::store::paths::live_name(42)),
-            &meta,
-        )
-        .unwrap();
-        w.close().unwrap();
-        let started = meta.started_unix_ms / 1000;
-        let this_run = Incarnation {
-            uid: 1000,
-            start_unix: started,
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, this_run),
-            Ok(Spooled::Recorded(n)) if n.meta == meta
-        ));
-        // A clock a little behind the controller's still finds its own file.
-        let lagging = Incarnation {
-            start_unix: started + 3,
-            ..this_run
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, lagging),
-            Ok(Spooled::Recorded(_))
-        ));
-        let other_user = Incarnation {
-            uid: 1001,
-            ..this_run
-        };
-        match from_spool(spool.path(), 42, other_user) {
-            Ok(Spooled::Earlier(why)) => assert!(why.contains("uid 1000"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        let later_run = Incarnation {
-            start_unix: started + 3600,
-            ..this_run
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, later_run),
-            Ok(Spooled::Earlier(_))
-        ));
-        assert_eq!(
-            from_spool(spool.path(), 43, this_run),
-            Ok(Spooled::NotRecorded)
-        );
     }
 }
