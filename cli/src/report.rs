@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use slurmwatch_core::analysis::admin_comment;
+use slurmwatch_core::locate::Locator;
 use slurmwatch_core::render::terminal;
-use slurmwatch_core::report::{self, chart, ended, locate, text, Recording};
-use slurmwatch_core::slurm::hostlist;
+use slurmwatch_core::report::{self, chart, ended, text, Recording};
 use slurmwatch_core::slurm::job_id::{self, JobId};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
@@ -180,7 +179,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     // in slurmdbd, when there is one.
     let mut summary_note = None;
     if recordings.is_empty() && args.file.is_empty() {
-        (recordings, summary_note) = summary_recordings(acct.as_ref());
+        (recordings, summary_note) = report::recordings::from_admin_comment(acct.as_ref());
     }
     if let Some(owner) = &args.owner {
         keep_owners(&mut recordings, owner);
@@ -349,78 +348,27 @@ fn find_recordings(
     };
     let site = slurmwatch_core::site::Site::here();
     let spool = args.spool.as_deref().unwrap_or(site.spool_template());
-    site_recordings(spool, site.archive_template(), &args.archive, raw_id, acct)
+    let mut locator = Locator::site(args.spool.as_deref(), &args.archive);
+    site_recordings(&mut locator, spool, raw_id, acct)
         .with_context(|| format!("cannot report on job {} from its file", args.job))
 }
 
-/// The summary the controller stored in the job's AdminComment, as recordings (one per
-/// node; none when there is no summary), and a note when it is damaged or lacks nodes.
-pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording>, Option<String>) {
-    let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
-        return (Vec::new(), None);
-    };
-    match admin_comment::decode(c) {
-        Ok(rec) => {
-            let partial = (!rec.unanswered_nodes.is_empty()).then(|| {
-                format!(
-                    "The summary stored when the job ended has no figures from {} (no answer from its endpoint then): the job's totals here are its other nodes' only; the site's `slurmwatch ctld-backfill` fills them in.",
-                    terminal::field(&rec.unanswered_nodes.join(", "))
-                )
-            });
-            (
-                rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
-                partial,
-            )
-        }
-        Err(e @ admin_comment::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
-        Err(_) => (Vec::new(), None),
-    }
-}
-
-/// The job's files in the spool and the archives (`raw_id`: the file's job id), first found
-/// per node (the live spool before a copy), and the reason when there are none. An
-/// unreadable file among several is skipped and said; the only one is an error.
+/// The job's files in the places (`raw_id`: the file's job id; see
+/// `report::recordings::from_files`), each file found but not used said, and the reason when
+/// there are none.
 pub(crate) fn site_recordings(
+    locator: &mut Locator,
     spool: &Path,
-    archive_template: Option<&str>,
-    archives: &[PathBuf],
     raw_id: u32,
     acct: Option<&sacct::Record>,
 ) -> anyhow::Result<(Vec<Recording>, String)> {
-    let nodes: Vec<String> = acct
-        .and_then(|a| a.job.node_list.as_deref())
-        .and_then(|l| hostlist::expand(l).ok())
-        .unwrap_or_default();
-    let wanted = locate::Wanted {
-        job_id: raw_id,
-        nodes: &nodes,
-        user: acct.and_then(|a| a.job.user.as_deref()),
-        uid: acct.and_then(|a| a.job.uid),
-    };
-    let paths = locate::candidates(&wanted, spool, archive_template, archives);
-    let mut out: Vec<Recording> = Vec::new();
-    for p in &paths {
-        match Recording::load(p) {
-            Ok(r) if r.meta.job_id == u64::from(raw_id) => {
-                if !out.iter().any(|o| o.meta.node == r.meta.node) {
-                    out.push(r);
-                }
-            }
-            Ok(_) => eprintln!(
-                "slurmwatch: note: {} records another job; not used",
-                terminal::field(&p.display().to_string())
-            ),
-            // An unreadable file among several is skipped and said; when it is the only
-            // one, the report says so rather than pretend nothing was recorded.
-            Err(e) if paths.len() > 1 => eprintln!(
-                "slurmwatch: note: {}; not used",
-                terminal::text(&e.to_string())
-            ),
-            Err(e) => return Err(anyhow::Error::msg(e)),
-        }
+    let found =
+        report::recordings::from_files(locator, raw_id, acct).map_err(anyhow::Error::msg)?;
+    for n in &found.notes {
+        eprintln!("slurmwatch: note: {n}");
     }
     let why = format!("no file for it in {}", spool.display());
-    Ok((out, why))
+    Ok((found.recordings, why))
 }
 
 /// How far back the other jobs on a held-back card are looked for: the cards view's window.

@@ -19,9 +19,9 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use slurmwatch_core::locate::{Locator, Wanted};
 use slurmwatch_core::model::Series;
 use slurmwatch_core::render::{csv, json};
-use slurmwatch_core::report::locate;
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::scontrol;
@@ -666,13 +666,15 @@ fn recorded_here(id: &str) -> Option<PathBuf> {
     let job_id = slurmwatch_core::slurm::job_id::JobId::own(id)?;
     let site = slurmwatch_core::site::Site::here();
     let node = site.node.clone().unwrap_or_default();
-    let w = locate::Wanted {
+    let w = Wanted {
         job_id,
         nodes: std::slice::from_ref(&node),
         user: None,
         uid: None,
+        other_nodes: false,
     };
-    locate::node_files(&w, &node, site.spool_template(), None)
+    Locator::new(vec![site.spool_template().to_path_buf()])
+        .node_files(&w, &node)
         .into_iter()
         .find(|p| p.is_file())
 }
@@ -851,33 +853,29 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
     })
 }
 
-/// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
-/// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
+/// Per node of the job: its files where `slurmwatch_core::locate` says, the node-local spool
+/// (`%n` expanded) before the archive copy (`<job>.<node>.sqlite`).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
-    let site = slurmwatch_core::site::Site::here();
     // Slurm's job ids are u32 (`slurm::job_id`): a larger one names no file.
     let Ok(job_id) = u32::try_from(e.job_id) else {
         return Vec::new();
     };
-    let name = slurmwatch_core::store::paths::live_name(job_id);
     let nodes = job_nodes(e, None);
-    if nodes.is_empty() {
-        // No node known (yet): the plain spool file is the only candidate.
-        return vec![(String::new(), vec![site.spool_template().join(&name)])];
-    }
-    let w = locate::Wanted {
+    let w = Wanted {
         job_id,
         nodes: &nodes,
         user: Some(&e.user),
         uid: e.uid,
+        other_nodes: false,
     };
+    let mut locator = Locator::site(None, &[]);
+    if nodes.is_empty() {
+        // No node known (yet): only a file named without a node, the plain spool's.
+        return vec![(String::new(), locator.node_files(&w, ""))];
+    }
     nodes
         .iter()
-        .map(|node| {
-            let paths =
-                locate::node_files(&w, node, site.spool_template(), site.archive_template());
-            (node.clone(), paths)
-        })
+        .map(|node| (node.clone(), locator.node_files(&w, node)))
         .collect()
 }
 

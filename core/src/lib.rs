@@ -10,6 +10,7 @@ pub(crate) mod fasthash;
 pub mod fleet;
 pub mod history;
 pub mod jobs;
+pub mod locate;
 pub mod mailq;
 pub mod model;
 pub mod options;

@@ -13,15 +13,13 @@ pub mod sizing;
 pub mod stats;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::fasthash::FastMap;
+use crate::locate::{Locator, Wanted};
 use crate::slurm::hostlist;
 use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
-use crate::store::paths;
 
 pub use brief::Brief;
 pub use patterns::Pattern;
@@ -291,11 +289,11 @@ pub fn workload_name(job_name: &str) -> String {
 }
 
 /// For each run without a summary from slurmdbd ([`Recorded::from_admin_comment`], set by
-/// [`Run::from_record`]), finds its recorded file (`<dir>/<raw id>.sqlite` in the spool, or
-/// `<raw id>.sqlite` / `<raw id>.<node>.sqlite` in an archive directory) and reads its
-/// summary (the epilog's, else computed). A file whose recording started outside the run
-/// (a job id reused after the accounting was wiped) is not this run's and is ignored, as is
-/// an unreadable one. Returns how many files were used.
+/// [`Run::from_record`]), finds its recorded files (`crate::locate`: the run's nodes' files in
+/// the spool and the archives) and reads their summaries (the epilog's, else computed). A
+/// file whose recording started outside the run (a job id reused after the accounting was
+/// wiped) is not this run's and is ignored, as is an unreadable one. Returns how many runs
+/// were given files.
 pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
     let mut found = Recordings::new(dirs);
     runs.iter_mut()
@@ -304,123 +302,17 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
         .count()
 }
 
-/// A directory's file names.
-type Names =
-    std::collections::HashSet<OsString, std::hash::BuildHasherDefault<crate::fasthash::Fnv>>;
-
-/// The directories recordings are looked for in, each listed once: a window of a million
-/// runs then costs a set lookup per candidate name, not a `stat` (most runs have no file).
+/// Runs' recordings, found by one [`Locator`] over the places (each directory listed once).
 pub struct Recordings {
-    dirs: Vec<PathBuf>,
-    /// Each directory's file names; `None` where it cannot be listed but may still be
-    /// searched (execute-only), so its candidates are probed one by one.
-    /// Keyed by the path's bytes, with FNV: hashing a `Path` (component by component, with
-    /// SipHash) twice per run was a seventh of a million-job window's analysis.
-    listed: FastMap<OsString, Option<Names>>,
-    /// Users' uids by name (`%U`), looked up once each.
-    uids: FastMap<String, Option<u32>>,
-    /// Whether each directory below a template's fixed prefix may be read (see
-    /// [`Recordings::owned_by`]), checked once each.
-    owned: FastMap<OsString, bool>,
+    locator: Locator,
 }
 
 impl Recordings {
+    /// Over `dirs`, each a plain directory or a template, most current first.
     pub fn new(dirs: &[PathBuf]) -> Recordings {
         Recordings {
-            dirs: dirs.to_vec(),
-            listed: FastMap::default(),
-            uids: FastMap::default(),
-            owned: FastMap::default(),
+            locator: Locator::new(dirs.to_vec()),
         }
-    }
-
-    /// `dir`'s file names, listed the first time it is asked for.
-    fn listing(&mut self, dir: &Path) -> Option<&Names> {
-        if !self.listed.contains_key(dir.as_os_str()) {
-            let names = match std::fs::read_dir(dir) {
-                Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
-                // Gone: no file in it. Unlistable: probe each name.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
-                Err(_) => None,
-            };
-            self.listed.insert(dir.as_os_str().to_owned(), names);
-        }
-        self.listed.get(dir.as_os_str()).and_then(Option::as_ref)
-    }
-
-    /// Whether `path` may be a file, without a `stat` where its directory was listed.
-    fn may_exist(&mut self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return true;
-        };
-        self.listing(dir).is_none_or(|n| n.contains(name))
-    }
-
-    /// The directories `dir` names for `run`: itself, or a template expanded for each of the
-    /// run's nodes — a spool's `%n` (several slurmd on one host), an archive's `%u`, `%U`,
-    /// `%j`, `%n` (the site's `archive=`). Below an archive template's fixed prefix every
-    /// directory must be the run user's or root's and writable by no one else, as the plugin
-    /// makes them: a directory another user made in a shared base is not read.
-    fn dirs_for(&mut self, dir: &Path, run: &Run) -> Vec<PathBuf> {
-        let Some(t) = dir.to_str().filter(|d| d.contains('%')) else {
-            return vec![dir.to_path_buf()];
-        };
-        let names_the_user = t.replace("%%", "").replace("%n", "").contains('%');
-        if !names_the_user {
-            return run
-                .node_names
-                .iter()
-                .filter_map(|n| crate::options::spool_for_node(dir, n))
-                .collect();
-        }
-        let (Some(user), Some(job_id)) = (run.user.as_deref(), run.raw_id) else {
-            return Vec::new();
-        };
-        let uid = *self
-            .uids
-            .entry(user.to_string())
-            .or_insert_with(|| crate::sys::user_uid(user));
-        let Some(uid) = uid else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for node in &run.node_names {
-            let ids = crate::options::TemplateIds {
-                user,
-                uid,
-                job_id,
-                node,
-            };
-            let Some((mut d, below)) = crate::options::archive_dir_parts(t, &ids) else {
-                continue;
-            };
-            let mut ok = true;
-            for c in below {
-                d.push(c);
-                ok = ok && self.owned_by(&d, uid);
-            }
-            if ok && !out.contains(&d) {
-                out.push(d);
-            }
-        }
-        out
-    }
-
-    /// Whether `dir` is a directory (not a link) of `uid` or root that no one else can write;
-    /// a missing one is fine (nothing is read from it).
-    fn owned_by(&mut self, dir: &Path, uid: u32) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        *self
-            .owned
-            .entry(dir.as_os_str().to_owned())
-            .or_insert_with(|| match std::fs::symlink_metadata(dir) {
-                Ok(m) => {
-                    m.file_type().is_dir()
-                        && (m.uid() == uid || m.uid() == 0)
-                        && m.mode() & 0o022 == 0
-                }
-                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            })
     }
 
     /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
@@ -429,24 +321,17 @@ impl Recordings {
         let Some(job_id) = run.raw_id.filter(|_| run.recorded.is_none()) else {
             return false;
         };
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        let dirs = std::mem::take(&mut self.dirs);
-        for dir in &dirs {
-            for d in self.dirs_for(dir, run) {
-                if self.listing(&d).is_some_and(|n| n.is_empty()) {
-                    continue; // most runs of a window: no recording anywhere to look at
-                }
-                candidates.push(d.join(paths::live_name(job_id)));
-                for n in &run.node_names {
-                    candidates.push(d.join(paths::archive_name(job_id, n)));
-                }
-            }
-        }
-        self.dirs = dirs;
-        candidates.retain(|p| self.may_exist(p));
+        // Slurm's node list is the allocation: no other node's file is looked for.
+        let files = self.locator.files(&Wanted {
+            job_id,
+            nodes: &run.node_names,
+            user: run.user.as_deref(),
+            uid: None,
+            other_nodes: false,
+        });
         // One recording per node (the first found), merged.
         let mut per_node: Vec<(String, Recorded)> = Vec::new();
-        for p in candidates.iter().filter(|p| p.is_file()) {
+        for p in &files {
             if let Some((node, r)) = read_recording(p, run) {
                 if !per_node.iter().any(|(n, _)| *n == node) {
                     per_node.push((node, r));

@@ -7,9 +7,9 @@
 pub mod chart;
 pub mod ended;
 pub mod joblog;
-pub mod locate;
 pub mod node_summary;
 pub mod nodes;
+pub mod recordings;
 pub mod text;
 pub mod text_ledger;
 

@@ -57,7 +57,7 @@ pub enum Spooled {
 /// controller to collect; `Err` (one sentence) when its file is there but cannot be read
 /// now. Read-only, through the hardened reader (this runs as root).
 pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spooled, String> {
-    let path = spool.join(crate::store::paths::live_name(job_id.to_string()));
+    let path = crate::locate::live_file(spool, job_id);
     match std::fs::symlink_metadata(&path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Spooled::NotRecorded),
         Err(e) => return Err(format!("{}: {e}", path.display())),
