@@ -91,7 +91,7 @@ fn states(args: &[String]) -> Vec<String> {
 }
 
 /// The one sacct query: the named jobs (`-j a,b,c`), else the users' jobs of the window.
-fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::Record>> {
+fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::JobAccounting>> {
     let ids = select::resolve(&args.jobs).map_err(|e| {
         anyhow::anyhow!(
             "{e}.\nhint: e.g. `slurmwatch jobs 123_[1-50]` or `slurmwatch jobs slurm-123.out`"

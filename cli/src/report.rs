@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use slurmwatch_core::locate::Locator;
 use slurmwatch_core::render::terminal;
-use slurmwatch_core::report::{self, chart, ended, text, Recording};
+use slurmwatch_core::report::{self, chart, ended, text, NodeRecording};
 use slurmwatch_core::slurm::job_id::{self, JobId};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
@@ -95,7 +95,7 @@ fn ask_controller(args: &ReportArgs) -> Option<Controller> {
 fn attach_log(
     rep: &mut report::Report,
     args: &ReportArgs,
-    acct: Option<&sacct::Record>,
+    acct: Option<&sacct::JobAccounting>,
     recorded_uid: Option<u32>,
     controller: Option<Controller>,
 ) {
@@ -123,7 +123,7 @@ fn attach_log(
             .and_then(|out| joblog::from_scontrol(&out))
             // The controller may answer for another job of an array; keep only this one.
             .filter(|l| {
-                acct.and_then(sacct::Record::raw_id)
+                acct.and_then(sacct::JobAccounting::raw_id)
                     .is_none_or(|raw| u64::from(raw) == l.vars.job_id)
             });
         // sacct's one answer already holds the SubmitLine: no second query.
@@ -238,7 +238,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
 
 /// sacct's record of the job (`None`: sacct does not know it, or `--no-sacct`), waited for
 /// up to `--wait-ended` seconds until slurmdbd has it whole.
-fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
+fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::JobAccounting>> {
     if args.no_sacct {
         return Ok(None);
     }
@@ -259,7 +259,7 @@ fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
 /// `job` as given when its own id is not known.
 fn note_other_jobs(
     rep: &mut report::Report,
-    recordings: &[Recording],
+    recordings: &[NodeRecording],
     raw_id: Option<u32>,
     job: &str,
 ) {
@@ -278,7 +278,7 @@ fn note_other_jobs(
 
 /// `--owner`: the job is `owner`'s by sacct's record, or the report stops (exit 2). A job
 /// sacct does not know cannot be checked, so it is refused too.
-fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::Result<()> {
+fn check_owner(job: &str, owner: &str, acct: Option<&sacct::JobAccounting>) -> anyhow::Result<()> {
     if owner.is_empty() {
         bail!("--owner needs a user name.\nhint: --owner alice");
     }
@@ -300,7 +300,7 @@ fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::
 }
 
 /// `--owner`: a file (or stored summary) that records another user is left out, and said.
-fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
+fn keep_owners(recordings: &mut Vec<NodeRecording>, owner: &str) {
     recordings.retain(|r| {
         let mine = r.meta.user == owner;
         if !mine {
@@ -320,12 +320,12 @@ fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
 fn find_recordings(
     args: &ReportArgs,
     raw_id: Option<u32>,
-    acct: Option<&sacct::Record>,
-) -> anyhow::Result<(Vec<Recording>, String)> {
+    acct: Option<&sacct::JobAccounting>,
+) -> anyhow::Result<(Vec<NodeRecording>, String)> {
     if !args.file.is_empty() {
-        let mut out: Vec<Recording> = Vec::new();
+        let mut out: Vec<NodeRecording> = Vec::new();
         for p in &args.file {
-            let r = Recording::load(p)
+            let r = NodeRecording::load(p)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot report on job {} from its file", args.job))?;
             if out.iter().any(|o| o.meta.node == r.meta.node) {
@@ -360,8 +360,8 @@ pub(crate) fn site_recordings(
     locator: &mut Locator,
     spool: &Path,
     raw_id: u32,
-    acct: Option<&sacct::Record>,
-) -> anyhow::Result<(Vec<Recording>, String)> {
+    acct: Option<&sacct::JobAccounting>,
+) -> anyhow::Result<(Vec<NodeRecording>, String)> {
     let found =
         report::recordings::from_files(locator, raw_id, acct).map_err(anyhow::Error::msg)?;
     for n in &found.notes {
@@ -377,7 +377,7 @@ const CARD_HISTORY_DAYS: i64 = slurmwatch_core::fleet::cards::DEFAULT_WINDOW_DAY
 /// For each card held back in this job: how the other recorded jobs that used it fared
 /// (`gpu_card_history`), from four weeks before the job started until now. The spool and
 /// archives are read only when a card was held back.
-fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Recording]) {
+fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[NodeRecording]) {
     use slurmwatch_core::fleet::{self, cards, history, Window};
     let Some(first) = recs.first() else {
         return;
@@ -436,7 +436,7 @@ mod tests {
     use slurmwatch_core::sample::Source;
     use slurmwatch_core::store::{JobMeta, StepInfo};
 
-    fn recording() -> Recording {
+    fn recording() -> NodeRecording {
         const MIB: u64 = 1 << 20;
         let t0 = 1_700_000_000_000;
         let rows: Vec<SampleRow> = (0..100)
@@ -458,7 +458,7 @@ mod tests {
             exit_status: Some(0),
         }];
         let summary = Summary::compute(&rows, &steps, &[], &[], Vec::new());
-        Recording {
+        NodeRecording {
             path: "/x/1.sqlite".into(),
             origin: Default::default(),
             meta: JobMeta {
@@ -486,8 +486,8 @@ mod tests {
 
     #[test]
     fn svg_parses_and_has_the_series() {
-        let rec = recording();
-        let rep = report::build("1", std::slice::from_ref(&rec), None, None, None);
+        let recording = recording();
+        let rep = report::build("1", std::slice::from_ref(&recording), None, None, None);
         let svg = chart::svg(&rep);
         let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
         for id in [

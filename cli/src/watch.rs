@@ -144,7 +144,7 @@ fn forced_source() -> Result<Option<SnapshotSource>, Outcome> {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
-    let o = match main(args) {
+    let o = match find_and_show(args) {
         Ok(code) => Outcome::code(code),
         Err(o) => o,
     };
@@ -174,7 +174,9 @@ fn usage(sentence: impl Into<String>) -> Outcome {
     )
 }
 
-fn main(args: WatchArgs) -> Result<i32, Outcome> {
+/// Finds the job and shows it as `args` asks: `--file` as it is, else the running job squeue
+/// names, through the first source of the cascade ([`plan`]) that answers.
+fn find_and_show(args: WatchArgs) -> Result<i32, Outcome> {
     let mode = mode(&args)?;
     // An explicit file: read it as it is, with Slurm's facts when Slurm is here.
     if let Some(path) = &args.file {

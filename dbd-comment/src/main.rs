@@ -87,11 +87,11 @@ fn main() -> ExitCode {
         ffi::slurm_list_append(cond.step_list, (&raw mut step).cast());
         cond.cluster_list = ffi::slurm_list_create(None);
         ffi::slurm_list_append(cond.cluster_list, cluster.as_ptr() as *mut _);
-        let mut rec: ffi::slurmdb_job_rec_t = std::mem::zeroed();
+        let mut new_values: ffi::slurmdb_job_rec_t = std::mem::zeroed();
         // Unset numbers are NO_VAL: a zero would be stored as the derived exit code.
-        rec.derived_ec = ffi::NO_VAL;
-        rec.admin_comment = comment.as_ptr() as *mut _;
-        let changed = ffi::slurmdb_job_modify(db, &raw mut cond, &raw mut rec);
+        new_values.derived_ec = ffi::NO_VAL;
+        new_values.admin_comment = comment.as_ptr() as *mut _;
+        let changed = ffi::slurmdb_job_modify(db, &raw mut cond, &raw mut new_values);
         let n = if changed.is_null() {
             0
         } else {

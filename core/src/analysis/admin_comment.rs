@@ -379,11 +379,11 @@ pub fn decode_jobstats(comment: &str) -> Result<JobstatsSummary, DecodeError> {
 
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
 pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
-    let rec: JobSummaryRecord = parse(comment)?;
-    if rec.nodes.is_empty() {
+    let summary: JobSummaryRecord = parse(comment)?;
+    if summary.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
-    Ok(rec)
+    Ok(summary)
 }
 
 /// What `history` and `sizing` read from one node's summary, decoded alone: the rest of
@@ -459,11 +459,11 @@ pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
     if let Some(head) = with_scratch(|s| s.figures_head(comment)) {
         return head;
     }
-    let rec: FiguresRecord = parse(comment)?;
-    if rec.nodes.is_empty() {
+    let figures: FiguresRecord = parse(comment)?;
+    if figures.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
-    Ok(rec
+    Ok(figures
         .nodes
         .into_iter()
         .map(|n| NodeFigures {
@@ -834,11 +834,11 @@ pub(crate) mod tests {
 
     #[test]
     fn a_record_comes_back_as_it_went() {
-        let rec = record();
-        let s = encode(&rec).unwrap();
+        let summary = record();
+        let s = encode(&summary).unwrap();
         assert!(s.starts_with(PREFIX) && is_ours(&s), "{s}");
         assert!(!s.contains('|') && !s.contains('\n') && !s.contains('\u{1f}'));
-        assert_eq!(decode(&format!("{s}\n")).unwrap(), rec);
+        assert_eq!(decode(&format!("{s}\n")).unwrap(), summary);
         // base64 does not survive a change of case: a lowercased string is not taken for ours.
         assert_eq!(decode(&s.to_ascii_lowercase()), Err(DecodeError::NotOurs));
     }
@@ -846,15 +846,15 @@ pub(crate) mod tests {
     /// Summaries written before jobstats' format are read as they were, in either case.
     #[test]
     fn an_older_sw1_summary_is_still_read() {
-        let mut rec = record();
-        rec.elapsed_seconds = None;
-        let s = encode_legacy(&rec).unwrap();
+        let mut summary = record();
+        summary.elapsed_seconds = None;
+        let s = encode_legacy(&summary).unwrap();
         assert!(s.starts_with(LEGACY_PREFIX) && is_ours(&s));
-        assert_eq!(decode(&s).unwrap(), rec);
-        assert_eq!(legacy(&serde_json::to_vec(&rec).unwrap()), s);
+        assert_eq!(decode(&s).unwrap(), summary);
+        assert_eq!(legacy(&serde_json::to_vec(&summary).unwrap()), s);
         // What 22.05's sacctmgr stores, and the other case.
-        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), rec);
-        assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), rec);
+        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), summary);
+        assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), summary);
         assert_eq!(decode_figures(&s).unwrap().len(), 2);
     }
 
@@ -961,8 +961,8 @@ pub(crate) mod tests {
     /// seconds per node; each card by its NVML index; the run time and the card count.
     #[test]
     fn jobstats_keys_hold_the_recorded_figures() {
-        let mut rec = record();
-        let n2 = &mut rec.nodes[1].summary;
+        let mut summary = record();
+        let n2 = &mut summary.nodes[1].summary;
         n2.cores_allocated = Some(8);
         n2.memory_limit_bytes = Some(16 << 30);
         n2.cpu_usage_seconds_total = Some(1234.5678);
@@ -980,10 +980,10 @@ pub(crate) mod tests {
                 ..Default::default()
             },
         ];
-        let j = decode_jobstats(&encode(&rec).unwrap()).unwrap();
+        let j = decode_jobstats(&encode(&summary).unwrap()).unwrap();
         assert_eq!(j.total_time, Some(600));
         assert_eq!(j.gpus, 2);
-        assert_eq!(j.slurmwatch.as_ref(), Some(&rec));
+        assert_eq!(j.slurmwatch.as_ref(), Some(&summary));
         let n1 = &j.nodes["n1"];
         assert_eq!(
             (n1.cpus, n1.total_memory, n1.used_memory, n1.total_time),
@@ -1001,10 +1001,10 @@ pub(crate) mod tests {
         assert_eq!(n2.gpu_used_memory, BTreeMap::from([("3".into(), 20 << 30)]));
         assert_eq!(n2.gpu_utilization, BTreeMap::from([("3".into(), 87.123)]));
         // No run time from Slurm: the recordings' span.
-        rec.elapsed_seconds = None;
-        rec.nodes[0].summary.first_t_unix_ms = Some(1_000);
-        rec.nodes[1].summary.last_t_unix_ms = Some(61_400);
-        assert_eq!(JobstatsSummary::from_record(&rec).total_time, Some(60));
+        summary.elapsed_seconds = None;
+        summary.nodes[0].summary.first_t_unix_ms = Some(1_000);
+        summary.nodes[1].summary.last_t_unix_ms = Some(61_400);
+        assert_eq!(JobstatsSummary::from_record(&summary).total_time, Some(60));
     }
 
     /// What jobstats' readers run, in Python: jobstats' documented decode, Job Defense
@@ -1012,9 +1012,9 @@ pub(crate) mod tests {
     /// reportseff's efficiencies from it.
     #[test]
     fn python_decodes_it_as_jobstats_docs_show() {
-        let mut rec = record();
-        rec.nodes.truncate(1);
-        let s = &mut rec.nodes[0].summary;
+        let mut summary = record();
+        summary.nodes.truncate(1);
+        let s = &mut summary.nodes[0].summary;
         s.cores_allocated = Some(4);
         s.memory_limit_bytes = Some(8 << 30);
         s.cpu_usage_seconds_total = Some(1200.0);
@@ -1025,7 +1025,7 @@ pub(crate) mod tests {
             mean_utilization_percent: Some(62.5),
             ..Default::default()
         }];
-        let comment = encode(&rec).unwrap();
+        let comment = encode(&summary).unwrap();
         let script = r#"
 import base64, gzip, json, sys
 s = sys.stdin.read().strip()
@@ -1126,14 +1126,14 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
     #[test]
     fn the_figures_are_read_from_the_head_of_the_stream() {
         let real = include_str!("../../tests/fixtures/slurm/admin_comments_js1_real.txt");
-        for rec in real
+        for summary in real
             .lines()
             .take(5)
             .map(|c| decode(c).unwrap())
             .chain([record()])
         {
-            let c = encode(&rec).unwrap();
-            let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+            let c = encode(&summary).unwrap();
+            let want: Vec<NodeFigures> = summary.nodes.iter().map(NodeFigures::from).collect();
             let mut json = Vec::new();
             let packed = data_encoding::BASE64
                 .decode(&c.as_bytes()[PREFIX.len()..])
@@ -1158,19 +1158,19 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
     /// still read from the head of the stream.
     #[test]
     fn a_big_jobs_figures_are_compressed_and_read_from_the_head() {
-        let rec = JobSummaryRecord {
+        let summary = JobSummaryRecord {
             job_id: "42".into(),
             nodes: (0..200).map(|i| node(&format!("n{i}"))).collect(),
             elapsed_seconds: Some(600),
             unanswered_nodes: Vec::new(),
         };
-        let c = encode(&rec).unwrap();
+        let c = encode(&summary).unwrap();
         let packed = data_encoding::BASE64
             .decode(&c.as_bytes()[PREFIX.len()..])
             .unwrap();
         // After the header, a compressed block (BTYPE 01 or 10), not a stored one.
         assert_ne!((packed[GZIP_HEADER_BYTES] >> 1) & 3, 0);
-        let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+        let want: Vec<NodeFigures> = summary.nodes.iter().map(NodeFigures::from).collect();
         assert_eq!(decode_figures(&c).unwrap(), want);
         let cut = &c[..(PREFIX.len() + (c.len() - PREFIX.len()) / 2) / 4 * 4];
         assert!(decode(cut).is_err());

@@ -621,16 +621,16 @@ pub fn comment_for(
         }
     }
     (!nodes.is_empty()).then(|| {
-        let rec = JobSummaryRecord {
+        let summary = JobSummaryRecord {
             job_id: job_id.to_string(),
             nodes,
             elapsed_seconds,
             unanswered_nodes,
         };
         if case_kept {
-            record::encode(&rec)
+            record::encode(&summary)
         } else {
-            record::encode_legacy(&rec)
+            record::encode_legacy(&summary)
         }
     })
 }
@@ -1034,9 +1034,9 @@ mod tests {
             ("n2".to_string(), NodeAnswer::Failed("refused".into())),
         ];
         let c = comment_for(7, &answers, Some(60), true).unwrap().unwrap();
-        let rec = crate::analysis::admin_comment::decode(&c).unwrap();
-        assert_eq!(rec.nodes, vec![n1]);
-        assert_eq!(rec.unanswered_nodes, ["n2", "n3", "n4"]);
+        let summary = crate::analysis::admin_comment::decode(&c).unwrap();
+        assert_eq!(summary.nodes, vec![n1]);
+        assert_eq!(summary.unanswered_nodes, ["n2", "n3", "n4"]);
         // A whole one writes no such key (older readers see what they saw).
         let whole = comment_for(7, &answers[..1], Some(60), true)
             .unwrap()

@@ -104,27 +104,27 @@ fn confirmed_by_slurm(
         };
         for (p, j) in chunk {
             let own = crate::slurm::job_id::JobId::own(&j.job_id);
-            let rec = batch
+            let acct = batch
                 .records
                 .iter()
                 .find(|r| own.is_some() && r.raw_id() == own);
-            let Some(rec) = rec else {
+            let Some(acct) = acct else {
                 not.push((p.clone(), format!("Slurm has no job {}", j.job_id)));
                 continue;
             };
-            if rec.job.user.is_none() || rec.job.user != j.user {
+            if acct.job.user.is_none() || acct.job.user != j.user {
                 not.push((
                     p.clone(),
                     format!(
                         "Slurm says job {} is {}'s, not {}'s",
                         j.job_id,
-                        rec.job.user.as_deref().unwrap_or("nobody"),
+                        acct.job.user.as_deref().unwrap_or("nobody"),
                         j.user.as_deref().unwrap_or("nobody")
                     ),
                 ));
                 continue;
             }
-            let nodes = rec
+            let nodes = acct
                 .job
                 .node_list
                 .as_deref()

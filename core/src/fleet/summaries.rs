@@ -57,8 +57,8 @@ impl JobSource for Summaries {
             }
             out.read += 1;
             match admin_comment::decode(c) {
-                Ok(rec) => {
-                    for n in rec.nodes {
+                Ok(summary) => {
+                    for n in summary.nodes {
                         if let Some(j) = card_job(n, "slurmdbd:AdminComment") {
                             if j.in_window(w) {
                                 out.jobs.push(j);

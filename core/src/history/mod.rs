@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::locate::{Locator, Wanted};
 use crate::slurm::hostlist;
-use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
+use crate::slurm::sacct::{JobAccounting, ReqMem, StepMemoryBasis};
 
 pub use brief::Brief;
 pub use patterns::Pattern;
@@ -72,9 +72,10 @@ impl Outcome {
     }
 }
 
-/// What a job's recorded file says, where one was found for the run.
+/// What a run's recording says, all its nodes merged, where one was found: the figures of its
+/// files or of its summary in slurmdbd, and which.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Recorded {
+pub struct RunRecording {
     /// The file read (on a multi-node job, the first node's), or [`SLURMDBD_LABEL`].
     pub file: PathBuf,
     /// Read from the job's summary in slurmdbd (no file opened).
@@ -126,16 +127,16 @@ pub struct Run {
     /// What one step's tasks used together on a node, from sacct (`TRESUsageInTot` over
     /// `NTasks`, else `MaxRSS`), with how it was read.
     pub sacct_memory: Option<crate::slurm::sacct::StepMemory>,
-    pub recorded: Option<Recorded>,
+    pub recorded: Option<RunRecording>,
 }
 
 impl Run {
     /// From sacct's job and step lines. `None` for a job that has not finished (no end, or
     /// RUNNING/PENDING): the history is about finished work. `None` too for slurmdbd's
     /// partial record of a job that just ended (its name and request are placeholders for a
-    /// few seconds, [`Record::is_partial`]): counted with the unfinished, never filed under
+    /// few seconds, [`JobAccounting::is_partial`]): counted with the unfinished, never filed under
     /// the workload `allocation`.
-    pub fn from_record(r: &Record) -> Option<Run> {
+    pub fn from_record(r: &JobAccounting) -> Option<Run> {
         Run::from_prepared(r, Run::prepare(r))
     }
 
@@ -143,7 +144,7 @@ impl Run {
     /// the costly part of a run, which needs nothing of the other jobs and so can be done on
     /// another thread (`Query::window_each_prepared`). `None` for a job not finished (no run)
     /// or without a summary of ours.
-    pub fn prepare(r: &Record) -> Option<SlurmdbdFigures> {
+    pub fn prepare(r: &JobAccounting) -> Option<SlurmdbdFigures> {
         if !Run::finished(r) {
             return None;
         }
@@ -154,7 +155,7 @@ impl Run {
     }
 
     /// [`from_record`](Self::from_record) with [`prepare`](Self::prepare)'s answer for `r`.
-    pub fn from_prepared(r: &Record, prepared: Option<SlurmdbdFigures>) -> Option<Run> {
+    pub fn from_prepared(r: &JobAccounting, prepared: Option<SlurmdbdFigures>) -> Option<Run> {
         let j = &r.job;
         if !Run::finished(r) {
             return None;
@@ -202,11 +203,11 @@ impl Run {
             cpu_seconds: r.cpu_seconds().map(|(c, _)| c),
             max_rss_bytes: r.max_rss_bytes(),
             sacct_memory: r.memory_per_node(),
-            recorded: prepared.map(Recorded::from),
+            recorded: prepared.map(RunRecording::from),
         })
     }
 
-    fn finished(r: &Record) -> bool {
+    fn finished(r: &JobAccounting) -> bool {
         !(r.is_open() || r.job.end_unix.is_none() || r.is_partial())
     }
 
@@ -288,7 +289,7 @@ pub fn workload_name(job_name: &str) -> String {
     out
 }
 
-/// For each run without a summary from slurmdbd ([`Recorded::from_admin_comment`], set by
+/// For each run without a summary from slurmdbd ([`RunRecording::from_admin_comment`], set by
 /// [`Run::from_record`]), finds its recorded files (`crate::locate`: the run's nodes' files in
 /// the spool and the archives) and reads their summaries (the epilog's, else computed). A
 /// file whose recording started outside the run (a job id reused after the accounting was
@@ -330,7 +331,7 @@ impl Recordings {
             other_nodes: false,
         });
         // One recording per node (the first found), merged.
-        let mut per_node: Vec<(String, Recorded)> = Vec::new();
+        let mut per_node: Vec<(String, RunRecording)> = Vec::new();
         for p in &files {
             if let Some((node, r)) = read_recording(p, run) {
                 if !per_node.iter().any(|(n, _)| *n == node) {
@@ -348,7 +349,7 @@ impl Recordings {
     }
 }
 
-fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
+fn merge_nodes(rs: Vec<RunRecording>) -> Option<RunRecording> {
     let mut it = rs.into_iter();
     let mut m = it.next()?;
     for r in it {
@@ -376,7 +377,7 @@ fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
 /// extern step starting before the batch step).
 const RECORDING_MATCH_SLACK_MS: i64 = 120_000;
 
-fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
+fn read_recording(path: &Path, run: &Run) -> Option<(String, RunRecording)> {
     use crate::analysis::Summary;
     use crate::store::{summary, Reader};
     let reader = Reader::open(path).ok()?;
@@ -399,13 +400,16 @@ fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
         Some(s) => s,
         None => crate::analysis::summary::from_reader(&reader).ok()?,
     };
-    Some((meta.node.clone(), Recorded::from_summary(path, false, &s)))
+    Some((
+        meta.node.clone(),
+        RunRecording::from_summary(path, false, &s),
+    ))
 }
 
-impl Recorded {
+impl RunRecording {
     /// One node's figures from its summary (`file`: where it was read).
-    fn from_summary(file: &Path, in_slurmdbd: bool, s: &crate::analysis::Summary) -> Recorded {
-        Recorded {
+    fn from_summary(file: &Path, in_slurmdbd: bool, s: &crate::analysis::Summary) -> RunRecording {
+        RunRecording {
             file: file.to_path_buf(),
             summary_in_slurmdbd: in_slurmdbd,
             nodes_recorded: 1,
@@ -420,12 +424,12 @@ impl Recorded {
 
     /// From the job's summary in slurmdbd (its AdminComment), all nodes merged; `None` when
     /// the comment is not ours or is damaged (the files are then looked for).
-    pub fn from_admin_comment(comment: &str) -> Option<Recorded> {
-        SlurmdbdFigures::from_admin_comment(comment).map(Recorded::from)
+    pub fn from_admin_comment(comment: &str) -> Option<RunRecording> {
+        SlurmdbdFigures::from_admin_comment(comment).map(RunRecording::from)
     }
 }
 
-/// A job's figures from its summary in slurmdbd, all nodes merged: a [`Recorded`] without its
+/// A job's figures from its summary in slurmdbd, all nodes merged: a [`RunRecording`] without its
 /// label, plain data, made on one thread and used on another (see [`Run::prepare`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SlurmdbdFigures {
@@ -439,15 +443,15 @@ pub struct SlurmdbdFigures {
 }
 
 impl SlurmdbdFigures {
-    /// See [`Recorded::from_admin_comment`].
+    /// See [`RunRecording::from_admin_comment`].
     pub fn from_admin_comment(comment: &str) -> Option<SlurmdbdFigures> {
         // Only the figures read here are decoded (the history path meets one per job).
         let nodes = crate::analysis::admin_comment::decode_figures(comment).ok()?;
         let m = merge_nodes(
             nodes
                 .iter()
-                .map(|n| Recorded {
-                    file: PathBuf::new(), // no allocation: labelled by `Recorded::from`
+                .map(|n| RunRecording {
+                    file: PathBuf::new(), // no allocation: labelled by `RunRecording::from`
                     summary_in_slurmdbd: true,
                     nodes_recorded: 1,
                     peak_working_set_bytes: n.peak_working_set_bytes,
@@ -471,9 +475,9 @@ impl SlurmdbdFigures {
     }
 }
 
-impl From<SlurmdbdFigures> for Recorded {
-    fn from(f: SlurmdbdFigures) -> Recorded {
-        Recorded {
+impl From<SlurmdbdFigures> for RunRecording {
+    fn from(f: SlurmdbdFigures) -> RunRecording {
+        RunRecording {
             file: PathBuf::from(SLURMDBD_LABEL),
             summary_in_slurmdbd: true,
             nodes_recorded: f.nodes_recorded,
@@ -494,7 +498,7 @@ fn used_cards(mean_utilization_percent: impl Iterator<Item = Option<f64>>) -> us
         .count()
 }
 
-/// `Recorded::file` for a summary read from slurmdbd.
+/// `RunRecording::file` for a summary read from slurmdbd.
 pub const SLURMDBD_LABEL: &str = "slurmdbd:AdminComment";
 
 /// Runs of one job name pattern and user, with their totals and advice.
@@ -648,7 +652,7 @@ fn rank(mut workloads: Vec<Workload>, runs: Vec<Brief>) -> Analysis {
 }
 
 /// Builds the runs of a sacct answer (finished jobs only) and says how many were not.
-pub fn runs_from(records: &[Record]) -> (Vec<Run>, usize) {
+pub fn runs_from(records: &[JobAccounting]) -> (Vec<Run>, usize) {
     let mut runs = Vec::with_capacity(records.len());
     let mut unfinished = 0;
     for r in records {

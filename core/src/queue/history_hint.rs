@@ -402,7 +402,7 @@ fn build_hint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Recorded;
+    use crate::history::RunRecording;
     use crate::queue::analyse;
     use crate::slurm::scontrol::{parse_job, parse_nodes, parse_partitions};
 
@@ -439,12 +439,12 @@ mod tests {
     }
 
     /// A recording that saw 4 cards, `used` of them busy, and a working-set peak.
-    fn recorded(gpus_used: usize, working_set_bytes: Option<u64>) -> Option<Recorded> {
-        Some(Recorded {
+    fn recorded(gpus_used: usize, working_set_bytes: Option<u64>) -> Option<RunRecording> {
+        Some(RunRecording {
             gpus_seen: 4,
             gpus_used,
             peak_working_set_bytes: working_set_bytes,
-            ..Recorded::default()
+            ..RunRecording::default()
         })
     }
 

@@ -66,8 +66,9 @@ pub struct Located {
     pub uid: Option<u32>,
 }
 
-fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
@@ -75,27 +76,27 @@ fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// From `scontrol show job -o ID` (the first record).
 pub fn from_scontrol(text: &str) -> Option<Located> {
-    let rec = scontrol::parse_record(text.lines().find(|l| l.contains("JobId="))?);
-    let job_id: u64 = field(&rec, "JobId")?.parse().ok()?;
-    let (user, uid) = match field(&rec, "UserId").and_then(|u| u.split_once('(')) {
+    let fields = scontrol::parse_record(text.lines().find(|l| l.contains("JobId="))?);
+    let job_id: u64 = field(&fields, "JobId")?.parse().ok()?;
+    let (user, uid) = match field(&fields, "UserId").and_then(|u| u.split_once('(')) {
         Some((n, id)) => (n.to_string(), id.trim_end_matches(')').parse().ok()),
-        None => (field(&rec, "UserId").unwrap_or("").to_string(), None),
+        None => (field(&fields, "UserId").unwrap_or("").to_string(), None),
     };
-    let array_task_id = field(&rec, "ArrayTaskId").and_then(|t| t.parse().ok());
+    let array_task_id = field(&fields, "ArrayTaskId").and_then(|t| t.parse().ok());
     Some(Located {
-        stdout: field(&rec, "StdOut").map(str::to_string),
-        stderr: field(&rec, "StdErr").map(str::to_string),
-        work_dir: field(&rec, "WorkDir").map(str::to_string),
+        stdout: field(&fields, "StdOut").map(str::to_string),
+        stderr: field(&fields, "StdErr").map(str::to_string),
+        work_dir: field(&fields, "WorkDir").map(str::to_string),
         vars: PatternVars {
             job_id,
-            array_job_id: field(&rec, "ArrayJobId").and_then(|t| t.parse().ok()),
+            array_job_id: field(&fields, "ArrayJobId").and_then(|t| t.parse().ok()),
             array_task_id,
-            job_name: rec
+            job_name: fields
                 .iter()
                 .find(|(k, _)| k == "JobName")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default(),
-            node: field(&rec, "BatchHost").unwrap_or("").to_string(),
+            node: field(&fields, "BatchHost").unwrap_or("").to_string(),
             user,
         },
         found_by: "scontrol",
@@ -105,9 +106,9 @@ pub fn from_scontrol(text: &str) -> Option<Located> {
 
 /// From sacct's record and its `SubmitLine` (which keeps only what was typed on sbatch's
 /// command line: `#SBATCH --output` lines in the script are not there).
-pub fn from_sacct(rec: &sacct::Record, submit_line: Option<&str>) -> Option<Located> {
-    let j = &rec.job;
-    let raw = u64::from(rec.raw_id()?);
+pub fn from_sacct(acct: &sacct::JobAccounting, submit_line: Option<&str>) -> Option<Located> {
+    let j = &acct.job;
+    let raw = u64::from(acct.raw_id()?);
     let (array_job_id, array_task_id) = match JobId::parse(&j.job_id) {
         Ok(JobId::ArrayTask { array, task }) => (Some(u64::from(array)), Some(u64::from(task))),
         _ => (None, None),

@@ -1,18 +1,18 @@
 //! A node's file as the summary the controller stores, and back: [`NodeSummary`] made from a
-//! report's [`Recording`] (and from a node's spool for the controller, [`from_spool`]), and a
+//! report's [`NodeRecording`] (and from a node's spool for the controller, [`from_spool`]), and a
 //! stored summary read back as a recording without rows. The string's codec is
-//! `analysis::admin_comment`; this is the report's side of it, which knows [`Recording`].
+//! `analysis::admin_comment`; this is the report's side of it, which knows [`NodeRecording`].
 
 use std::path::Path;
 
-use super::{Origin, Recording};
+use super::{NodeRecording, Origin};
 use crate::analysis::admin_comment::{Incarnation, NodeSummary, MAX_EVENTS};
 
-// An inherent impl beside the report's `Recording` it converts, not beside the codec's type:
+// An inherent impl beside the report's `NodeRecording` it converts, not beside the codec's type:
 // the codec sits below the report and must not know it.
 impl NodeSummary {
     /// From a node's file as the report loaded it.
-    pub fn from_recording(r: &Recording) -> NodeSummary {
+    pub fn from_recording(r: &NodeRecording) -> NodeSummary {
         let mut events = r.events.clone();
         // The latest events are the ones that explain an end (a kill, a failed step).
         if events.len() > MAX_EVENTS {
@@ -28,8 +28,8 @@ impl NodeSummary {
     }
 
     /// A recording with no rows: figures from the summary, no charts.
-    pub fn into_recording(self) -> Recording {
-        Recording {
+    pub fn into_recording(self) -> NodeRecording {
+        NodeRecording {
             path: format!("slurmdbd:AdminComment/{}", self.meta.node).into(),
             origin: Origin::SlurmdbdSummary,
             meta: self.meta,
@@ -63,19 +63,19 @@ pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spoole
         Err(e) => return Err(format!("{}: {e}", path.display())),
         Ok(_) => {}
     }
-    let rec = Recording::load(&path).map_err(|e| e.to_string())?;
-    if rec.meta.job_id != u64::from(job_id) {
+    let recording = NodeRecording::load(&path).map_err(|e| e.to_string())?;
+    if recording.meta.job_id != u64::from(job_id) {
         return Err(format!(
             "{} records job {}, not {job_id}",
             path.display(),
-            rec.meta.job_id
+            recording.meta.job_id
         ));
     }
-    if let Some(why) = want.mismatch(&rec.meta) {
+    if let Some(why) = want.mismatch(&recording.meta) {
         return Ok(Spooled::Earlier(why));
     }
     Ok(Spooled::Recorded(Box::new(NodeSummary::from_recording(
-        &rec,
+        &recording,
     ))))
 }
 

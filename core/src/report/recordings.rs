@@ -2,7 +2,7 @@
 //! each read whole and kept only when it records this job; else its summary in slurmdbd (the
 //! AdminComment), as recordings without rows.
 
-use super::Recording;
+use super::NodeRecording;
 use crate::analysis::admin_comment::{self, DecodeError};
 use crate::locate::{Locator, Wanted};
 use crate::render::terminal;
@@ -11,7 +11,7 @@ use crate::slurm::{hostlist, sacct};
 /// The job's recordings from its files, and a note for each file found but not used.
 #[derive(Default)]
 pub struct Found {
-    pub recordings: Vec<Recording>,
+    pub recordings: Vec<NodeRecording>,
     /// One sentence each, ready for the terminal (a path or error escaped).
     pub notes: Vec<String>,
 }
@@ -23,7 +23,7 @@ pub struct Found {
 pub fn from_files(
     locator: &mut Locator,
     raw_id: u32,
-    acct: Option<&sacct::Record>,
+    acct: Option<&sacct::JobAccounting>,
 ) -> crate::error::Result<Found> {
     let nodes: Vec<String> = acct
         .and_then(|a| a.job.node_list.as_deref())
@@ -39,7 +39,7 @@ pub fn from_files(
     });
     let mut out = Found::default();
     for p in &paths {
-        match Recording::load(p) {
+        match NodeRecording::load(p) {
             Ok(r) if r.meta.job_id == u64::from(raw_id) => {
                 if !out.recordings.iter().any(|o| o.meta.node == r.meta.node) {
                     out.recordings.push(r);
@@ -60,7 +60,9 @@ pub fn from_files(
 
 /// The summary the controller stored in the job's AdminComment, as recordings (one per
 /// node; none when there is no summary), and a note when it is damaged or lacks nodes.
-pub fn from_admin_comment(acct: Option<&sacct::Record>) -> (Vec<Recording>, Option<String>) {
+pub fn from_admin_comment(
+    acct: Option<&sacct::JobAccounting>,
+) -> (Vec<NodeRecording>, Option<String>) {
     let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
         return (Vec::new(), None);
     };

@@ -83,8 +83,9 @@ pub fn parse_record(line: &str) -> Vec<(String, String)> {
 
 /// A field's value: the first occurrence, or `None` when absent or one of Slurm's "nothing"
 /// words (`(null)`, `N/A`, `None`, `Unknown`, empty).
-fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
@@ -92,16 +93,17 @@ fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// The last occurrence: for the fields Slurm prints after the user's paths (`TresPerNode`
 /// follows `WorkDir=`/`StdOut=`), so a path holding ` Key=` cannot stand in for them.
-fn field_last<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field_last<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .rev()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
 }
 
-fn num<T: std::str::FromStr>(rec: &[(String, String)], key: &str) -> Option<T> {
-    field(rec, key)?.parse().ok()
+fn num<T: std::str::FromStr>(fields: &[(String, String)], key: &str) -> Option<T> {
+    field(fields, key)?.parse().ok()
 }
 
 /// `swuser1(1001)` → (`swuser1`, 1001).
