@@ -124,7 +124,7 @@ fn attach_log(
             // The controller may answer for another job of an array; keep only this one.
             .filter(|l| {
                 acct.and_then(sacct::JobAccounting::raw_id)
-                    .is_none_or(|raw| u64::from(raw) == l.vars.job_id)
+                    .is_none_or(|raw| raw == l.vars.job_id)
             });
         // sacct's one answer already holds the SubmitLine: no second query.
         let located = from_ctl.or_else(|| {

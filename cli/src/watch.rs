@@ -315,7 +315,7 @@ fn running_job(
         }
     }
     if !entry.is_running() {
-        return Err(ended(&entry.display_id, &entry.state, entry.job_id));
+        return Err(ended(&entry.display_id, &entry.state));
     }
     Ok(ControlFlow::Continue(entry))
 }
@@ -374,8 +374,8 @@ enum FileVerdict {
     OtherJob,
 }
 
-fn file_verdict(meta: &JobMeta, job_id: u64, node: &str, several: bool) -> FileVerdict {
-    if meta.job_id != job_id {
+fn file_verdict(meta: &JobMeta, job_id: u32, node: &str, several: bool) -> FileVerdict {
+    if meta.job_id != u64::from(job_id) {
         FileVerdict::OtherJob
     } else if several && meta.node != node {
         FileVerdict::OtherNode
@@ -628,7 +628,7 @@ fn resolve(query: &str) -> Result<QueueEntry, Outcome> {
         Err(QueryError::UnknownJob(id)) => {
             // squeue forgets a job MinJobAge after it ends; the accounting still knows it.
             match sacct_state(&id) {
-                Some(state) => Err(ended(&id, &state, 0)),
+                Some(state) => Err(ended(&id, &state)),
                 None => Err(unknown_job(&id, recorded_here(&id))),
             }
         }
@@ -681,7 +681,7 @@ fn recorded_here(id: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn ended(id: &str, state: &str, _job_id: u64) -> Outcome {
+fn ended(id: &str, state: &str) -> Outcome {
     Outcome::fail(
         1,
         format!("job {id} has ended ({state}): there is nothing live to show."),
@@ -858,10 +858,7 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
 /// Per node of the job: its files where `slurmwatch_core::locate` says, the node-local spool
 /// (`%n` expanded) before the archive copy (`<job>.<node>.sqlite`).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
-    // Slurm's job ids are u32 (`slurm::job_id`): a larger one names no file.
-    let Ok(job_id) = u32::try_from(e.job_id) else {
-        return Vec::new();
-    };
+    let job_id = e.job_id;
     let nodes = job_nodes(e, None);
     let w = Wanted {
         job_id,

@@ -184,7 +184,7 @@ pub fn hints(
         .iter()
         .filter(|r| workload_name(&r.name) == workload)
         .filter(|r| r.user.as_deref().is_none_or(|u| u == j.user))
-        .filter(|r| r.raw_id.map(u64::from) != Some(j.job_id))
+        .filter(|r| r.raw_id != Some(j.job_id))
         .collect();
     runs.sort_by_key(|r| r.t());
     if runs.is_empty() {
