@@ -1,8 +1,8 @@
 //! `slurmwatch ctld-epilog`: run from `EpilogSlurmctld` on the slurmctld host, stores the
 //! finished job's summary (collected from its nodes) as its AdminComment in slurmdbd. The
-//! work is in `slurmwatch_core::export::admin_comment_store`; this reads Slurm's environment and says
-//! what it did in one line on stderr (the shipped wrapper, `slurmctld-epilog.sh`, passes it
-//! to syslog).
+//! work is in `slurmwatch_core::export::admin_comment_store`; this reads Slurm's environment
+//! and says what it did in one line on stderr (the shipped wrapper, `slurmctld-epilog.sh`,
+//! passes it to syslog).
 
 use std::time::{Duration, Instant};
 
@@ -108,8 +108,8 @@ pub(crate) struct CommentStore {
 
 /// `slurmwatch-dbd-comment` (`--dbd-comment`, else next to this executable) and the cluster
 /// it stores for (`SLURM_CLUSTER_NAME`); without them sacctmgr, which keeps the case from
-/// Slurm 24.11 on ([`admin_comment_store::SACCTMGR_KEEPS_CASE_SINCE`]). The older format is said in a
-/// line naming `who` ("ctld-epilog: job 12").
+/// Slurm 24.11 on ([`admin_comment_store::SACCTMGR_KEEPS_CASE_SINCE`]). The older format is
+/// said in a line naming `who` ("ctld-epilog: job 12").
 pub(crate) fn comment_store(given: Option<std::path::PathBuf>, who: &str) -> CommentStore {
     let helper = given.or_else(|| {
         let p = std::env::current_exe()

@@ -434,7 +434,8 @@ impl Sources<'_> {
         a.zip(b).map(|(a, b)| (b - a) as f64 / 1000.0)
     }
 
-    /// sacct's record still says running (and may be stale): [`JobAccounting::is_open`](sacct::JobAccounting::is_open).
+    /// sacct's record still says running (and may be stale):
+    /// [`JobAccounting::is_open`](sacct::JobAccounting::is_open).
     fn sacct_open(&self) -> bool {
         self.acct.is_some_and(|a| a.is_open())
     }
@@ -462,8 +463,9 @@ impl Sources<'_> {
 
     fn job_info(&self) -> JobInfo {
         let (recs, primary, job_line) = (self.recs, self.primary, self.job_line);
-        // slurmdbd's partial record (sacct::JobAccounting::is_partial) says name `allocation`, UID 0,
-        // no partition and no limit: placeholders, not the job's; unknown until it is filled in.
+        // slurmdbd's partial record (sacct::JobAccounting::is_partial) says name `allocation`,
+        // UID 0, no partition and no limit: placeholders, not the job's; unknown until it is
+        // filled in.
         let whole = job_line.filter(|_| !self.acct.is_some_and(|a| a.is_partial()));
         JobInfo {
             name: whole.map(|j| j.job_name.clone()),
