@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use slurmwatch_core::report::slurmdbd::{self, Incarnation};
+use slurmwatch_core::analysis::admin_comment::{self, Incarnation};
 use slurmwatch_core::slurm::hostlist;
-use slurmwatch_core::slurm::sacct::{self, Kept, Record, Window};
+use slurmwatch_core::slurm::sacct::{self, JobAccounting, Kept, Window};
 
 use crate::ctld_epilog::{self, Done, How, OneJob};
 
@@ -79,13 +79,13 @@ fn stored_gap(comment: Option<&str>) -> Option<Option<usize>> {
     let Some(c) = c else {
         return Some(None);
     };
-    let rec = slurmdbd::decode(c).ok()?;
-    (!rec.unanswered_nodes.is_empty()).then_some(Some(rec.unanswered_nodes.len()))
+    let summary = admin_comment::decode(c).ok()?;
+    (!summary.unanswered_nodes.is_empty()).then_some(Some(summary.unanswered_nodes.len()))
 }
 
 /// The job of `r` when it ended, ran on nodes and has no AdminComment, or a partial one of
 /// ours.
-fn missing(r: &Record) -> Option<Missing> {
+fn missing(r: &JobAccounting) -> Option<Missing> {
     let j = &r.job;
     if r.is_open() || j.end_unix.is_none() {
         return None;

@@ -1,15 +1,15 @@
 //! `slurmwatch ctld-epilog`: run from `EpilogSlurmctld` on the slurmctld host, stores the
 //! finished job's summary (collected from its nodes) as its AdminComment in slurmdbd. The
-//! work is in `slurmwatch_core::export::slurmdbd`; this reads Slurm's environment and says
-//! what it did in one line on stderr (the shipped wrapper, `slurmctld-epilog.sh`, passes it
-//! to syslog).
+//! work is in `slurmwatch_core::export::admin_comment_store`; this reads Slurm's environment
+//! and says what it did in one line on stderr (the shipped wrapper, `slurmctld-epilog.sh`,
+//! passes it to syslog).
 
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Stored};
-use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::analysis::admin_comment::Incarnation;
+use slurmwatch_core::export::admin_comment_store::{self, NodeAnswer, Stored};
 use slurmwatch_core::slurm::{command, hostlist, job_id::JobId, sacct};
 
 #[derive(Args)]
@@ -108,8 +108,8 @@ pub(crate) struct CommentStore {
 
 /// `slurmwatch-dbd-comment` (`--dbd-comment`, else next to this executable) and the cluster
 /// it stores for (`SLURM_CLUSTER_NAME`); without them sacctmgr, which keeps the case from
-/// Slurm 24.11 on ([`slurmdbd::SACCTMGR_KEEPS_CASE_SINCE`]). The older format is said in a
-/// line naming `who` ("ctld-epilog: job 12").
+/// Slurm 24.11 on ([`admin_comment_store::SACCTMGR_KEEPS_CASE_SINCE`]). The older format is
+/// said in a line naming `who` ("ctld-epilog: job 12").
 pub(crate) fn comment_store(given: Option<std::path::PathBuf>, who: &str) -> CommentStore {
     let helper = given.or_else(|| {
         let p = std::env::current_exe()
@@ -133,7 +133,7 @@ pub(crate) fn comment_store(given: Option<std::path::PathBuf>, who: &str) -> Com
     } else {
         "no slurmwatch-dbd-comment"
     };
-    let release = slurmdbd::sacctmgr_keeps_case("sacctmgr", Duration::from_secs(10));
+    let release = admin_comment_store::sacctmgr_keeps_case("sacctmgr", Duration::from_secs(10));
     let case_kept = matches!(release, Ok((_, true)));
     if !case_kept {
         let said = match release {
@@ -165,7 +165,7 @@ pub fn run(args: CtldEpilogArgs) -> Result<i32> {
 /// EpilogSlurmctld without the array's variables; 22.05).
 fn settled_names(given: Option<u32>) -> Option<Vec<String>> {
     let id = given.or_else(|| JobId::own(&std::env::var("SLURM_JOB_ID").ok()?))?;
-    let named = slurmdbd::job_ref(
+    let named = admin_comment_store::job_ref(
         id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
         std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
@@ -213,12 +213,12 @@ fn store_summary(args: CtldEpilogArgs) -> Result<i32> {
     let nodes = hostlist::expand(&list)
         .map_err(|e| anyhow::anyhow!("cannot read the node list {list:?}: {e}"))?;
     let run = job_run(job_id, args.uid, args.start)?;
-    let job = slurmdbd::job_ref(
+    let job = admin_comment_store::job_ref(
         job_id,
         std::env::var("SLURM_ARRAY_JOB_ID").ok().as_deref(),
         std::env::var("SLURM_ARRAY_TASK_ID").ok().as_deref(),
     );
-    let elapsed = slurmdbd::elapsed(
+    let elapsed = admin_comment_store::elapsed(
         "scontrol",
         &job_id.to_string(),
         timeout.min(Duration::from_secs(10)),
@@ -268,7 +268,7 @@ pub(crate) struct How<'a> {
 /// One finished job to collect and store.
 pub(crate) struct OneJob<'a> {
     pub job_id: u32,
-    /// As sacctmgr and sacct name it ([`slurmdbd::job_ref`]).
+    /// As sacctmgr and sacct name it ([`admin_comment_store::job_ref`]).
     pub job: &'a str,
     pub nodes: &'a [String],
     pub run: Incarnation,
@@ -327,8 +327,8 @@ impl Done {
 /// node without a usable answer with its reason, joins the answers and stores them by
 /// `deadline`.
 pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) -> Result<Done> {
-    let verifier = slurmdbd::Verifier::default();
-    let query = slurmdbd::Query {
+    let verifier = admin_comment_store::Verifier::default();
+    let query = admin_comment_store::Query {
         template: how.url,
         job_id: one.job_id,
         run: one.run,
@@ -338,7 +338,7 @@ pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) ->
     // Asking nodes again leaves the store at least a third of the time (slurmdbd may not
     // have the job's record for the first seconds).
     let collect_until = Instant::now() + deadline.saturating_duration_since(Instant::now()) * 2 / 3;
-    let answers = slurmdbd::collect(&query, collect_until);
+    let answers = admin_comment_store::collect(&query, collect_until);
     log_failed_nodes(how.who, one.job, &answers);
     let unanswered = answers
         .iter()
@@ -350,16 +350,17 @@ pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) ->
     {
         return Ok(Done::StillPartial(unanswered));
     }
-    let comment = match slurmdbd::comment_for(one.job_id, &answers, one.elapsed, how.case_kept) {
-        None => {
-            return Ok(match unanswered {
-                0 => Done::NotRecorded,
-                n => Done::Unanswered(n),
-            });
-        }
-        Some(Err(e)) => bail!("job {}: {e}", one.job),
-        Some(Ok(c)) => c,
-    };
+    let comment =
+        match admin_comment_store::comment_for(one.job_id, &answers, one.elapsed, how.case_kept) {
+            None => {
+                return Ok(match unanswered {
+                    0 => Done::NotRecorded,
+                    n => Done::Unanswered(n),
+                });
+            }
+            Some(Err(e)) => bail!("job {}: {e}", one.job),
+            Some(Ok(c)) => c,
+        };
     if how.dry_run {
         return Ok(Done::Printed(comment));
     }
@@ -367,11 +368,11 @@ pub(crate) fn summarise_and_store(one: &OneJob, how: &How, deadline: Instant) ->
         .iter()
         .filter(|(_, a)| matches!(a, NodeAnswer::Recorded(_)))
         .count();
-    let programs = slurmdbd::Programs {
+    let programs = admin_comment_store::Programs {
         dbd_comment: how.dbd_comment,
-        ..slurmdbd::Programs::default()
+        ..admin_comment_store::Programs::default()
     };
-    match slurmdbd::store(one.job, &comment, programs, deadline) {
+    match admin_comment_store::store(one.job, &comment, programs, deadline) {
         Ok(Stored::Written) => Ok(Done::Stored {
             recorded,
             nodes: one.nodes.len(),

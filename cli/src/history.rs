@@ -126,7 +126,7 @@ fn load(w: &WindowArgs) -> anyhow::Result<(Analysis, Value)> {
         timeout: Duration::from_secs(w.sacct_timeout.max(1)),
         ..sacct::Query::default()
     };
-    let dirs = slurmwatch_core::site::Site::here().record_dirs(w.spool.as_deref(), &w.archive);
+    let dirs = slurmwatch_core::locate::site_places(w.spool.as_deref(), &w.archive);
     // Streamed: each job becomes a run as sacct prints it; sacct's text is never held.
     let mut runs = history::Runs::new(Some(&dirs));
     let progress = Progress::start("sacct", "jobs");

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use slurmwatch_core::jobs::{array, columns, row::Row, select};
+use slurmwatch_core::locate::Locator;
 use slurmwatch_core::report;
 use slurmwatch_core::slurm::sacct::{self, Window};
 
@@ -90,7 +91,7 @@ fn states(args: &[String]) -> Vec<String> {
 }
 
 /// The one sacct query: the named jobs (`-j a,b,c`), else the users' jobs of the window.
-fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::Record>> {
+fn query(args: &JobsArgs, q: &sacct::Query) -> anyhow::Result<Vec<sacct::JobAccounting>> {
     let ids = select::resolve(&args.jobs).map_err(|e| {
         anyhow::anyhow!(
             "{e}.\nhint: e.g. `slurmwatch jobs 123_[1-50]` or `slurmwatch jobs slurm-123.out`"
@@ -147,21 +148,16 @@ pub fn run(args: JobsArgs) -> anyhow::Result<i32> {
     }
     let site = slurmwatch_core::site::Site::here();
     let spool = args.spool.as_deref().unwrap_or(site.spool_template());
+    let mut locator = Locator::site(args.spool.as_deref(), &args.archive);
     let rows: Vec<Row> = records
         .iter()
         .map(|acct| {
             // As the report: the job's files, else its summary in slurmdbd, else sacct. A
             // damaged file costs its row the recording, not the table; without its own id
             // (no JobIDRaw for an array task) no file is looked for.
-            let found = acct.raw_id().map(|raw| {
-                crate::report::site_recordings(
-                    spool,
-                    site.archive_template(),
-                    &args.archive,
-                    raw,
-                    Some(acct),
-                )
-            });
+            let found = acct
+                .raw_id()
+                .map(|raw| crate::report::site_recordings(&mut locator, spool, raw, Some(acct)));
             let mut recs = match found.unwrap_or_else(|| Ok((Vec::new(), String::new()))) {
                 Ok((r, _)) => r,
                 Err(e) => {
@@ -173,7 +169,7 @@ pub fn run(args: JobsArgs) -> anyhow::Result<i32> {
                 }
             };
             if recs.is_empty() {
-                recs = crate::report::summary_recordings(Some(acct)).0;
+                recs = report::recordings::from_admin_comment(Some(acct)).0;
             }
             let rep = report::build(&acct.job.job_id, &recs, Some(acct), None, None);
             Row::new(acct, &rep)

@@ -9,9 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use slurmwatch_core::analysis::admin_comment::Incarnation;
 use slurmwatch_core::export::live::{self, FileState, GatherOptions};
 use slurmwatch_core::export::{http, prometheus, textfile};
-use slurmwatch_core::report::slurmdbd::{self, Incarnation, Spooled};
+use slurmwatch_core::report::node_summary::{self, Spooled};
 use slurmwatch_core::site::Site;
 use slurmwatch_core::slurm::{conf, munge};
 
@@ -189,7 +190,7 @@ impl http::Routes for Node {
             uid: ask.uid,
             start_unix: ask.start_unix,
         };
-        match slurmdbd::from_spool(&self.spool, job_id, run) {
+        match node_summary::from_spool(&self.spool, job_id, run) {
             Ok(Spooled::Recorded(n)) => {
                 let body = match serde_json::to_string(&n) {
                     Ok(json) => json,

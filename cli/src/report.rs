@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use slurmwatch_core::locate::Locator;
 use slurmwatch_core::render::terminal;
-use slurmwatch_core::report::{self, chart, ended, locate, slurmdbd, text, Recording};
-use slurmwatch_core::slurm::hostlist;
+use slurmwatch_core::report::{self, chart, ended, text, NodeRecording};
 use slurmwatch_core::slurm::job_id::{self, JobId};
 use slurmwatch_core::slurm::sacct::{self, SacctError};
 
@@ -95,7 +95,7 @@ fn ask_controller(args: &ReportArgs) -> Option<Controller> {
 fn attach_log(
     rep: &mut report::Report,
     args: &ReportArgs,
-    acct: Option<&sacct::Record>,
+    acct: Option<&sacct::JobAccounting>,
     recorded_uid: Option<u32>,
     controller: Option<Controller>,
 ) {
@@ -123,8 +123,8 @@ fn attach_log(
             .and_then(|out| joblog::from_scontrol(&out))
             // The controller may answer for another job of an array; keep only this one.
             .filter(|l| {
-                acct.and_then(sacct::Record::raw_id)
-                    .is_none_or(|raw| u64::from(raw) == l.vars.job_id)
+                acct.and_then(sacct::JobAccounting::raw_id)
+                    .is_none_or(|raw| raw == l.vars.job_id)
             });
         // sacct's one answer already holds the SubmitLine: no second query.
         let located = from_ctl.or_else(|| {
@@ -179,7 +179,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     // in slurmdbd, when there is one.
     let mut summary_note = None;
     if recordings.is_empty() && args.file.is_empty() {
-        (recordings, summary_note) = summary_recordings(acct.as_ref());
+        (recordings, summary_note) = report::recordings::from_admin_comment(acct.as_ref());
     }
     if let Some(owner) = &args.owner {
         keep_owners(&mut recordings, owner);
@@ -238,7 +238,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
 
 /// sacct's record of the job (`None`: sacct does not know it, or `--no-sacct`), waited for
 /// up to `--wait-ended` seconds until slurmdbd has it whole.
-fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
+fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::JobAccounting>> {
     if args.no_sacct {
         return Ok(None);
     }
@@ -259,7 +259,7 @@ fn ask_sacct(args: &ReportArgs) -> anyhow::Result<Option<sacct::Record>> {
 /// `job` as given when its own id is not known.
 fn note_other_jobs(
     rep: &mut report::Report,
-    recordings: &[Recording],
+    recordings: &[NodeRecording],
     raw_id: Option<u32>,
     job: &str,
 ) {
@@ -278,7 +278,7 @@ fn note_other_jobs(
 
 /// `--owner`: the job is `owner`'s by sacct's record, or the report stops (exit 2). A job
 /// sacct does not know cannot be checked, so it is refused too.
-fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::Result<()> {
+fn check_owner(job: &str, owner: &str, acct: Option<&sacct::JobAccounting>) -> anyhow::Result<()> {
     if owner.is_empty() {
         bail!("--owner needs a user name.\nhint: --owner alice");
     }
@@ -300,7 +300,7 @@ fn check_owner(job: &str, owner: &str, acct: Option<&sacct::Record>) -> anyhow::
 }
 
 /// `--owner`: a file (or stored summary) that records another user is left out, and said.
-fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
+fn keep_owners(recordings: &mut Vec<NodeRecording>, owner: &str) {
     recordings.retain(|r| {
         let mine = r.meta.user == owner;
         if !mine {
@@ -320,12 +320,12 @@ fn keep_owners(recordings: &mut Vec<Recording>, owner: &str) {
 fn find_recordings(
     args: &ReportArgs,
     raw_id: Option<u32>,
-    acct: Option<&sacct::Record>,
-) -> anyhow::Result<(Vec<Recording>, String)> {
+    acct: Option<&sacct::JobAccounting>,
+) -> anyhow::Result<(Vec<NodeRecording>, String)> {
     if !args.file.is_empty() {
-        let mut out: Vec<Recording> = Vec::new();
+        let mut out: Vec<NodeRecording> = Vec::new();
         for p in &args.file {
-            let r = Recording::load(p)
+            let r = NodeRecording::load(p)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("cannot report on job {} from its file", args.job))?;
             if out.iter().any(|o| o.meta.node == r.meta.node) {
@@ -348,78 +348,27 @@ fn find_recordings(
     };
     let site = slurmwatch_core::site::Site::here();
     let spool = args.spool.as_deref().unwrap_or(site.spool_template());
-    site_recordings(spool, site.archive_template(), &args.archive, raw_id, acct)
+    let mut locator = Locator::site(args.spool.as_deref(), &args.archive);
+    site_recordings(&mut locator, spool, raw_id, acct)
         .with_context(|| format!("cannot report on job {} from its file", args.job))
 }
 
-/// The summary the controller stored in the job's AdminComment, as recordings (one per
-/// node; none when there is no summary), and a note when it is damaged or lacks nodes.
-pub(crate) fn summary_recordings(acct: Option<&sacct::Record>) -> (Vec<Recording>, Option<String>) {
-    let Some(c) = acct.and_then(|a| a.job.admin_comment.as_deref()) else {
-        return (Vec::new(), None);
-    };
-    match slurmdbd::decode(c) {
-        Ok(rec) => {
-            let partial = (!rec.unanswered_nodes.is_empty()).then(|| {
-                format!(
-                    "The summary stored when the job ended has no figures from {} (no answer from its endpoint then): the job's totals here are its other nodes' only; the site's `slurmwatch ctld-backfill` fills them in.",
-                    terminal::field(&rec.unanswered_nodes.join(", "))
-                )
-            });
-            (
-                rec.nodes.into_iter().map(|n| n.into_recording()).collect(),
-                partial,
-            )
-        }
-        Err(e @ slurmdbd::DecodeError::Damaged(_)) => (Vec::new(), Some(format!("{e}."))),
-        Err(_) => (Vec::new(), None),
-    }
-}
-
-/// The job's files in the spool and the archives (`raw_id`: the file's job id), first found
-/// per node (the live spool before a copy), and the reason when there are none. An
-/// unreadable file among several is skipped and said; the only one is an error.
+/// The job's files in the places (`raw_id`: the file's job id; see
+/// `report::recordings::from_files`), each file found but not used said, and the reason when
+/// there are none.
 pub(crate) fn site_recordings(
+    locator: &mut Locator,
     spool: &Path,
-    archive_template: Option<&str>,
-    archives: &[PathBuf],
     raw_id: u32,
-    acct: Option<&sacct::Record>,
-) -> anyhow::Result<(Vec<Recording>, String)> {
-    let nodes: Vec<String> = acct
-        .and_then(|a| a.job.node_list.as_deref())
-        .and_then(|l| hostlist::expand(l).ok())
-        .unwrap_or_default();
-    let wanted = locate::Wanted {
-        job_id: raw_id,
-        nodes: &nodes,
-        user: acct.and_then(|a| a.job.user.as_deref()),
-        uid: acct.and_then(|a| a.job.uid),
-    };
-    let paths = locate::candidates(&wanted, spool, archive_template, archives);
-    let mut out: Vec<Recording> = Vec::new();
-    for p in &paths {
-        match Recording::load(p) {
-            Ok(r) if r.meta.job_id == u64::from(raw_id) => {
-                if !out.iter().any(|o| o.meta.node == r.meta.node) {
-                    out.push(r);
-                }
-            }
-            Ok(_) => eprintln!(
-                "slurmwatch: note: {} records another job; not used",
-                terminal::field(&p.display().to_string())
-            ),
-            // An unreadable file among several is skipped and said; when it is the only
-            // one, the report says so rather than pretend nothing was recorded.
-            Err(e) if paths.len() > 1 => eprintln!(
-                "slurmwatch: note: {}; not used",
-                terminal::text(&e.to_string())
-            ),
-            Err(e) => return Err(anyhow::Error::msg(e)),
-        }
+    acct: Option<&sacct::JobAccounting>,
+) -> anyhow::Result<(Vec<NodeRecording>, String)> {
+    let found =
+        report::recordings::from_files(locator, raw_id, acct).map_err(anyhow::Error::msg)?;
+    for n in &found.notes {
+        eprintln!("slurmwatch: note: {n}");
     }
     let why = format!("no file for it in {}", spool.display());
-    Ok((out, why))
+    Ok((found.recordings, why))
 }
 
 /// How far back the other jobs on a held-back card are looked for: the cards view's window.
@@ -428,7 +377,7 @@ const CARD_HISTORY_DAYS: i64 = slurmwatch_core::fleet::cards::DEFAULT_WINDOW_DAY
 /// For each card held back in this job: how the other recorded jobs that used it fared
 /// (`gpu_card_history`), from four weeks before the job started until now. The spool and
 /// archives are read only when a card was held back.
-fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[Recording]) {
+fn attach_card_history(rep: &mut report::Report, args: &ReportArgs, recs: &[NodeRecording]) {
     use slurmwatch_core::fleet::{self, cards, history, Window};
     let Some(first) = recs.first() else {
         return;
@@ -487,7 +436,7 @@ mod tests {
     use slurmwatch_core::sample::Source;
     use slurmwatch_core::store::{JobMeta, StepInfo};
 
-    fn recording() -> Recording {
+    fn recording() -> NodeRecording {
         const MIB: u64 = 1 << 20;
         let t0 = 1_700_000_000_000;
         let rows: Vec<SampleRow> = (0..100)
@@ -509,7 +458,7 @@ mod tests {
             exit_status: Some(0),
         }];
         let summary = Summary::compute(&rows, &steps, &[], &[], Vec::new());
-        Recording {
+        NodeRecording {
             path: "/x/1.sqlite".into(),
             origin: Default::default(),
             meta: JobMeta {
@@ -538,8 +487,8 @@ mod tests {
 
     #[test]
     fn svg_parses_and_has_the_series() {
-        let rec = recording();
-        let rep = report::build("1", std::slice::from_ref(&rec), None, None, None);
+        let recording = recording();
+        let rep = report::build("1", std::slice::from_ref(&recording), None, None, None);
         let svg = chart::svg(&rep);
         let doc = roxmltree::Document::parse(&svg).expect("the SVG is well-formed XML");
         for id in [

@@ -46,7 +46,7 @@ pub fn summary_endpoint(
     let site = Site::load()?;
     let url = url
         .or(site.summary_url)
-        .unwrap_or_else(|| slurmwatch_core::export::slurmdbd::DEFAULT_URL.to_string());
+        .unwrap_or_else(|| slurmwatch_core::export::admin_comment_store::DEFAULT_URL.to_string());
     let timeout = timeout_seconds
         .or(site.summary_timeout_seconds)
         .unwrap_or(DEFAULT_SUMMARY_TIMEOUT_SECONDS)

@@ -19,9 +19,9 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use slurmwatch_core::locate::{Locator, Wanted};
 use slurmwatch_core::model::Series;
 use slurmwatch_core::render::{csv, json};
-use slurmwatch_core::report::locate;
 use slurmwatch_core::slurm::command::{self, CommandError};
 use slurmwatch_core::slurm::hostlist;
 use slurmwatch_core::slurm::scontrol;
@@ -144,7 +144,7 @@ fn forced_source() -> Result<Option<SnapshotSource>, Outcome> {
 }
 
 pub fn run(args: WatchArgs) -> anyhow::Result<i32> {
-    let o = match main(args) {
+    let o = match find_and_show(args) {
         Ok(code) => Outcome::code(code),
         Err(o) => o,
     };
@@ -174,7 +174,9 @@ fn usage(sentence: impl Into<String>) -> Outcome {
     )
 }
 
-fn main(args: WatchArgs) -> Result<i32, Outcome> {
+/// Finds the job and shows it as `args` asks: `--file` as it is, else the running job squeue
+/// names, through the first source of the cascade ([`plan`]) that answers.
+fn find_and_show(args: WatchArgs) -> Result<i32, Outcome> {
     let mode = mode(&args)?;
     // An explicit file: read it as it is, with Slurm's facts when Slurm is here.
     if let Some(path) = &args.file {
@@ -313,7 +315,7 @@ fn running_job(
         }
     }
     if !entry.is_running() {
-        return Err(ended(&entry.display_id, &entry.state, entry.job_id));
+        return Err(ended(&entry.display_id, &entry.state));
     }
     Ok(ControlFlow::Continue(entry))
 }
@@ -372,8 +374,8 @@ enum FileVerdict {
     OtherJob,
 }
 
-fn file_verdict(meta: &JobMeta, job_id: u64, node: &str, several: bool) -> FileVerdict {
-    if meta.job_id != job_id {
+fn file_verdict(meta: &JobMeta, job_id: u32, node: &str, several: bool) -> FileVerdict {
+    if meta.job_id != u64::from(job_id) {
         FileVerdict::OtherJob
     } else if several && meta.node != node {
         FileVerdict::OtherNode
@@ -626,7 +628,7 @@ fn resolve(query: &str) -> Result<QueueEntry, Outcome> {
         Err(QueryError::UnknownJob(id)) => {
             // squeue forgets a job MinJobAge after it ends; the accounting still knows it.
             match sacct_state(&id) {
-                Some(state) => Err(ended(&id, &state, 0)),
+                Some(state) => Err(ended(&id, &state)),
                 None => Err(unknown_job(&id, recorded_here(&id))),
             }
         }
@@ -666,18 +668,20 @@ fn recorded_here(id: &str) -> Option<PathBuf> {
     let job_id = slurmwatch_core::slurm::job_id::JobId::own(id)?;
     let site = slurmwatch_core::site::Site::here();
     let node = site.node.clone().unwrap_or_default();
-    let w = locate::Wanted {
+    let w = Wanted {
         job_id,
         nodes: std::slice::from_ref(&node),
         user: None,
         uid: None,
+        other_nodes: false,
     };
-    locate::node_files(&w, &node, site.spool_template(), None)
+    Locator::new(vec![site.spool_template().to_path_buf()])
+        .node_files(&w, &node)
         .into_iter()
         .find(|p| p.is_file())
 }
 
-fn ended(id: &str, state: &str, _job_id: u64) -> Outcome {
+fn ended(id: &str, state: &str) -> Outcome {
     Outcome::fail(
         1,
         format!("job {id} has ended ({state}): there is nothing live to show."),
@@ -851,33 +855,26 @@ fn hop_snapshot(e: &QueueEntry, node: &str) -> Result<Snapshot, String> {
     })
 }
 
-/// Per node of the job: its file in the node-local spool (`%n` expanded), then its archive
-/// copy (`<job>.<node>.sqlite`; on a one-node job also `<job>.sqlite` in the spool).
+/// Per node of the job: its files where `slurmwatch_core::locate` says, the node-local spool
+/// (`%n` expanded) before the archive copy (`<job>.<node>.sqlite`).
 fn candidate_files(e: &QueueEntry) -> Vec<(String, Vec<PathBuf>)> {
-    let site = slurmwatch_core::site::Site::here();
-    // Slurm's job ids are u32 (`slurm::job_id`): a larger one names no file.
-    let Ok(job_id) = u32::try_from(e.job_id) else {
-        return Vec::new();
-    };
-    let name = slurmwatch_core::store::paths::live_name(job_id);
+    let job_id = e.job_id;
     let nodes = job_nodes(e, None);
-    if nodes.is_empty() {
-        // No node known (yet): the plain spool file is the only candidate.
-        return vec![(String::new(), vec![site.spool_template().join(&name)])];
-    }
-    let w = locate::Wanted {
+    let w = Wanted {
         job_id,
         nodes: &nodes,
         user: Some(&e.user),
         uid: e.uid,
+        other_nodes: false,
     };
+    let mut locator = Locator::site(None, &[]);
+    if nodes.is_empty() {
+        // No node known (yet): only a file named without a node, the plain spool's.
+        return vec![(String::new(), locator.node_files(&w, ""))];
+    }
     nodes
         .iter()
-        .map(|node| {
-            let paths =
-                locate::node_files(&w, node, site.spool_template(), site.archive_template());
-            (node.clone(), paths)
-        })
+        .map(|node| (node.clone(), locator.node_files(&w, node)))
         .collect()
 }
 

@@ -185,7 +185,7 @@ fn text_table_array_summary_and_output_files() {
             .all(|l| l.contains("---") && l.ends_with("sacct")),
         "{out}"
     );
-    let summ = stdout(&fake.run(&[
+    let summarised = stdout(&fake.run(&[
         "jobs",
         "--array-summary",
         "--parsable",
@@ -193,8 +193,14 @@ fn text_table_array_summary_and_output_files() {
         "JobID,State",
         "103",
     ]));
-    assert!(summ.lines().any(|l| l == "103_[1]|COMPLETED"), "{summ}");
-    assert!(!summ.lines().any(|l| l.starts_with("103_1|")), "{summ}");
+    assert!(
+        summarised.lines().any(|l| l == "103_[1]|COMPLETED"),
+        "{summarised}"
+    );
+    assert!(
+        !summarised.lines().any(|l| l.starts_with("103_1|")),
+        "{summarised}"
+    );
 }
 
 #[test]

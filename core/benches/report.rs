@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use slurmwatch_core::analysis::summary;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
-use slurmwatch_core::report::{self, chart, text, Recording};
+use slurmwatch_core::report::{self, chart, text, NodeRecording};
 use slurmwatch_core::sample::{Source, UsageReading};
 use slurmwatch_core::store::{self, JobMeta, Reader, Writer};
 
@@ -150,7 +150,7 @@ fn main() {
         }
         for _ in 0..5 {
             let t = Instant::now();
-            let rec = Recording::load(&path).unwrap();
+            let rec = NodeRecording::load(&path).unwrap();
             assert_eq!(rec.summary_stored, stored);
             let rep = report::build("4242", std::slice::from_ref(&rec), None, None, None);
             let out = text::render(&rep, false);
@@ -199,7 +199,7 @@ fn main() {
     let mut many_ms = Vec::new();
     for _ in 0..3 {
         let t = Instant::now();
-        let rec = Recording::load(&many).unwrap();
+        let rec = NodeRecording::load(&many).unwrap();
         assert_eq!(rec.step_figures.len() as i64, STEPS + 1);
         let rep = report::build("4243", std::slice::from_ref(&rec), None, None, None);
         assert!(!text::render(&rep, false).is_empty() && !chart::svg(&rep).is_empty());

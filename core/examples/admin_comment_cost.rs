@@ -1,6 +1,6 @@
 //! What reading the jobs' summaries from slurmdbd costs `history` and `sizing`: each job's
-//! `SW1:` AdminComment decoded in full (`report::slurmdbd::decode`, the report's path) and
-//! as the history path reads it (`history::Recorded::from_admin_comment`, the figures only).
+//! `SW1:` AdminComment decoded in full (`analysis::admin_comment::decode`, the report's path) and
+//! as the history path reads it (`history::RunRecording::from_admin_comment`, the figures only).
 //! The comments are real ones, captured from the test cluster's slurmdbd, in both formats:
 //! jobstats' `JS1:` (core/tests/fixtures/slurm/admin_comments_js1_real.txt, what is stored
 //! now) and the older `SW1:` (admin_comments_real.txt), each cycled over `ADMIN_JOBS` jobs
@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
-use slurmwatch_core::history::Recorded;
-use slurmwatch_core::report::slurmdbd::decode;
+use slurmwatch_core::analysis::admin_comment::decode;
+use slurmwatch_core::history::RunRecording;
 
 /// The history's figures from a full decode (what `from_admin_comment` read before it
 /// decoded the figures alone): largest peaks, summed CPU seconds and kills.
@@ -60,7 +60,7 @@ fn main() {
 fn cost(format: &str, file: &str, jobs: usize) {
     let real: Vec<String> = file.lines().map(str::to_string).collect();
     for c in &real {
-        let r = Recorded::from_admin_comment(c).expect("a real comment decodes");
+        let r = RunRecording::from_admin_comment(c).expect("a real comment decodes");
         let full = figures_of_full(c);
         assert_eq!(
             (
@@ -86,7 +86,7 @@ fn cost(format: &str, file: &str, jobs: usize) {
     let t = Instant::now();
     let mut m = 0usize;
     for c in &comments {
-        m += Recorded::from_admin_comment(c).unwrap().gpus_seen + 1;
+        m += RunRecording::from_admin_comment(c).unwrap().gpus_seen + 1;
     }
     let lean_s = t.elapsed().as_secs_f64();
     assert_eq!(n, m);

@@ -1,5 +1,5 @@
 //! What `slurmwatch cards` costs over a site's month of summaries from slurmdbd: decoding
-//! each job's `SW1:` AdminComment (`report::slurmdbd::decode`) and the cross-job analysis
+//! each job's `SW1:` AdminComment (`analysis::admin_comment::decode`) and the cross-job analysis
 //! (`fleet::cards::analyse`). Generated fleet: `CARDS_NODES` nodes (default 250) of 4 cards,
 //! `CARDS_JOBS` recorded GPU jobs (default 100,000, one node each); one card in 100 is held
 //! back in 60 % of its jobs, every other card in 2 %. Prints the time of each stage and how
@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
+use slurmwatch_core::analysis::admin_comment::{decode, encode, JobSummaryRecord, NodeSummary};
 use slurmwatch_core::analysis::summary::{GpuSummary, Summary, SUMMARY_VERSION};
-use slurmwatch_core::fleet::{cards, slurmdbd::card_job};
-use slurmwatch_core::report::slurmdbd::{decode, encode, JobSummaryRecord, NodeSummary};
+use slurmwatch_core::fleet::{cards, summaries::card_job};
 use slurmwatch_core::sample::Source;
 use slurmwatch_core::store::JobMeta;
 

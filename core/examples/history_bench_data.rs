@@ -22,8 +22,8 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
+use slurmwatch_core::analysis::admin_comment::{self, JobSummaryRecord};
 use slurmwatch_core::history::fixture::{self, T0};
-use slurmwatch_core::report::slurmdbd::{self, JobSummaryRecord};
 use slurmwatch_core::slurm::sacct::{self, sacct_time, WINDOW_CHUNK_SECONDS};
 
 const DAYS: i64 = 30;
@@ -48,7 +48,7 @@ fn main() -> std::io::Result<()> {
         Some(f) => std::fs::read_to_string(f)?
             .lines()
             .filter(|l| l.starts_with("JS1:"))
-            .map(|l| slurmdbd::decode(l).expect("a real summary decodes"))
+            .map(|l| admin_comment::decode(l).expect("a real summary decodes"))
             .collect(),
         None => Vec::new(),
     };
@@ -88,7 +88,7 @@ fn main() -> std::io::Result<()> {
             for n in &mut rec.nodes {
                 n.meta.job_id = i as u64 + 1;
             }
-            slurmdbd::encode(&rec).expect("a real summary fits")
+            admin_comment::encode(&rec).expect("a real summary fits")
         });
         for (from, to, w) in chunks.iter_mut() {
             if start >= *to || end < *from {

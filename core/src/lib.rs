@@ -11,6 +11,7 @@ pub(crate) mod fasthash;
 pub mod fleet;
 pub mod history;
 pub mod jobs;
+pub mod locate;
 pub mod mailq;
 pub mod queue;
 pub mod render;

@@ -7,7 +7,7 @@
 use slurmwatch_core::analysis::summary;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::render::json;
-use slurmwatch_core::report::{self, Recording};
+use slurmwatch_core::report::{self, NodeRecording};
 use slurmwatch_core::sample::{GpuCard, GpuError, GpuProcesses, GpuSample, Source};
 use slurmwatch_core::snapshot::{self, GpuState, JobFacts, SnapshotSource};
 use slurmwatch_core::store::{JobMeta, Reader, Writer};
@@ -175,7 +175,7 @@ fn summary_and_report_read_the_cards() {
     assert_eq!(back.gpus, s.gpus);
 
     // The report: findings with their minutes, and `--gres` advice (1 of 2 cards used).
-    let rec = Recording::load(&path).unwrap();
+    let rec = NodeRecording::load(&path).unwrap();
     let rep = report::build("42", std::slice::from_ref(&rec), None, None, None);
     assert_eq!(rep.gpus.len(), 2);
     let find = |code: &str| {

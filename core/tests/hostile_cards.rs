@@ -8,8 +8,9 @@
 use std::os::unix::fs::{chown, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use slurmwatch_core::fleet::files::{expand_dirs, Files};
+use slurmwatch_core::fleet::files::Files;
 use slurmwatch_core::fleet::{cards, render, JobSource, Window};
+use slurmwatch_core::locate::scan::expand_dirs;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
 use slurmwatch_core::sample::{GpuCard, GpuError, GpuProcesses, GpuSample, Source};
 use slurmwatch_core::store::{paths, JobMeta, Writer};

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use slurmwatch_core::analysis::ledger::NodeFigures;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
-use slurmwatch_core::report::{self, Recording};
+use slurmwatch_core::report::{self, NodeRecording};
 use slurmwatch_core::sample::Source;
 use slurmwatch_core::snapshot::{self, JobFacts, Snapshot, SnapshotSource};
 use slurmwatch_core::snapshot_merge;
@@ -66,7 +66,10 @@ fn the_merged_live_ledger_is_the_reports() {
     let dir = tempfile::tempdir().unwrap();
     let a = file(dir.path(), "sw1", 0, 25, 6.0, 0.25);
     let b = file(dir.path(), "sw2", 10, 21, 2.0, 0.05);
-    let recs = vec![Recording::load(&a).unwrap(), Recording::load(&b).unwrap()];
+    let recs = vec![
+        NodeRecording::load(&a).unwrap(),
+        NodeRecording::load(&b).unwrap(),
+    ];
     let report = report::build("88", &recs, None, None, None);
     let per_node = vec![
         ("sw1".to_string(), Ok(live(&a))),

@@ -370,7 +370,7 @@ fn ended_and_stale_jobs_give_no_series_and_a_broken_file_is_skipped() {
     std::fs::write(spool.path().join("48.alloc"), b"gpus=\n").unwrap();
 
     let scrape = live::gather(spool.path(), &opts(t0 + 11_000));
-    let states: Vec<(u64, FileState)> = scrape
+    let states: Vec<(u32, FileState)> = scrape
         .files
         .iter()
         .map(|f| (f.job_id, f.state.clone()))

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use slurmwatch_core::analysis::Summary;
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
-use slurmwatch_core::report::{self, chart, nodes, Recording};
+use slurmwatch_core::report::{self, chart, nodes, NodeRecording};
 use slurmwatch_core::sample::Source;
 use slurmwatch_core::store::{JobMeta, StepInfo};
 
@@ -15,7 +15,7 @@ const MIB: u64 = 1 << 20;
 
 /// A node's recording: `secs` one-second rows burning `cores` with a working set of
 /// `ws_mib`, from T0.
-fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> Recording {
+fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> NodeRecording {
     let rows: Vec<SampleRow> = (0..=secs)
         .map(|i| {
             let mut r = SampleRow::empty(T0 + i * 1000, Series::Job, SampleKind::Periodic);
@@ -35,7 +35,7 @@ fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> Recordin
         exit_status: Some(0),
     }];
     let summary = Summary::compute(&rows, &steps, &[], &[], Vec::new());
-    Recording {
+    NodeRecording {
         path: PathBuf::from(format!("/spool/{name}/77.sqlite")),
         origin: Default::default(),
         meta: JobMeta {

@@ -17,7 +17,7 @@ fn fixture(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn rec(name: &str) -> sacct::Record {
+fn rec(name: &str) -> sacct::JobAccounting {
     parse(&fixture(name), DELIMITER).unwrap_or_else(|| panic!("{name}: no job line"))
 }
 
@@ -637,7 +637,7 @@ fn replaying(capture: &str) -> ([tempfile::TempDir; 2], Query) {
 
 /// The three jobs as sacct holds them: the attackers' two keep their names and SubmitLines
 /// byte for byte, nobody's job 4000000001 appears, every step stays with its job.
-fn assert_no_forged_job(records: &[sacct::Record], want: &[&str]) {
+fn assert_no_forged_job(records: &[sacct::JobAccounting], want: &[&str]) {
     let ids: Vec<&str> = records.iter().map(|r| r.job.job_id.as_str()).collect();
     assert_eq!(ids, want, "the jobs read");
     for r in records {

@@ -6,6 +6,10 @@
 //!
 //! Exit: 0 stored; 1 slurmdbd has no such job yet (the caller tries again); 2 bad usage or no
 //! answer from slurmdbd.
+//!
+//! `JOB` is read by slurmwatch's one job-id parser (`slurm::job_id`), compiled in from core's
+//! own file: that file needs nothing but `std`, while linking core (SQLite, NVML, …) for one
+//! function would make this libslurm client as heavy as the CLI.
 
 #![allow(
     non_upper_case_globals,
@@ -16,6 +20,9 @@
 mod ffi {
     include!(concat!(env!("OUT_DIR"), "/slurmdb.rs"));
 }
+// The one parser, not a copy: core's file itself.
+#[path = "../../recorder/src/slurm/job_id.rs"]
+mod job_id;
 
 use std::ffi::CString;
 use std::io::Read;
@@ -29,12 +36,16 @@ fn usage(why: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// `ID` or `ARRAYID_TASK` into (job id, array task id or `NO_VAL`).
+/// `ID` or `ARRAYID_TASK` into (job id, array task id or `NO_VAL`); Slurm's `NO_VAL` and
+/// above mean "none" to slurmdbd, so they are no ids here.
 fn job_of(s: &str) -> Option<(u32, u32)> {
-    let num = |x: &str| x.parse::<u32>().ok().filter(|n| *n > 0 && *n < ffi::NO_VAL);
-    match s.split_once('_') {
-        Some((j, t)) => Some((num(j)?, t.parse::<u32>().ok().filter(|n| *n < ffi::NO_VAL)?)),
-        None => Some((num(s)?, ffi::NO_VAL)),
+    use job_id::JobId;
+    match JobId::job_or_task(s)? {
+        JobId::Job(j) if j < ffi::NO_VAL => Some((j, ffi::NO_VAL)),
+        JobId::ArrayTask { array, task } if array < ffi::NO_VAL && task < ffi::NO_VAL => {
+            Some((array, task))
+        }
+        _ => None,
     }
 }
 
@@ -87,11 +98,11 @@ fn main() -> ExitCode {
         ffi::slurm_list_append(cond.step_list, (&raw mut step).cast());
         cond.cluster_list = ffi::slurm_list_create(None);
         ffi::slurm_list_append(cond.cluster_list, cluster.as_ptr() as *mut _);
-        let mut rec: ffi::slurmdb_job_rec_t = std::mem::zeroed();
+        let mut new_values: ffi::slurmdb_job_rec_t = std::mem::zeroed();
         // Unset numbers are NO_VAL: a zero would be stored as the derived exit code.
-        rec.derived_ec = ffi::NO_VAL;
-        rec.admin_comment = comment.as_ptr() as *mut _;
-        let changed = ffi::slurmdb_job_modify(db, &raw mut cond, &raw mut rec);
+        new_values.derived_ec = ffi::NO_VAL;
+        new_values.admin_comment = comment.as_ptr() as *mut _;
+        let changed = ffi::slurmdb_job_modify(db, &raw mut cond, &raw mut new_values);
         let n = if changed.is_null() {
             0
         } else {
@@ -114,5 +125,34 @@ fn main() -> ExitCode {
             eprintln!("slurmwatch-dbd-comment: slurmdbd modified no job {job} on cluster {:?} (not recorded yet?)", cluster);
         }
         ExitCode::from(code)
+    }
+}
+
+#[cfg(test)]
+mod job_of_tests {
+    use super::*;
+
+    #[test]
+    fn a_job_or_an_array_task_and_nothing_else() {
+        assert_eq!(job_of("12345"), Some((12345, ffi::NO_VAL)));
+        assert_eq!(job_of("12345_7"), Some((12345, 7)));
+        assert_eq!(job_of("12345_0"), Some((12345, 0)));
+        for no in [
+            "0",
+            "012345",
+            "+12345",
+            "12345+1",
+            "12345.batch",
+            "12345_[1-3]",
+            "12345_07",
+            "4294967294",
+            "4294967295",
+            "4294967296",
+            "1_4294967294",
+            " 1",
+            "",
+        ] {
+            assert_eq!(job_of(no), None, "{no}");
+        }
     }
 }

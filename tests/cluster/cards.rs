@@ -194,7 +194,7 @@ fn a_card_held_back_in_4_of_6_jobs_is_named_across_jobs() {
     for j in &jobs {
         let c = crate::slurmdbd::admin_comment(j);
         assert!(
-            c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+            c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
             "job {}: {c}",
             j.id
         );

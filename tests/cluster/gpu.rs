@@ -414,3 +414,81 @@ fn the_live_ledger_is_the_reports() {
         "the final ledger covers more than the live one: {report:#}"
     );
 }
+
+/// Issue 39's must-show: a job prints a tqdm-style bar at a steady 10 it/s; its card is
+/// scripted into HW slowdown (thermal) for 20 s in the middle, and the job slows itself to
+/// a quarter of its rate for exactly that window (it reads the fake card's script). The
+/// report places the slowdown within ±2 s of the window from the log and the output sizes
+/// the recorder noted, counts the thermal violation within 1 s of 20 s, names it beside the
+/// slowdown, and estimates the time lost (20 × (1 − ¼) = 15 s) within 10 %.
+#[cluster_test]
+fn a_scripted_slowdown_is_placed_beside_the_cards_hold() {
+    let _p = PlugstackOverride::new(&format!(
+        "spool=/var/spool/slurmwatch nvml={FAKE_NVML_INSTALLED}"
+    ));
+    install_fake_nvml();
+    let (from_ms, to_ms) = ((now() + 25) * 1000, (now() + 45) * 1000);
+    let held = |i: u32| {
+        let mut c = fake_a100(i);
+        c["violation_windows"] = json!({ "thermal": [[from_ms, to_ms]] });
+        // HW slowdown (0x8) with its thermal cause (0x40), as a hot card reports it.
+        c["throttle_windows"] = json!([[from_ms, to_ms, 0x48]]);
+        c
+    };
+    set_fake_nvml_state(&json!({ "devices": (0..4).map(held).collect::<Vec<_>>() }));
+    let script = format!(
+        r#"python3 - <<'EOF'
+import sys, time
+start = time.time()
+done = 0
+while time.time() - start < 65:
+    now_ms = time.time() * 1000
+    time.sleep(0.4 if {from_ms} <= now_ms < {to_ms} else 0.1)
+    done += 1
+    e = int(time.time() - start)
+    sys.stderr.write("\rtrain: %d/100000 [%02d:%02d<00:00, 10.00it/s]" % (done, e // 60, e % 60))
+    sys.stderr.flush()
+EOF"#
+    );
+    let job = with_cards(Submit::new("gpu-slowdown", &script), "--gres=gpu:1", "0")
+        .user(USER1)
+        .submit();
+    assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
+    let r = cli_json(&["report", &job.id.to_string(), "--json"]);
+    let t = &r["throughput"];
+    assert_eq!(
+        (t["tool"].as_str(), t["unit"].as_str()),
+        (Some("tqdm"), Some("it/s")),
+        "{t:#}"
+    );
+    let slow = t["slowdowns"].as_array().expect("slowdowns[]");
+    assert_eq!(slow.len(), 1, "{t:#}");
+    let s = &slow[0];
+    let at = |k: &str| s[k].as_i64().unwrap_or_else(|| panic!("{k}: {s:#}"));
+    assert!((at("from_unix_ms") - from_ms).abs() <= 2000, "{s:#}");
+    assert!((at("to_unix_ms") - to_ms).abs() <= 2000, "{s:#}");
+    let lost = s["seconds_lost"].as_f64().unwrap();
+    assert!((lost - 15.0).abs() <= 1.5, "lost {lost} s: {s:#}");
+    let holds = s["held"].as_array().expect("held[]");
+    assert!(
+        holds.iter().any(|h| h["limiter"] == "thermal"),
+        "the card's thermal hold is named beside the slowdown: {s:#}"
+    );
+    // The violation time, exactly, from the card's counters over the job.
+    let thermal = r["ledger"]["gpu_held_seconds"]["thermal"]
+        .as_f64()
+        .expect("thermal held");
+    assert!(
+        (thermal - 20.0).abs() <= 1.0,
+        "thermal {thermal} s: {:#}",
+        r["ledger"]
+    );
+    let text = stdout(
+        &std::process::Command::new(slurmwatch_bin())
+            .args(["report", &job.id.to_string()])
+            .output()
+            .unwrap(),
+    );
+    assert!(text.contains("THROUGHPUT"), "{text}");
+    assert!(text.contains("by heat"), "{text}");
+}

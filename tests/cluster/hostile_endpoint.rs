@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::export::slurmdbd::{self as export, NodeAnswer, Query, Verifier};
-use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::analysis::admin_comment::Incarnation;
+use slurmwatch_core::export::admin_comment_store::{self as export, NodeAnswer, Query, Verifier};
 use slurmwatch_core::slurm::munge;
 use slurmwatch_tests::*;
 
@@ -341,7 +341,7 @@ fn hostile_endpoint_flood_by_a_user_does_not_silence_it() {
     assert_eq!(done.state, "COMPLETED", "{}", job.output());
     let c = admin_comment(&job);
     assert!(
-        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+        c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
         "job {}: {c}",
         job.id
     );
@@ -410,7 +410,7 @@ fn hostile_endpoint_busy_at_the_end_is_stored_by_the_retry() {
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let c = admin_comment(&job);
     assert!(
-        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+        c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
         "job {}: {c}",
         job.id
     );

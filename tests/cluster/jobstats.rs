@@ -124,7 +124,7 @@ fn jobstats_admin_comment_reads_in_python_and_reportseff_as_in_report() {
     // Exactly as written: 22.05's sacctmgr would have lowercased it.
     assert!(comment.starts_with("JS1:H4sI"), "job {}: {comment}", job.id);
     assert!(
-        slurmwatch_core::report::slurmdbd::is_ours(&comment),
+        slurmwatch_core::analysis::admin_comment::is_ours(&comment),
         "{comment}"
     );
     let with_file = cli_json(&["report", &job.id.to_string(), "--json", "--no-log"]);

@@ -279,7 +279,7 @@ fn mail_is_held_until_the_summary_is_stored_and_carries_it() {
     assert!(late_ms < 120_000, "mail {late_ms} ms after the end");
     let stored = crate::slurmdbd::admin_comment_now(&job);
     assert!(
-        slurmwatch_core::report::slurmdbd::is_ours(&stored),
+        slurmwatch_core::analysis::admin_comment::is_ours(&stored),
         "{stored}"
     );
     assert!(

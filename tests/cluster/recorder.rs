@@ -430,7 +430,7 @@ fn an_salloc_job_has_its_job_series() {
     // Two writers one after the other: a start and an end row each.
     let starts = rows.iter().filter(|r| r.kind == SampleKind::Start).count();
     assert_eq!(starts, 2, "steps 0 and 1 each wrote the job series in turn");
-    let summary = slurmwatch_core::report::Recording::load(&spool_file(id))
+    let summary = slurmwatch_core::report::NodeRecording::load(&spool_file(id))
         .unwrap()
         .summary;
     let ours = summary.cpu_usage_seconds_total.unwrap();

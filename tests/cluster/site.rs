@@ -227,7 +227,7 @@ fn admin_comment(job: &Job) -> String {
         let c = crate::slurmdbd::admin_comment_now(job);
         if !c.is_empty() {
             assert!(
-                c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+                c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
                 "job {}: {c}",
                 job.id
             );
@@ -907,7 +907,7 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
         .submit();
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     assert_eq!(node_list(&job), "c[1-2]");
-    let partial = slurmwatch_core::report::slurmdbd::decode(&admin_comment(&job)).unwrap();
+    let partial = slurmwatch_core::analysis::admin_comment::decode(&admin_comment(&job)).unwrap();
     let stored: Vec<&str> = partial.nodes.iter().map(|n| n.meta.node.as_str()).collect();
     assert_eq!(stored, ["c1"], "{partial:#?}");
     assert_eq!(partial.unanswered_nodes, ["c2"]);
@@ -949,7 +949,7 @@ fn site_partial_summary_is_said_on_login_and_completed_by_the_backfill() {
     down.back_up();
     let until = format!("@{}", now() + 5);
     backfill_stores(&job, &since, &until, 2);
-    let whole = slurmwatch_core::report::slurmdbd::decode(&admin_comment(&job)).unwrap();
+    let whole = slurmwatch_core::analysis::admin_comment::decode(&admin_comment(&job)).unwrap();
     assert!(whole.unanswered_nodes.is_empty(), "{whole:#?}");
     let _away = ArchiveAway::new(job.id);
     let r = report(job.id);

@@ -192,7 +192,7 @@ fn slurmdbd_summary_reaches_sacct_and_serves_report_and_sizing_without_files() {
     for j in &jobs {
         let c = admin_comment(j);
         assert!(
-            c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+            c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
             "job {}: {c}",
             j.id
         );
@@ -327,7 +327,7 @@ fn without_dbd_comment_the_older_format_is_chosen(job: &Job) {
     );
     let sw1 = stdout(&o).trim().to_string();
     assert!(sw1.starts_with("SW1:"), "{sw1}");
-    use slurmwatch_core::report::slurmdbd::decode;
+    use slurmwatch_core::analysis::admin_comment::decode;
     let (older, stored) = (decode(&sw1).unwrap(), decode(&admin_comment(job)).unwrap());
     assert_eq!(
         older.nodes[0].summary.peak_working_set_bytes,
@@ -557,7 +557,7 @@ pub(crate) fn ctld_lines(job: u32, offset: usize) -> Vec<String> {
 /// refused with a line that says why, and no AdminComment is stored.
 #[cluster_test(Phase::Cgroup)]
 fn slurmdbd_summary_from_a_users_listener_is_refused() {
-    use slurmwatch_core::export::slurmdbd as export;
+    use slurmwatch_core::export::admin_comment_store as export;
     use slurmwatch_core::slurm::munge;
     let _p = shared_plugstack();
     // The user's listener has the port before any of the jobs can end.
@@ -582,7 +582,8 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
         j.wait_running(WAIT);
         let t = Instant::now();
         let real = loop {
-            use slurmwatch_core::report::slurmdbd::{from_spool, Incarnation, Spooled};
+            use slurmwatch_core::analysis::admin_comment::Incarnation;
+            use slurmwatch_core::report::node_summary::{from_spool, Spooled};
             // The run the file records (the controller sends Slurm's).
             let run = slurmwatch_core::store::Reader::open(&spool_file(j.id))
                 .and_then(|r| r.meta())
@@ -631,7 +632,7 @@ fn slurmdbd_summary_from_a_users_listener_is_refused() {
                     .spawn()
                     .unwrap();
                 // Asked as the controller asks (root's request credential).
-                let run = slurmwatch_core::report::slurmdbd::Incarnation {
+                let run = slurmwatch_core::analysis::admin_comment::Incarnation {
                     uid: real.meta.uid,
                     start_unix: real.meta.started_unix_ms / 1000,
                 };
@@ -777,7 +778,7 @@ fn slurmdbd_backfill_stores_a_summary_missed_while_the_endpoint_was_down() {
     );
     let c = admin_comment(&job);
     assert!(
-        c.starts_with("JS1:") && slurmwatch_core::report::slurmdbd::is_ours(&c),
+        c.starts_with("JS1:") && slurmwatch_core::analysis::admin_comment::is_ours(&c),
         "job {}: {c}",
         job.id
     );

@@ -242,7 +242,7 @@ pub struct SacctLine {
     pub total_cpu: String,
     pub max_rss: String,
     /// slurmdbd holds only its stand-in row for the job so far (its end arrived before its
-    /// start): name `allocation`, no request — as `sacct::Record::is_partial` tells it.
+    /// start): name `allocation`, no request — as `sacct::JobAccounting::is_partial` tells it.
     pub partial: bool,
 }
 

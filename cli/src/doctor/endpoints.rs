@@ -6,15 +6,15 @@
 
 use std::time::{Duration, Instant};
 
-use slurmwatch_core::export::slurmdbd::{self, NodeAnswer, Query, Verifier};
-use slurmwatch_core::report::slurmdbd::Incarnation;
+use slurmwatch_core::analysis::admin_comment::Incarnation;
+use slurmwatch_core::export::admin_comment_store::{self, NodeAnswer, Query, Verifier};
 
 use super::checks::{Check, Verdict};
 
 /// A job id no node records: Slurm never hands it out (its largest is far below).
 pub const PROBE_JOB: u32 = u32::MAX;
 /// How long each node may take, as the EpilogSlurmctld allows one try.
-const PER_NODE: Duration = slurmdbd::NODE_TIMEOUT;
+const PER_NODE: Duration = admin_comment_store::NODE_TIMEOUT;
 
 /// One check per node (`endpoint`), in the nodes' order.
 pub fn check_endpoints(url: &str, nodes: &[String], verifier: &Verifier) -> Vec<Check> {
@@ -35,7 +35,7 @@ pub fn check_endpoints(url: &str, nodes: &[String], verifier: &Verifier) -> Vec<
             .map(|n| {
                 let q = &q;
                 s.spawn(move || {
-                    let a = slurmdbd::ask(q, n, PER_NODE);
+                    let a = admin_comment_store::ask(q, n, PER_NODE);
                     (a, t0.elapsed())
                 })
             })

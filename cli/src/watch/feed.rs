@@ -56,7 +56,7 @@ pub enum Feed {
     /// sstat's summary of the running steps, asked again at most every
     /// [`SSTAT_MIN_GAP_SECONDS`].
     Sstat {
-        job_id: u64,
+        job_id: u32,
         summary: Box<sstat::Summary>,
         t_unix_ms: i64,
         /// When sstat was last asked; `None` until the first summary has been shown.
@@ -82,8 +82,7 @@ impl Feed {
     }
 
     /// Reads the job's own cgroup through `task_pid` (a process of the job on this node).
-    pub fn direct(task_pid: u32, job_id: u64, slot_seconds: u32) -> Feed {
-        let job = u32::try_from(job_id).unwrap_or(u32::MAX);
+    pub fn direct(task_pid: u32, job: u32, slot_seconds: u32) -> Feed {
         Feed::Direct {
             collector: Box::new(JobCollector::new(
                 Path::new(CGROUP_ROOT),
@@ -97,7 +96,7 @@ impl Feed {
     }
 
     /// A first sstat summary, already taken (the caller asked sstat to know it answers).
-    pub fn sstat(job_id: u64, summary: sstat::Summary) -> Feed {
+    pub fn sstat(job_id: u32, summary: sstat::Summary) -> Feed {
         Feed::Sstat {
             job_id,
             summary: Box::new(summary),

@@ -46,7 +46,7 @@ fn pending_outcome(e: &QueueEntry, a: Option<&Analysis>) -> Outcome {
 /// The workload's past runs, from sacct and the spool's recorded files.
 fn history_of(e: &QueueEntry) -> History {
     let now = slurmwatch_core::sys::now_unix_s();
-    let dirs = slurmwatch_core::site::Site::here().record_dirs(None, &[]);
+    let dirs = slurmwatch_core::locate::site_places(None, &[]);
     gather::history(&e.user, &e.name, &dirs, now)
 }
 

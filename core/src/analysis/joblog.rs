@@ -24,11 +24,11 @@ pub const NO_ARRAY_TASK: &str = "4294967294";
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PatternVars {
     /// `%j`: the job's own id (an array task's raw id).
-    pub job_id: u64,
+    pub job_id: u32,
     /// `%A`: the array's master id (the job id when not an array).
-    pub array_job_id: Option<u64>,
+    pub array_job_id: Option<u32>,
     /// `%a`: the array task id.
-    pub array_task_id: Option<u64>,
+    pub array_task_id: Option<u32>,
     /// `%x`
     pub job_name: String,
     /// `%N`: the node that ran the batch script (short name).
@@ -67,7 +67,7 @@ pub fn expand(pattern: &str, v: &PatternVars) -> String {
             chars.next();
         }
         let w: usize = width.parse().unwrap_or(0).min(10);
-        let num = |n: u64| format!("{n:0w$}");
+        let num = |n: u32| format!("{n:0w$}");
         match chars.next() {
             Some('%') => out.push('%'),
             Some('j' | 'J') => out.push_str(&num(v.job_id)),

@@ -6,6 +6,7 @@
 //! as a [`Thresholds`] value that a site file may change (docs/reference/site.md). Low use that is right
 //! (a short job, a single-core job, a small working set under a small request) is not flagged.
 
+pub mod admin_comment;
 pub mod efficiency;
 pub mod joblog;
 pub mod ledger;
@@ -13,6 +14,7 @@ pub mod merge;
 pub mod phases;
 pub mod progress;
 mod sbatch_lines;
+pub mod step_figures;
 pub mod thresholds;
 pub mod throughput;
 // The epilog's summary and its parts are the recorder's (the plugin links them alone).

@@ -45,7 +45,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SummaryAsk {
     pub job_id: u32,
-    /// The job's uid and Slurm's start time (`report::slurmdbd::Incarnation`).
+    /// The job's uid and Slurm's start time (`analysis::admin_comment::Incarnation`).
     pub uid: u32,
     pub start_unix: i64,
     /// The controller's for this request (`munge::is_nonce`), signed with the reply.

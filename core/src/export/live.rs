@@ -108,8 +108,8 @@ pub enum FileState {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileStatus {
-    /// From the file name (`<job>.sqlite`).
-    pub job_id: u64,
+    /// From the file name (`<job>.sqlite`, `store::paths::job_of_live_name`).
+    pub job_id: u32,
     pub path: PathBuf,
     pub state: FileState,
 }
@@ -186,13 +186,12 @@ pub fn gather_with(spool: &Path, opts: &GatherOptions, verdicts: &mut Verdicts) 
         }
     };
     let now = UNIX_EPOCH + Duration::from_millis(opts.now_unix_ms.max(0) as u64);
-    let mut files: Vec<(u64, PathBuf, FileKey)> = Vec::new();
+    let mut files: Vec<(u32, PathBuf, FileKey)> = Vec::new();
     for entry in entries.take(MAX_SPOOL_ENTRIES).flatten() {
         let name = entry.file_name();
         let Some(job) = name
             .to_str()
             .and_then(crate::store::paths::job_of_live_name)
-            .map(u64::from)
         else {
             continue;
         };
@@ -258,13 +257,13 @@ enum Outcome {
 
 fn read_file(
     path: &Path,
-    job_id: u64,
+    job_id: u32,
     deadline: Deadline,
     now: i64,
 ) -> crate::error::Result<Outcome> {
     let reader = Reader::open_until(path, deadline)?;
     let meta = reader.meta()?;
-    if meta.job_id != job_id {
+    if meta.job_id != u64::from(job_id) {
         return Err(crate::error::Error::Store(format!(
             "{}: holds job {}, not the job its name says",
             path.display(),

@@ -12,11 +12,11 @@
 //! - [`textfile`]: the atomic write for node_exporter's textfile collector;
 //! - [`http`]: the small bounded HTTP server behind `--listen` (metrics, and each finished
 //!   job's summary for the controller);
-//! - [`slurmdbd`]: the controller's side, from `EpilogSlurmctld`: the nodes' summaries of a
-//!   job collected and stored as its AdminComment.
+//! - [`admin_comment_store`]: the controller's side, from `EpilogSlurmctld`: the nodes'
+//!   summaries of a job collected and stored as its AdminComment.
 
+pub mod admin_comment_store;
 pub mod http;
 pub mod live;
 pub mod prometheus;
-pub mod slurmdbd;
 pub mod textfile;

@@ -2,7 +2,7 @@
 //!
 //! The analysis ([`cards`]) reads a list of per-job entries ([`CardJob`]: a job's cards on one
 //! node, as its epilog summary describes them) and does no I/O. Where the entries come from is
-//! a [`JobSource`]: the summaries kept in slurmdbd ([`slurmdbd`], from sacct's AdminComment)
+//! a [`JobSource`]: the summaries kept in slurmdbd ([`summaries`], from sacct's AdminComment)
 //! and the recorded files in the spools and archives ([`files`], for jobs without one);
 //! [`gather`] merges sources, the first to name a job on a node wins.
 
@@ -10,7 +10,7 @@ pub mod cards;
 pub mod files;
 pub mod history;
 pub mod render;
-pub mod slurmdbd;
+pub mod summaries;
 
 use crate::analysis::summary::GpuSummary;
 
@@ -151,7 +151,7 @@ pub fn gather_site(
     match sacct_timeout {
         None => gather(&[&files], w),
         Some(timeout) => {
-            let summaries = slurmdbd::Summaries {
+            let summaries = summaries::Summaries {
                 query: crate::slurm::sacct::Query {
                     timeout,
                     ..crate::slurm::sacct::Query::default()

@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
-use super::{MemoryBasis, Outcome, Recorded, Run};
+use super::{MemoryBasis, Outcome, Run, RunRecording};
 use crate::analysis::{IDLE_MAX_CPU_SECONDS, IDLE_MIN_SECONDS};
 use crate::slurm::sacct::{StepMemory, StepMemoryBasis};
 
-/// What the analysis reads of a run's recording (its [`Recorded`] without the file's path).
+/// What the analysis reads of a run's recording (its [`RunRecording`] without the file's path).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordedFigures {
     pub peak_working_set_bytes: Option<u64>,
@@ -24,8 +24,8 @@ pub struct RecordedFigures {
     pub gpus_used: usize,
 }
 
-impl From<&Recorded> for RecordedFigures {
-    fn from(r: &Recorded) -> RecordedFigures {
+impl From<&RunRecording> for RecordedFigures {
+    fn from(r: &RunRecording) -> RecordedFigures {
         RecordedFigures {
             peak_working_set_bytes: r.peak_working_set_bytes,
             peak_effective_cores: r.peak_effective_cores,

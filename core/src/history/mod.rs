@@ -13,15 +13,13 @@ pub mod sizing;
 pub mod stats;
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::fasthash::FastMap;
+use crate::locate::{Locator, Wanted};
 use crate::slurm::hostlist;
-use crate::slurm::sacct::{Record, ReqMem, StepMemoryBasis};
-use crate::store::paths;
+use crate::slurm::sacct::{JobAccounting, ReqMem, StepMemoryBasis};
 
 pub use brief::Brief;
 pub use patterns::Pattern;
@@ -74,9 +72,10 @@ impl Outcome {
     }
 }
 
-/// What a job's recorded file says, where one was found for the run.
+/// What a run's recording says, all its nodes merged, where one was found: the figures of its
+/// files or of its summary in slurmdbd, and which.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct Recorded {
+pub struct RunRecording {
     /// The file read (on a multi-node job, the first node's), or [`SLURMDBD_LABEL`].
     pub file: PathBuf,
     /// Read from the job's summary in slurmdbd (no file opened).
@@ -128,16 +127,16 @@ pub struct Run {
     /// What one step's tasks used together on a node, from sacct (`TRESUsageInTot` over
     /// `NTasks`, else `MaxRSS`), with how it was read.
     pub sacct_memory: Option<crate::slurm::sacct::StepMemory>,
-    pub recorded: Option<Recorded>,
+    pub recorded: Option<RunRecording>,
 }
 
 impl Run {
     /// From sacct's job and step lines. `None` for a job that has not finished (no end, or
     /// RUNNING/PENDING): the history is about finished work. `None` too for slurmdbd's
     /// partial record of a job that just ended (its name and request are placeholders for a
-    /// few seconds, [`Record::is_partial`]): counted with the unfinished, never filed under
+    /// few seconds, [`JobAccounting::is_partial`]): counted with the unfinished, never filed under
     /// the workload `allocation`.
-    pub fn from_record(r: &Record) -> Option<Run> {
+    pub fn from_record(r: &JobAccounting) -> Option<Run> {
         Run::from_prepared(r, Run::prepare(r))
     }
 
@@ -145,7 +144,7 @@ impl Run {
     /// the costly part of a run, which needs nothing of the other jobs and so can be done on
     /// another thread (`Query::window_each_prepared`). `None` for a job not finished (no run)
     /// or without a summary of ours.
-    pub fn prepare(r: &Record) -> Option<SlurmdbdFigures> {
+    pub fn prepare(r: &JobAccounting) -> Option<SlurmdbdFigures> {
         if !Run::finished(r) {
             return None;
         }
@@ -156,7 +155,7 @@ impl Run {
     }
 
     /// [`from_record`](Self::from_record) with [`prepare`](Self::prepare)'s answer for `r`.
-    pub fn from_prepared(r: &Record, prepared: Option<SlurmdbdFigures>) -> Option<Run> {
+    pub fn from_prepared(r: &JobAccounting, prepared: Option<SlurmdbdFigures>) -> Option<Run> {
         let j = &r.job;
         if !Run::finished(r) {
             return None;
@@ -204,11 +203,11 @@ impl Run {
             cpu_seconds: r.cpu_seconds().map(|(c, _)| c),
             max_rss_bytes: r.max_rss_bytes(),
             sacct_memory: r.memory_per_node(),
-            recorded: prepared.map(Recorded::from),
+            recorded: prepared.map(RunRecording::from),
         })
     }
 
-    fn finished(r: &Record) -> bool {
+    fn finished(r: &JobAccounting) -> bool {
         !(r.is_open() || r.job.end_unix.is_none() || r.is_partial())
     }
 
@@ -290,12 +289,12 @@ pub fn workload_name(job_name: &str) -> String {
     out
 }
 
-/// For each run without a summary from slurmdbd ([`Recorded::from_admin_comment`], set by
-/// [`Run::from_record`]), finds its recorded file (`<dir>/<raw id>.sqlite` in the spool, or
-/// `<raw id>.sqlite` / `<raw id>.<node>.sqlite` in an archive directory) and reads its
-/// summary (the epilog's, else computed). A file whose recording started outside the run
-/// (a job id reused after the accounting was wiped) is not this run's and is ignored, as is
-/// an unreadable one. Returns how many files were used.
+/// For each run without a summary from slurmdbd ([`RunRecording::from_admin_comment`], set by
+/// [`Run::from_record`]), finds its recorded files (`crate::locate`: the run's nodes' files in
+/// the spool and the archives) and reads their summaries (the epilog's, else computed). A
+/// file whose recording started outside the run (a job id reused after the accounting was
+/// wiped) is not this run's and is ignored, as is an unreadable one. Returns how many runs
+/// were given files.
 pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
     let mut found = Recordings::new(dirs);
     runs.iter_mut()
@@ -304,123 +303,17 @@ pub fn attach_recordings(runs: &mut [Run], dirs: &[PathBuf]) -> usize {
         .count()
 }
 
-/// A directory's file names.
-type Names =
-    std::collections::HashSet<OsString, std::hash::BuildHasherDefault<crate::fasthash::Fnv>>;
-
-/// The directories recordings are looked for in, each listed once: a window of a million
-/// runs then costs a set lookup per candidate name, not a `stat` (most runs have no file).
+/// Runs' recordings, found by one [`Locator`] over the places (each directory listed once).
 pub struct Recordings {
-    dirs: Vec<PathBuf>,
-    /// Each directory's file names; `None` where it cannot be listed but may still be
-    /// searched (execute-only), so its candidates are probed one by one.
-    /// Keyed by the path's bytes, with FNV: hashing a `Path` (component by component, with
-    /// SipHash) twice per run was a seventh of a million-job window's analysis.
-    listed: FastMap<OsString, Option<Names>>,
-    /// Users' uids by name (`%U`), looked up once each.
-    uids: FastMap<String, Option<u32>>,
-    /// Whether each directory below a template's fixed prefix may be read (see
-    /// [`Recordings::owned_by`]), checked once each.
-    owned: FastMap<OsString, bool>,
+    locator: Locator,
 }
 
 impl Recordings {
+    /// Over `dirs`, each a plain directory or a template, most current first.
     pub fn new(dirs: &[PathBuf]) -> Recordings {
         Recordings {
-            dirs: dirs.to_vec(),
-            listed: FastMap::default(),
-            uids: FastMap::default(),
-            owned: FastMap::default(),
+            locator: Locator::new(dirs.to_vec()),
         }
-    }
-
-    /// `dir`'s file names, listed the first time it is asked for.
-    fn listing(&mut self, dir: &Path) -> Option<&Names> {
-        if !self.listed.contains_key(dir.as_os_str()) {
-            let names = match std::fs::read_dir(dir) {
-                Ok(rd) => Some(rd.filter_map(|e| e.ok().map(|e| e.file_name())).collect()),
-                // Gone: no file in it. Unlistable: probe each name.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Default::default()),
-                Err(_) => None,
-            };
-            self.listed.insert(dir.as_os_str().to_owned(), names);
-        }
-        self.listed.get(dir.as_os_str()).and_then(Option::as_ref)
-    }
-
-    /// Whether `path` may be a file, without a `stat` where its directory was listed.
-    fn may_exist(&mut self, path: &Path) -> bool {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return true;
-        };
-        self.listing(dir).is_none_or(|n| n.contains(name))
-    }
-
-    /// The directories `dir` names for `run`: itself, or a template expanded for each of the
-    /// run's nodes — a spool's `%n` (several slurmd on one host), an archive's `%u`, `%U`,
-    /// `%j`, `%n` (the site's `archive=`). Below an archive template's fixed prefix every
-    /// directory must be the run user's or root's and writable by no one else, as the plugin
-    /// makes them: a directory another user made in a shared base is not read.
-    fn dirs_for(&mut self, dir: &Path, run: &Run) -> Vec<PathBuf> {
-        let Some(t) = dir.to_str().filter(|d| d.contains('%')) else {
-            return vec![dir.to_path_buf()];
-        };
-        let names_the_user = t.replace("%%", "").replace("%n", "").contains('%');
-        if !names_the_user {
-            return run
-                .node_names
-                .iter()
-                .filter_map(|n| crate::options::spool_for_node(dir, n))
-                .collect();
-        }
-        let (Some(user), Some(job_id)) = (run.user.as_deref(), run.raw_id) else {
-            return Vec::new();
-        };
-        let uid = *self
-            .uids
-            .entry(user.to_string())
-            .or_insert_with(|| crate::sys::user_uid(user));
-        let Some(uid) = uid else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for node in &run.node_names {
-            let ids = crate::options::TemplateIds {
-                user,
-                uid,
-                job_id,
-                node,
-            };
-            let Some((mut d, below)) = crate::options::archive_dir_parts(t, &ids) else {
-                continue;
-            };
-            let mut ok = true;
-            for c in below {
-                d.push(c);
-                ok = ok && self.owned_by(&d, uid);
-            }
-            if ok && !out.contains(&d) {
-                out.push(d);
-            }
-        }
-        out
-    }
-
-    /// Whether `dir` is a directory (not a link) of `uid` or root that no one else can write;
-    /// a missing one is fine (nothing is read from it).
-    fn owned_by(&mut self, dir: &Path, uid: u32) -> bool {
-        use std::os::unix::fs::MetadataExt;
-        *self
-            .owned
-            .entry(dir.as_os_str().to_owned())
-            .or_insert_with(|| match std::fs::symlink_metadata(dir) {
-                Ok(m) => {
-                    m.file_type().is_dir()
-                        && (m.uid() == uid || m.uid() == 0)
-                        && m.mode() & 0o022 == 0
-                }
-                Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-            })
     }
 
     /// Attaches `run`'s recording (see [`attach_recordings`]); true when one was found.
@@ -429,24 +322,17 @@ impl Recordings {
         let Some(job_id) = run.raw_id.filter(|_| run.recorded.is_none()) else {
             return false;
         };
-        let mut candidates: Vec<PathBuf> = Vec::new();
-        let dirs = std::mem::take(&mut self.dirs);
-        for dir in &dirs {
-            for d in self.dirs_for(dir, run) {
-                if self.listing(&d).is_some_and(|n| n.is_empty()) {
-                    continue; // most runs of a window: no recording anywhere to look at
-                }
-                candidates.push(d.join(paths::live_name(job_id)));
-                for n in &run.node_names {
-                    candidates.push(d.join(paths::archive_name(job_id, n)));
-                }
-            }
-        }
-        self.dirs = dirs;
-        candidates.retain(|p| self.may_exist(p));
+        // Slurm's node list is the allocation: no other node's file is looked for.
+        let files = self.locator.files(&Wanted {
+            job_id,
+            nodes: &run.node_names,
+            user: run.user.as_deref(),
+            uid: None,
+            other_nodes: false,
+        });
         // One recording per node (the first found), merged.
-        let mut per_node: Vec<(String, Recorded)> = Vec::new();
-        for p in candidates.iter().filter(|p| p.is_file()) {
+        let mut per_node: Vec<(String, RunRecording)> = Vec::new();
+        for p in &files {
             if let Some((node, r)) = read_recording(p, run) {
                 if !per_node.iter().any(|(n, _)| *n == node) {
                     per_node.push((node, r));
@@ -463,7 +349,7 @@ impl Recordings {
     }
 }
 
-fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
+fn merge_nodes(rs: Vec<RunRecording>) -> Option<RunRecording> {
     let mut it = rs.into_iter();
     let mut m = it.next()?;
     for r in it {
@@ -491,7 +377,7 @@ fn merge_nodes(rs: Vec<Recorded>) -> Option<Recorded> {
 /// extern step starting before the batch step).
 const RECORDING_MATCH_SLACK_MS: i64 = 120_000;
 
-fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
+fn read_recording(path: &Path, run: &Run) -> Option<(String, RunRecording)> {
     use crate::analysis::Summary;
     use crate::store::{summary, Reader};
     let reader = Reader::open(path).ok()?;
@@ -514,13 +400,16 @@ fn read_recording(path: &Path, run: &Run) -> Option<(String, Recorded)> {
         Some(s) => s,
         None => crate::analysis::summary::from_reader(&reader).ok()?,
     };
-    Some((meta.node.clone(), Recorded::from_summary(path, false, &s)))
+    Some((
+        meta.node.clone(),
+        RunRecording::from_summary(path, false, &s),
+    ))
 }
 
-impl Recorded {
+impl RunRecording {
     /// One node's figures from its summary (`file`: where it was read).
-    fn from_summary(file: &Path, in_slurmdbd: bool, s: &crate::analysis::Summary) -> Recorded {
-        Recorded {
+    fn from_summary(file: &Path, in_slurmdbd: bool, s: &crate::analysis::Summary) -> RunRecording {
+        RunRecording {
             file: file.to_path_buf(),
             summary_in_slurmdbd: in_slurmdbd,
             nodes_recorded: 1,
@@ -535,12 +424,12 @@ impl Recorded {
 
     /// From the job's summary in slurmdbd (its AdminComment), all nodes merged; `None` when
     /// the comment is not ours or is damaged (the files are then looked for).
-    pub fn from_admin_comment(comment: &str) -> Option<Recorded> {
-        SlurmdbdFigures::from_admin_comment(comment).map(Recorded::from)
+    pub fn from_admin_comment(comment: &str) -> Option<RunRecording> {
+        SlurmdbdFigures::from_admin_comment(comment).map(RunRecording::from)
     }
 }
 
-/// A job's figures from its summary in slurmdbd, all nodes merged: a [`Recorded`] without its
+/// A job's figures from its summary in slurmdbd, all nodes merged: a [`RunRecording`] without its
 /// label, plain data, made on one thread and used on another (see [`Run::prepare`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SlurmdbdFigures {
@@ -554,15 +443,15 @@ pub struct SlurmdbdFigures {
 }
 
 impl SlurmdbdFigures {
-    /// See [`Recorded::from_admin_comment`].
+    /// See [`RunRecording::from_admin_comment`].
     pub fn from_admin_comment(comment: &str) -> Option<SlurmdbdFigures> {
         // Only the figures read here are decoded (the history path meets one per job).
-        let nodes = crate::report::slurmdbd::decode_figures(comment).ok()?;
+        let nodes = crate::analysis::admin_comment::decode_figures(comment).ok()?;
         let m = merge_nodes(
             nodes
                 .iter()
-                .map(|n| Recorded {
-                    file: PathBuf::new(), // no allocation: labelled by `Recorded::from`
+                .map(|n| RunRecording {
+                    file: PathBuf::new(), // no allocation: labelled by `RunRecording::from`
                     summary_in_slurmdbd: true,
                     nodes_recorded: 1,
                     peak_working_set_bytes: n.peak_working_set_bytes,
@@ -586,9 +475,9 @@ impl SlurmdbdFigures {
     }
 }
 
-impl From<SlurmdbdFigures> for Recorded {
-    fn from(f: SlurmdbdFigures) -> Recorded {
-        Recorded {
+impl From<SlurmdbdFigures> for RunRecording {
+    fn from(f: SlurmdbdFigures) -> RunRecording {
+        RunRecording {
             file: PathBuf::from(SLURMDBD_LABEL),
             summary_in_slurmdbd: true,
             nodes_recorded: f.nodes_recorded,
@@ -609,7 +498,7 @@ fn used_cards(mean_utilization_percent: impl Iterator<Item = Option<f64>>) -> us
         .count()
 }
 
-/// `Recorded::file` for a summary read from slurmdbd.
+/// `RunRecording::file` for a summary read from slurmdbd.
 pub const SLURMDBD_LABEL: &str = "slurmdbd:AdminComment";
 
 /// Runs of one job name pattern and user, with their totals and advice.
@@ -763,7 +652,7 @@ fn rank(mut workloads: Vec<Workload>, runs: Vec<Brief>) -> Analysis {
 }
 
 /// Builds the runs of a sacct answer (finished jobs only) and says how many were not.
-pub fn runs_from(records: &[Record]) -> (Vec<Run>, usize) {
+pub fn runs_from(records: &[JobAccounting]) -> (Vec<Run>, usize) {
     let mut runs = Vec::with_capacity(records.len());
     let mut unfinished = 0;
     for r in records {

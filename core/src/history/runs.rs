@@ -12,9 +12,9 @@ use std::sync::Arc;
 use super::{workload, workload_name, Analysis, Brief, Recordings, Run, SlurmdbdFigures};
 use crate::fasthash::FastMap;
 use crate::slurm::job_id::Key;
-use crate::slurm::sacct::Record;
+use crate::slurm::sacct::JobAccounting;
 
-/// A job's key in a window ([`Record::key`]): its own id as a number (a JobIDRaw, always),
+/// A job's key in a window ([`JobAccounting::key`]): its own id as a number (a JobIDRaw, always),
 /// any other spelling as text.
 #[derive(Default)]
 struct Seen {
@@ -98,13 +98,13 @@ impl Runs {
     /// One job as sacct listed it. A job listed again (by the next chunk) replaces its
     /// earlier listing; one not finished is counted as such, not analysed. Returns whether
     /// the job is new (what a progress count counts: not its second listing).
-    pub fn add_record(&mut self, r: &Record) -> bool {
+    pub fn add_record(&mut self, r: &JobAccounting) -> bool {
         self.add_prepared(r, Run::prepare(r))
     }
 
     /// [`add_record`](Self::add_record) with [`Run::prepare`]'s answer for `r` (made on
     /// another thread: `Query::window_each_prepared`).
-    pub fn add_prepared(&mut self, r: &Record, prepared: Option<SlurmdbdFigures>) -> bool {
+    pub fn add_prepared(&mut self, r: &JobAccounting, prepared: Option<SlurmdbdFigures>) -> bool {
         let (i, fresh) = self.seen.slot(r.key(), self.briefs.len() as u32);
         let i = i as usize;
         if fresh {

@@ -507,14 +507,14 @@ fn cpus(runs: &[&Brief]) -> Advice {
 fn gpus(runs: &[&Brief]) -> Option<Advice> {
     let current = latest(runs, |r| (r.gpus > 0).then_some(r.gpus))?;
     let cur_s = Some(format!("gpu:{current}"));
-    let rec: Vec<&Brief> = runs
+    let with_cards: Vec<&Brief> = runs
         .iter()
         .copied()
         .filter(|r| r.outcome == Outcome::Completed)
         .filter(|r| r.recorded.as_ref().is_some_and(|x| x.gpus_seen > 0))
         .collect();
     let basis = "recorded GPU utilization (a card is used at a mean ≥ 5 %)";
-    if rec.len() < MIN_RUNS {
+    if with_cards.len() < MIN_RUNS {
         return Some(advice(
             "--gres",
             Verdict::Unknown,
@@ -523,12 +523,12 @@ fn gpus(runs: &[&Brief]) -> Option<Advice> {
             basis,
             format!(
                 "{} runs with a GPU recording (sacct does not measure GPU use: record with --slurmwatch)",
-                rec.len()
+                with_cards.len()
             ),
-            rec.len(),
+            with_cards.len(),
         ));
     }
-    let used = rec
+    let used = with_cards
         .iter()
         .filter_map(|r| r.recorded.as_ref().map(|x| x.gpus_used))
         .max()
@@ -548,9 +548,9 @@ fn gpus(runs: &[&Brief]) -> Option<Advice> {
             basis,
             format!(
                 "at most {used} of {current} cards used over {} recorded runs",
-                rec.len()
+                with_cards.len()
             ),
-            rec.len(),
+            with_cards.len(),
         ),
         used as f64,
         used,

@@ -39,7 +39,7 @@ impl Basis {
 pub struct Row {
     /// As sacct shows it: `123`, or `123_4` for an array task.
     pub job_id: String,
-    /// `JobIDRaw`: the task's own job id (`sacct::Record::raw_id`); empty when sacct printed
+    /// `JobIDRaw`: the task's own job id (`sacct::JobAccounting::raw_id`); empty when sacct printed
     /// none for an array task.
     pub job_id_raw: String,
     pub array_job_id: Option<String>,
@@ -56,7 +56,7 @@ pub struct Row {
 
 impl Row {
     /// The row of a job from its sacct record and the report built for it.
-    pub fn new(acct: &sacct::Record, rep: &Report) -> Row {
+    pub fn new(acct: &sacct::JobAccounting, rep: &Report) -> Row {
         let j = &acct.job;
         let (array_job_id, array_task_id) = match j.job_id.split_once('_') {
             Some((a, t)) => (Some(a.to_string()), Some(t.to_string())),
@@ -67,7 +67,7 @@ impl Row {
             job_id_raw: acct.raw_id().map(|r| r.to_string()).unwrap_or_default(),
             array_job_id,
             array_task_id,
-            // slurmdbd's placeholder name is not the job's (sacct::Record::is_partial).
+            // slurmdbd's placeholder name is not the job's (sacct::JobAccounting::is_partial).
             job_name: if acct.is_partial() {
                 String::new()
             } else {

@@ -34,12 +34,12 @@ pub enum GatherError {
     #[error(transparent)]
     Show(#[from] ShowError),
     #[error("Slurm no longer knows job {0}")]
-    UnknownJob(u64),
+    UnknownJob(u32),
 }
 
 /// Asks Slurm about the job and the cluster. `Ok` with a job that is no longer pending is
 /// possible (it started meanwhile): the caller checks [`JobDetails::is_pending`].
-pub fn gather(job_id: u64) -> Result<Gathered, GatherError> {
+pub fn gather(job_id: u32) -> Result<Gathered, GatherError> {
     let t = Instant::now();
     let (job, parts, nodes, queue) = std::thread::scope(|s| {
         let job = s.spawn(move || scontrol::show_job(job_id));

@@ -184,7 +184,7 @@ pub fn hints(
         .iter()
         .filter(|r| workload_name(&r.name) == workload)
         .filter(|r| r.user.as_deref().is_none_or(|u| u == j.user))
-        .filter(|r| r.raw_id.map(u64::from) != Some(j.job_id))
+        .filter(|r| r.raw_id != Some(j.job_id))
         .collect();
     runs.sort_by_key(|r| r.t());
     if runs.is_empty() {
@@ -402,7 +402,7 @@ fn build_hint(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::Recorded;
+    use crate::history::RunRecording;
     use crate::queue::analyse;
     use crate::slurm::scontrol::{parse_job, parse_nodes, parse_partitions};
 
@@ -439,12 +439,12 @@ mod tests {
     }
 
     /// A recording that saw 4 cards, `used` of them busy, and a working-set peak.
-    fn recorded(gpus_used: usize, working_set_bytes: Option<u64>) -> Option<Recorded> {
-        Some(Recorded {
+    fn recorded(gpus_used: usize, working_set_bytes: Option<u64>) -> Option<RunRecording> {
+        Some(RunRecording {
             gpus_seen: 4,
             gpus_used,
             peak_working_set_bytes: working_set_bytes,
-            ..Recorded::default()
+            ..RunRecording::default()
         })
     }
 

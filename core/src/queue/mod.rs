@@ -130,7 +130,7 @@ pub struct Verdict {
 /// The answer for one pending job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Analysis {
-    pub job_id: u64,
+    pub job_id: u32,
     pub job_name: String,
     pub user: String,
     pub account: String,

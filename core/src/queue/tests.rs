@@ -10,7 +10,7 @@ const PARTS: &str = include_str!("../../tests/fixtures/slurm/scontrol_partitions
 const NODES: &str = include_str!("../../tests/fixtures/slurm/scontrol_nodes.txt");
 const QUEUE: &str = include_str!("../../tests/fixtures/slurm/squeue_start.txt");
 
-fn inputs(job_id: u64) -> Inputs {
+fn inputs(job_id: u32) -> Inputs {
     let job = JOBS
         .lines()
         .filter_map(parse_job)

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::slurm::sacct::{Record, SacctError};
+use crate::slurm::sacct::{JobAccounting, SacctError};
 
 /// When to ask. The mail leaves as the job ends and slurmdbd has the end a moment later, but
 /// a job of a few seconds has only its stand-in row for a second or two more. Sacct calls a
@@ -47,7 +47,7 @@ impl Pacing {
 
 /// True when `r` is slurmdbd's whole record of an ended job: an end time, a state that no
 /// longer changes, and the request (which the stand-in row lacks).
-pub fn is_whole(r: &Record) -> bool {
+pub fn is_whole(r: &JobAccounting) -> bool {
     r.job.end_unix.is_some()
         && !matches!(
             r.job.state.name.as_str(),
@@ -66,8 +66,8 @@ pub fn is_whole(r: &Record) -> bool {
 pub fn wait(
     limit: Duration,
     pacing: &Pacing,
-    mut ask: impl FnMut() -> Result<Record, SacctError>,
-) -> Result<Record, SacctError> {
+    mut ask: impl FnMut() -> Result<JobAccounting, SacctError>,
+) -> Result<JobAccounting, SacctError> {
     let start = Instant::now();
     let times = pacing.schedule(limit);
     for (i, at) in times.iter().enumerate() {
@@ -91,7 +91,7 @@ mod tests {
     use crate::slurm::sacct::{parse, DELIMITER};
 
     /// A record as sacct prints it: `End|ReqTRES|State|User` under a header.
-    fn record(end: &str, req: &str, state: &str, user: &str) -> Record {
+    fn record(end: &str, req: &str, state: &str, user: &str) -> JobAccounting {
         let d = DELIMITER.to_string();
         let text = format!(
             "{}\n{}\n",

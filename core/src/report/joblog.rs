@@ -66,8 +66,9 @@ pub struct Located {
     pub uid: Option<u32>,
 }
 
-fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
@@ -75,27 +76,34 @@ fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// From `scontrol show job -o ID` (the first record).
 pub fn from_scontrol(text: &str) -> Option<Located> {
-    let rec = scontrol::parse_record(text.lines().find(|l| l.contains("JobId="))?);
-    let job_id: u64 = field(&rec, "JobId")?.parse().ok()?;
-    let (user, uid) = match field(&rec, "UserId").and_then(|u| u.split_once('(')) {
+    let fields = scontrol::parse_record(text.lines().find(|l| l.contains("JobId="))?);
+    let job_id = JobId::own(field(&fields, "JobId")?)?;
+    let array_job_id = field(&fields, "ArrayJobId").and_then(JobId::own);
+    let (user, uid) = match field(&fields, "UserId").and_then(|u| u.split_once('(')) {
         Some((n, id)) => (n.to_string(), id.trim_end_matches(')').parse().ok()),
-        None => (field(&rec, "UserId").unwrap_or("").to_string(), None),
+        None => (field(&fields, "UserId").unwrap_or("").to_string(), None),
     };
-    let array_task_id = field(&rec, "ArrayTaskId").and_then(|t| t.parse().ok());
+    // A task number through the one parser too: as the task of `<array>_<task>`.
+    let array_task_id = field(&fields, "ArrayTaskId").and_then(|t| {
+        match JobId::parse(&format!("{}_{t}", array_job_id.unwrap_or(job_id))) {
+            Ok(JobId::ArrayTask { task, .. }) => Some(task),
+            _ => None,
+        }
+    });
     Some(Located {
-        stdout: field(&rec, "StdOut").map(str::to_string),
-        stderr: field(&rec, "StdErr").map(str::to_string),
-        work_dir: field(&rec, "WorkDir").map(str::to_string),
+        stdout: field(&fields, "StdOut").map(str::to_string),
+        stderr: field(&fields, "StdErr").map(str::to_string),
+        work_dir: field(&fields, "WorkDir").map(str::to_string),
         vars: PatternVars {
             job_id,
-            array_job_id: field(&rec, "ArrayJobId").and_then(|t| t.parse().ok()),
+            array_job_id,
             array_task_id,
-            job_name: rec
+            job_name: fields
                 .iter()
                 .find(|(k, _)| k == "JobName")
                 .map(|(_, v)| v.clone())
                 .unwrap_or_default(),
-            node: field(&rec, "BatchHost").unwrap_or("").to_string(),
+            node: field(&fields, "BatchHost").unwrap_or("").to_string(),
             user,
         },
         found_by: "scontrol",
@@ -105,11 +113,11 @@ pub fn from_scontrol(text: &str) -> Option<Located> {
 
 /// From sacct's record and its `SubmitLine` (which keeps only what was typed on sbatch's
 /// command line: `#SBATCH --output` lines in the script are not there).
-pub fn from_sacct(rec: &sacct::Record, submit_line: Option<&str>) -> Option<Located> {
-    let j = &rec.job;
-    let raw = u64::from(rec.raw_id()?);
+pub fn from_sacct(acct: &sacct::JobAccounting, submit_line: Option<&str>) -> Option<Located> {
+    let j = &acct.job;
+    let raw = acct.raw_id()?;
     let (array_job_id, array_task_id) = match JobId::parse(&j.job_id) {
-        Ok(JobId::ArrayTask { array, task }) => (Some(u64::from(array)), Some(u64::from(task))),
+        Ok(JobId::ArrayTask { array, task }) => (Some(array), Some(task)),
         _ => (None, None),
     };
     let node = j
@@ -394,6 +402,28 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// The ids of `scontrol show job` go through `job_id`'s one parser: a job id with a
+    /// leading zero is none, and a task id that is not one leaves the job a plain job.
+    #[test]
+    fn scontrol_ids_go_through_the_one_parser() {
+        let line = "JobId=1240 ArrayJobId=1234 ArrayTaskId=7 JobName=j UserId=alice(1001) BatchHost=vm1 WorkDir=/w StdOut=o-%A_%a-%j";
+        let l = from_scontrol(line).unwrap();
+        assert_eq!(
+            (l.vars.job_id, l.vars.array_job_id, l.vars.array_task_id),
+            (1240u32, Some(1234u32), Some(7u32))
+        );
+        assert!(from_scontrol(&line.replace("JobId=1240", "JobId=01240")).is_none());
+        assert!(from_scontrol(&line.replace("JobId=1240", "JobId=4294967296")).is_none());
+        for bad in ["07", "4294967296", "1-3"] {
+            let l = from_scontrol(&line.replace("ArrayTaskId=7", &format!("ArrayTaskId={bad}")))
+                .unwrap();
+            assert_eq!(l.vars.array_task_id, None, "{bad}");
+            assert_eq!(l.vars.array_job_id, Some(1234));
+        }
+        let l = from_scontrol(&line.replace("ArrayJobId=1234", "ArrayJobId=0")).unwrap();
+        assert_eq!(l.vars.array_job_id, None);
     }
 
     #[test]

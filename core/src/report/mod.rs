@@ -7,9 +7,9 @@
 pub mod chart;
 pub mod ended;
 pub mod joblog;
-pub mod locate;
+pub mod node_summary;
 pub mod nodes;
-pub mod slurmdbd;
+pub mod recordings;
 pub mod text;
 pub mod text_ledger;
 pub mod text_phases;
@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::analysis::step_figures::StepFigures;
 use crate::analysis::{self, Facts, Finding, GpuSummary, OomEvent, SbatchLine, Summary};
 use crate::model::effective_cores;
 use crate::model::{SampleRow, Series};
@@ -31,8 +32,9 @@ pub const SCHEMA: u32 = 1;
 /// Most points kept per chart series (bucket maxima): a 7-day file has 120,960 rows.
 pub const CHART_POINTS: usize = 1200;
 
-/// What the recording holds, read once.
-pub struct Recording {
+/// One node's recording of the job, read once: its file whole (rows and summary), or its
+/// summary from slurmdbd without rows ([`Origin`]).
+pub struct NodeRecording {
     /// The file read; for a summary from slurmdbd, a label naming it.
     pub path: PathBuf,
     pub origin: Origin,
@@ -50,50 +52,20 @@ pub struct Recording {
     pub phases: Vec<analysis::phases::Phase>,
 }
 
-/// Where a [`Recording`] came from.
+/// Where a [`NodeRecording`] came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Origin {
     /// The node's SQLite file (rows and all).
     #[default]
     File,
-    /// The job's summary in slurmdbd's AdminComment ([`slurmdbd`]): figures, no rows.
+    /// The job's summary in slurmdbd's AdminComment ([`crate::analysis::admin_comment`]):
+    /// figures, no rows.
     SlurmdbdSummary,
 }
 
-/// A recorded step's CPU total and working-set peak, from the step's own series.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct StepFigures {
-    pub cpu_seconds: Option<f64>,
-    pub peak_working_set_bytes: Option<u64>,
-}
-
-impl StepFigures {
-    pub fn from_rows(rows: &[SampleRow]) -> StepFigures {
-        StepFigures {
-            cpu_seconds: rows
-                .iter()
-                .filter_map(|r| r.usage.cpu_usage_usec)
-                .max()
-                .map(|u| u as f64 / 1e6),
-            peak_working_set_bytes: rows
-                .iter()
-                .filter_map(|r| {
-                    match (
-                        r.memory_working_set_max_bytes,
-                        r.usage.memory_working_set_bytes,
-                    ) {
-                        (Some(a), Some(b)) => Some(a.max(b)),
-                        (a, b) => a.or(b),
-                    }
-                })
-                .max(),
-        }
-    }
-}
-
-impl Recording {
+impl NodeRecording {
     /// Reads the job's file (read-only; never modified). One clear error on bad input.
-    pub fn load(path: &Path) -> crate::error::Result<Recording> {
+    pub fn load(path: &Path) -> crate::error::Result<NodeRecording> {
         let reader = Reader::open(path)?;
         let meta = reader.meta()?;
         let steps = reader.steps()?;
@@ -114,7 +86,7 @@ impl Recording {
             .map(|(step, rows)| (step, StepFigures::from_rows(&rows)))
             .collect();
         let phases = marked_phases(&reader, &events, &job_rows)?;
-        Ok(Recording {
+        Ok(NodeRecording {
             path: path.to_path_buf(),
             origin: Origin::File,
             meta,
@@ -347,8 +319,8 @@ pub const ENABLE_HINT: &str =
 /// allocation, recorded or not.
 pub fn build(
     job_id: &str,
-    recs: &[Recording],
-    acct: Option<&sacct::Record>,
+    recs: &[NodeRecording],
+    acct: Option<&sacct::JobAccounting>,
     sacct_error: Option<String>,
     no_recording_reason: Option<String>,
 ) -> Report {
@@ -365,8 +337,8 @@ pub fn build(
 /// [`build`] under a site's thresholds (the CLI's site file) instead of the defaults.
 pub fn build_with(
     job_id: &str,
-    recs: &[Recording],
-    acct: Option<&sacct::Record>,
+    recs: &[NodeRecording],
+    acct: Option<&sacct::JobAccounting>,
     sacct_error: Option<String>,
     no_recording_reason: Option<String>,
     thresholds: &analysis::Thresholds,
@@ -374,14 +346,14 @@ pub fn build_with(
     let merged = (!recs.is_empty()).then(|| nodes::merge_summaries(recs));
     let s = Sources {
         recs,
-        rec: primary(recs),
-        summ: merged.as_ref(),
+        primary: primary(recs),
+        merged: merged.as_ref(),
         acct,
-        sj: acct.map(|a| &a.job),
+        job_line: acct.map(|a| &a.job),
         thresholds,
     };
     let mut notes = Vec::new();
-    if s.rec.is_none() {
+    if s.primary.is_none() {
         notes.push(no_recording_note(no_recording_reason));
     }
     let rec_span = s.recorded_span_seconds();
@@ -391,7 +363,7 @@ pub fn build_with(
     let cpu_sourced = s.cpu_seconds();
     let cpu = s.cpu_info(cpu_sourced.as_ref().map(|c| c.value), rec_span, elapsed);
     let memory = s.memory_info(&mut notes);
-    let gpus = s.summ.map(|m| m.gpus.clone()).unwrap_or_default();
+    let gpus = s.merged.map(|m| m.gpus.clone()).unwrap_or_default();
     let efficiency = analysis::efficiency::compute(&s.efficiency_inputs(
         &memory,
         cpu_sourced,
@@ -401,7 +373,7 @@ pub fn build_with(
         tres.gpus_allocated,
     ));
     let ledger = s.ledger(cpu.cores_allocated);
-    let steps = step_lines(s.rec, acct);
+    let steps = step_lines(s.primary, acct);
     let facts = s.facts(&job, &cpu, &memory, elapsed, &gpus);
     let (findings, node_lines) = s.findings(&facts);
     let sbatch = analysis::sbatch(&facts, thresholds);
@@ -412,10 +384,10 @@ pub fn build_with(
         job_id: job_id.to_string(),
         source: s.source(),
         file: s
-            .rec
+            .primary
             .filter(|r| r.origin == Origin::File)
             .map(|r| r.path.display().to_string()),
-        summary_stored: s.rec.map(|r| r.summary_stored),
+        summary_stored: s.primary.map(|r| r.summary_stored),
         state: facts.state.clone(),
         exit_code: facts.exit_code,
         exit_signal: facts.exit_signal,
@@ -427,17 +399,17 @@ pub fn build_with(
         gpus,
         efficiency,
         ledger,
-        phases: s.rec.map(|r| r.phases.clone()).unwrap_or_default(),
+        phases: s.primary.map(|r| r.phases.clone()).unwrap_or_default(),
         nodes: node_lines,
         steps,
         findings,
         sbatch,
         sampler: SamplerInfo {
             cpu_seconds: s
-                .summ
+                .merged
                 .and_then(|m| m.sampler_cpu_usec)
                 .map(|u| u as f64 / 1e6),
-            bytes_written: s.summ.and_then(|m| m.sampler_bytes_written),
+            bytes_written: s.merged.and_then(|m| m.sampler_bytes_written),
         },
         notes,
         sacct: acct.map(|a| SacctDump {
@@ -448,7 +420,7 @@ pub fn build_with(
         log: None,
         log_excerpt: Vec::new(),
         points: s
-            .rec
+            .primary
             .map(|r| points(&r.job_rows, limit))
             .unwrap_or_default(),
         node_points: s.node_points(limit),
@@ -465,14 +437,14 @@ fn no_recording_note(reason: Option<String>) -> String {
 }
 
 /// What a report is built from: every node's recording, the primary one ([`primary`]),
-/// their merged summary, and sacct's record (`sj`: its job line). Each method reads one
+/// their merged summary, and sacct's record (`job_line`: its job line). Each method reads one
 /// part of the report from them.
 struct Sources<'a> {
-    recs: &'a [Recording],
-    rec: Option<&'a Recording>,
-    summ: Option<&'a Summary>,
-    acct: Option<&'a sacct::Record>,
-    sj: Option<&'a sacct::Line>,
+    recs: &'a [NodeRecording],
+    primary: Option<&'a NodeRecording>,
+    merged: Option<&'a Summary>,
+    acct: Option<&'a sacct::JobAccounting>,
+    job_line: Option<&'a sacct::Line>,
     /// The findings' thresholds (the site file's, or the defaults).
     thresholds: &'a analysis::Thresholds,
 }
@@ -482,7 +454,7 @@ impl Sources<'_> {
     fn ledger(&self, cores_allocated: Option<f64>) -> Option<analysis::ledger::Ledger> {
         let sources: Vec<_> = self.recs.iter().map(|r| r.meta.source).collect();
         Some(analysis::ledger::of_summary(
-            self.summ?,
+            self.merged?,
             self.recs.len(),
             &sources,
             cores_allocated,
@@ -506,7 +478,8 @@ impl Sources<'_> {
         a.zip(b).map(|(a, b)| (b - a) as f64 / 1000.0)
     }
 
-    /// sacct's record still says running (and may be stale): [`Record::is_open`](sacct::Record::is_open).
+    /// sacct's record still says running (and may be stale):
+    /// [`JobAccounting::is_open`](sacct::JobAccounting::is_open).
     fn sacct_open(&self) -> bool {
         self.acct.is_some_and(|a| a.is_open())
     }
@@ -514,7 +487,7 @@ impl Sources<'_> {
     /// sacct says running although every recorded step has ended: a lost end record.
     fn sacct_record_open(&self) -> bool {
         self.sacct_open()
-            && self.rec.is_some_and(|r| {
+            && self.primary.is_some_and(|r| {
                 !r.steps.is_empty() && r.steps.iter().all(|s| s.ended_unix_ms.is_some())
             })
     }
@@ -525,7 +498,7 @@ impl Sources<'_> {
         if self.sacct_open() && rec_span.is_some() {
             rec_span
         } else {
-            self.sj
+            self.job_line
                 .and_then(|j| j.elapsed_seconds)
                 .map(|e| e as f64)
                 .or(rec_span)
@@ -533,62 +506,63 @@ impl Sources<'_> {
     }
 
     fn job_info(&self) -> JobInfo {
-        let (recs, rec, sj) = (self.recs, self.rec, self.sj);
-        // slurmdbd's partial record (sacct::Record::is_partial) says name `allocation`, UID 0,
-        // no partition and no limit: placeholders, not the job's; unknown until it is filled in.
-        let whole = sj.filter(|_| !self.acct.is_some_and(|a| a.is_partial()));
+        let (recs, primary, job_line) = (self.recs, self.primary, self.job_line);
+        // slurmdbd's partial record (sacct::JobAccounting::is_partial) says name `allocation`,
+        // UID 0, no partition and no limit: placeholders, not the job's; unknown until it is
+        // filled in.
+        let whole = job_line.filter(|_| !self.acct.is_some_and(|a| a.is_partial()));
         JobInfo {
             name: whole.map(|j| j.job_name.clone()),
-            user: sj
+            user: job_line
                 .and_then(|j| j.user.clone())
-                .or(rec.map(|r| r.meta.user.clone())),
+                .or(primary.map(|r| r.meta.user.clone())),
             // The recording's uid first: it is the job's own, whatever sacct holds so far.
-            uid: rec.map(|r| r.meta.uid).or(whole.and_then(|j| j.uid)),
+            uid: primary.map(|r| r.meta.uid).or(whole.and_then(|j| j.uid)),
             partition: whole.and_then(|j| j.partition.clone()),
-            nodes: sj.and_then(|j| j.nodes),
-            node_list: sj.and_then(|j| j.node_list.clone()).or_else(|| {
+            nodes: job_line.and_then(|j| j.nodes),
+            node_list: job_line.and_then(|j| j.node_list.clone()).or_else(|| {
                 (!recs.is_empty()).then(|| {
                     let mut names: Vec<String> = recs.iter().map(|r| r.meta.node.clone()).collect();
                     names.sort();
                     crate::slurm::hostlist::compress(&names)
                 })
             }),
-            submit_unix: sj.and_then(|j| j.submit_unix),
-            start_unix: sj.and_then(|j| j.start_unix),
-            end_unix: sj.and_then(|j| j.end_unix),
+            submit_unix: job_line.and_then(|j| j.submit_unix),
+            start_unix: job_line.and_then(|j| j.start_unix),
+            end_unix: job_line.and_then(|j| j.end_unix),
             queue_wait_seconds: self.acct.and_then(|a| a.queue_wait_seconds()),
             timelimit_seconds: whole.and_then(|j| j.timelimit_minutes).map(|m| m * 60),
-            cancelled_by_uid: sj.and_then(|j| j.state.cancelled_by_uid),
-            work_dir: sj.and_then(|j| j.work_dir.clone()),
+            cancelled_by_uid: job_line.and_then(|j| j.state.cancelled_by_uid),
+            work_dir: job_line.and_then(|j| j.work_dir.clone()),
         }
     }
 
     fn tres_info(&self) -> TresInfo {
-        let sj = self.sj;
+        let job_line = self.job_line;
         TresInfo {
-            requested: sj.map(|j| j.req_tres.clone()),
-            allocated: sj.map(|j| j.alloc_tres.clone()),
-            req_mem: sj.and_then(|j| j.req_mem),
-            req_mem_whole_node: sj
+            requested: job_line.map(|j| j.req_tres.clone()),
+            allocated: job_line.map(|j| j.alloc_tres.clone()),
+            req_mem: job_line.and_then(|j| j.req_mem),
+            req_mem_whole_node: job_line
                 .and_then(|j| j.req_mem)
                 .is_some_and(|m| m.is_whole_node()),
-            memory_per_node_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
-            gpus_allocated: sj.and_then(|j| j.gpus_allocated()),
+            memory_per_node_bytes: job_line.and_then(|j| j.memory_per_node_bytes()),
+            gpus_allocated: job_line.and_then(|j| j.gpus_allocated()),
         }
     }
 
     /// The recording's (merged summary, then the file's note), else sacct's CPU count.
     fn cores_allocated(&self) -> Option<f64> {
-        self.summ
+        self.merged
             .and_then(|s| s.cores_allocated)
-            .or(self.rec.and_then(|r| r.meta.cores_allocated))
+            .or(self.primary.and_then(|r| r.meta.cores_allocated))
             .map(f64::from)
-            .or(self.sj.and_then(|j| j.cpus).map(|c| c as f64))
+            .or(self.job_line.and_then(|j| j.cpus).map(|c| c as f64))
     }
 
     /// The job's CPU seconds with their basis: the recordings', else sacct's.
     fn cpu_seconds(&self) -> Option<analysis::efficiency::Sourced<f64>> {
-        self.summ
+        self.merged
             .and_then(|s| s.cpu_usage_seconds_total)
             .map(|c| {
                 analysis::efficiency::Sourced::new(
@@ -613,23 +587,23 @@ impl Sources<'_> {
         rec_span: Option<f64>,
         elapsed: Option<f64>,
     ) -> CpuInfo {
-        let (summ, acct, recs) = (self.summ, self.acct, self.recs);
+        let (merged, acct, recs) = (self.merged, self.acct, self.recs);
         CpuInfo {
             usage_seconds_total: cpu_total,
-            user_seconds: summ
+            user_seconds: merged
                 .and_then(|s| s.cpu_user_seconds)
                 .or_else(|| acct?.steps_sum(|s| s.user_cpu_seconds)),
-            system_seconds: summ
+            system_seconds: merged
                 .and_then(|s| s.cpu_system_seconds)
                 .or_else(|| acct?.steps_sum(|s| s.system_cpu_seconds)),
             cores_allocated: self.cores_allocated(),
-            peak_effective_cores: summ.and_then(|s| s.peak_effective_cores),
-            peak_effective_cores_at_unix_ms: summ.and_then(|s| s.peak_effective_cores_t_unix_ms),
+            peak_effective_cores: merged.and_then(|s| s.peak_effective_cores),
+            peak_effective_cores_at_unix_ms: merged.and_then(|s| s.peak_effective_cores_t_unix_ms),
             // Over the recording: the CPU burnt since its first reading (a counter that started
             // before it would otherwise inflate the average); the total is the summary's, which
             // carries the CPU across counter resets. Without a recording, sacct's over elapsed.
             average_effective_cores: match (
-                summ.and_then(|s| s.cpu_usage_seconds_total),
+                merged.and_then(|s| s.cpu_usage_seconds_total),
                 first_cpu_seconds(recs),
                 rec_span,
             ) {
@@ -646,62 +620,68 @@ impl Sources<'_> {
 
     /// The cgroup's limit, else the allocation the plugin noted, else sacct's per node.
     fn memory_limit_bytes(&self) -> Option<u64> {
-        self.summ
+        self.merged
             .and_then(|s| s.memory_limit_bytes)
-            .or(self.rec.and_then(|r| r.meta.memory_allocated_bytes))
-            .or(self.sj.and_then(|j| j.memory_per_node_bytes()))
+            .or(self.primary.and_then(|r| r.meta.memory_allocated_bytes))
+            .or(self.job_line.and_then(|j| j.memory_per_node_bytes()))
     }
 
     /// Memory figures; a kill dated by the first limit hit is said in `notes`.
     fn memory_info(&self, notes: &mut Vec<String>) -> MemoryInfo {
-        let (summ, acct) = (self.summ, self.acct);
-        let oom_state = self.sj.is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
+        let (merged, acct) = (self.merged, self.acct);
+        let oom_state = self
+            .job_line
+            .is_some_and(|j| j.state.name == "OUT_OF_MEMORY");
         let sacct_memory = acct.and_then(|a| a.memory_per_node());
-        let mut oom_events = summ.map(|s| s.oom_events.clone()).unwrap_or_default();
+        let mut oom_events = merged.map(|s| s.oom_events.clone()).unwrap_or_default();
         if oom_events.is_empty() && oom_state {
             // Slurm saw the kill, the counter we read did not (cgroup v1 counts it in a child):
             // the first time the limit was hit dates it.
-            if let Some(e) = summ.and_then(|s| s.limit_hit_events.first()) {
+            if let Some(e) = merged.and_then(|s| s.limit_hit_events.first()) {
                 oom_events.push(e.clone());
                 notes.push("The kill is dated by the first time the job hit its memory limit (the kernel counted the kill in a cgroup below the one recorded).".into());
             }
         }
-        let oom_kills = match (summ.and_then(|s| s.oom_kills), oom_state) {
+        let oom_kills = match (merged.and_then(|s| s.oom_kills), oom_state) {
             (Some(k), true) => Some(k.max(1)),
             (None, true) => Some(1),
             (k, false) => k,
         };
         MemoryInfo {
-            peak_working_set_bytes: summ.and_then(|s| s.peak_working_set_bytes),
-            peak_working_set_at_unix_ms: summ.and_then(|s| s.peak_working_set_t_unix_ms),
+            peak_working_set_bytes: merged.and_then(|s| s.peak_working_set_bytes),
+            peak_working_set_at_unix_ms: merged.and_then(|s| s.peak_working_set_t_unix_ms),
             peak_working_set_node: self
                 .recs
                 .iter()
                 .filter(|r| r.summary.peak_working_set_bytes.is_some())
                 .max_by_key(|r| r.summary.peak_working_set_bytes)
                 .map(|r| r.meta.node.clone()),
-            lifetime_peak_bytes: summ.and_then(|s| s.lifetime_peak_bytes),
+            lifetime_peak_bytes: merged.and_then(|s| s.lifetime_peak_bytes),
             limit_bytes: self.memory_limit_bytes(),
             oom_kills,
             oom_events,
             sacct_max_rss_bytes: acct.and_then(|a| a.max_rss_bytes()),
             sacct_memory_per_node_bytes: sacct_memory.map(|m| m.bytes_per_node),
             sacct_memory_basis: sacct_memory.map(|m| m.basis.describe()),
-            major_faults: summ.and_then(|s| s.memory_major_faults),
+            major_faults: merged.and_then(|s| s.memory_major_faults),
         }
     }
 
     /// What the limit figure is: the cgroup's, the allocation the plugin noted, or sacct's.
     fn limit_source(&self) -> &'static str {
-        if self.summ.and_then(|s| s.memory_limit_bytes).is_some() {
+        if self.merged.and_then(|s| s.memory_limit_bytes).is_some() {
             "cgroup limit"
         } else if self
-            .rec
+            .primary
             .and_then(|r| r.meta.memory_allocated_bytes)
             .is_some()
         {
             "allocation per node"
-        } else if self.sj.and_then(|j| j.memory_per_node_bytes()).is_some() {
+        } else if self
+            .job_line
+            .and_then(|j| j.memory_per_node_bytes())
+            .is_some()
+        {
             "sacct allocation per node"
         } else {
             "limit"
@@ -720,7 +700,7 @@ impl Sources<'_> {
         gpus_allocated: Option<u64>,
     ) -> analysis::efficiency::Inputs {
         use analysis::efficiency::{GpuInput, Inputs, Sourced};
-        let sj = self.sj;
+        let job_line = self.job_line;
         let sacct_memory = self.acct.and_then(|a| a.memory_per_node());
         let memory_used = memory
             .peak_working_set_bytes
@@ -735,17 +715,17 @@ impl Sources<'_> {
                 .limit_bytes
                 .map(|l| Sourced::new(l, self.limit_source())),
             max_rss_bytes: memory.sacct_max_rss_bytes,
-            memory_request_bytes: sj.and_then(|j| j.memory_per_node_bytes()),
-            timelimit_seconds: sj
+            memory_request_bytes: job_line.and_then(|j| j.memory_per_node_bytes()),
+            timelimit_seconds: job_line
                 .and_then(|j| j.timelimit_minutes)
                 .map(|m| m as f64 * 60.0),
-            timelimit_unlimited: sj.is_some_and(|j| {
+            timelimit_unlimited: job_line.is_some_and(|j| {
                 j.timelimit_minutes.is_none()
                     && j.fields
                         .get("Timelimit")
                         .is_some_and(|t| t.trim() == "UNLIMITED")
             }),
-            timelimit_unknown_reason: sj
+            timelimit_unknown_reason: job_line
                 .is_none()
                 .then(|| "no sacct record (the limit is Slurm's)".to_string()),
             gpus: gpus
@@ -773,12 +753,12 @@ impl Sources<'_> {
         elapsed: Option<f64>,
         gpus: &[GpuSummary],
     ) -> Facts {
-        let sj = self.sj;
+        let job_line = self.job_line;
         Facts {
-            recorded: self.rec.is_some(),
-            state: sj.map(|j| j.state.name.clone()),
-            exit_code: sj.and_then(|j| j.exit_code).map(|e| e.code),
-            exit_signal: sj.and_then(|j| j.exit_code).map(|e| e.signal),
+            recorded: self.primary.is_some(),
+            state: job_line.map(|j| j.state.name.clone()),
+            exit_code: job_line.and_then(|j| j.exit_code).map(|e| e.code),
+            exit_signal: job_line.and_then(|j| j.exit_code).map(|e| e.signal),
             owner_uid: job.uid,
             cancelled_by_uid: job.cancelled_by_uid,
             elapsed_seconds: elapsed,
@@ -796,7 +776,7 @@ impl Sources<'_> {
             oom_events: memory.oom_events.clone(),
             major_faults: memory.major_faults,
             last_stretch: self
-                .rec
+                .primary
                 .and_then(|r| last_stretch(&r.job_rows, self.thresholds.idle_min_seconds)),
             sacct_record_open: self.sacct_record_open(),
             gpus: gpus.to_vec(),
@@ -836,7 +816,7 @@ impl Sources<'_> {
     fn findings(&self, facts: &Facts) -> (Vec<Finding>, Vec<nodes::NodeLine>) {
         let mut findings = analysis::findings(facts, self.thresholds);
         let expected: Vec<String> = self
-            .sj
+            .job_line
             .and_then(|j| j.node_list.as_deref())
             .and_then(|l| crate::slurm::hostlist::expand(l).ok())
             .filter(|_| !self.recs.is_empty())
@@ -852,12 +832,12 @@ impl Sources<'_> {
     /// sacct lines that could not be read.
     fn source_notes(&self, notes: &mut Vec<String>) {
         let acct = self.acct;
-        if let Some(r) = self.rec {
+        if let Some(r) = self.primary {
             if r.meta.source == crate::sample::Source::Proc {
                 notes.push("Recorded from /proc (no job cgroup): there is no page-cache figure, kernel peak or limit.".into());
             }
         }
-        if self.rec.is_none()
+        if self.primary.is_none()
             && acct.and_then(|a| a.cpu_seconds()).map(|(_, b)| b)
                 == Some(sacct::CpuBasis::JobLineTotalCpu)
         {
@@ -882,7 +862,7 @@ impl Sources<'_> {
 
     /// The report's `source`: `recorded_file`, `slurmdbd_summary` or `sacct_only`.
     fn source(&self) -> &'static str {
-        match self.rec.map(|r| r.origin) {
+        match self.primary.map(|r| r.origin) {
             Some(Origin::File) => "recorded_file",
             Some(Origin::SlurmdbdSummary) => "slurmdbd_summary",
             None => "sacct_only",
@@ -905,7 +885,7 @@ impl Sources<'_> {
 
     /// Each step's start and end for the charts (the extern step is not the job's work).
     fn step_marks(&self) -> Vec<(String, Option<i64>, Option<i64>)> {
-        self.rec
+        self.primary
             .map(|r| {
                 r.steps
                     .iter()
@@ -918,7 +898,7 @@ impl Sources<'_> {
 }
 
 /// The job-level CPU counter at each node's first readable reading, summed over nodes.
-fn first_cpu_seconds(recs: &[Recording]) -> Option<f64> {
+fn first_cpu_seconds(recs: &[NodeRecording]) -> Option<f64> {
     crate::model::sum_all(recs.iter().map(|r| {
         r.job_rows
             .iter()
@@ -929,7 +909,7 @@ fn first_cpu_seconds(recs: &[Recording]) -> Option<f64> {
 
 /// The file with the job's steps and job lines: the batch (or interactive) node's, else the
 /// first.
-fn primary(recs: &[Recording]) -> Option<&Recording> {
+fn primary(recs: &[NodeRecording]) -> Option<&NodeRecording> {
     recs.iter()
         .find(|r| {
             r.steps
@@ -939,7 +919,10 @@ fn primary(recs: &[Recording]) -> Option<&Recording> {
         .or(recs.first())
 }
 
-fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<StepLine> {
+fn step_lines(
+    primary: Option<&NodeRecording>,
+    acct: Option<&sacct::JobAccounting>,
+) -> Vec<StepLine> {
     let mut out: Vec<StepLine> = acct
         .map(|a| {
             a.steps
@@ -961,7 +944,7 @@ fn step_lines(rec: Option<&Recording>, acct: Option<&sacct::Record>) -> Vec<Step
                 .collect()
         })
         .unwrap_or_default();
-    if let Some(r) = rec {
+    if let Some(r) = primary {
         for s in &r.steps {
             let fig = r.step_figures.get(&s.step).copied().unwrap_or_default();
             match out.iter_mut().find(|l| l.step == s.step) {

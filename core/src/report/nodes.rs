@@ -12,7 +12,7 @@ use crate::model::SampleRow;
 use crate::model::{effective_cores, sum_all};
 use crate::units::bytes;
 
-use super::Recording;
+use super::NodeRecording;
 
 /// A straggler uses less than this share of the other nodes' median cores…
 pub const STRAGGLER_SHARE: f64 = 0.5;
@@ -48,7 +48,7 @@ pub struct NodeLine {
 }
 
 impl NodeLine {
-    pub fn from_recording(r: &Recording) -> NodeLine {
+    pub fn from_recording(r: &NodeRecording) -> NodeLine {
         let s = &r.summary;
         let span_s = match (s.first_t_unix_ms, s.last_t_unix_ms) {
             (Some(a), Some(b)) if b > a => Some((b - a) as f64 / 1000.0),
@@ -82,7 +82,7 @@ impl NodeLine {
 
 /// The per-node lines: every node of the allocation in `expected` order (a node without a
 /// file is listed as not recorded), then any recorded node `expected` did not name, by name.
-pub fn lines(recs: &[Recording], expected: &[String]) -> Vec<NodeLine> {
+pub fn lines(recs: &[NodeRecording], expected: &[String]) -> Vec<NodeLine> {
     let mut out: Vec<NodeLine> = expected
         .iter()
         .map(|n| match recs.iter().find(|r| &r.meta.node == n) {
@@ -102,7 +102,7 @@ pub fn lines(recs: &[Recording], expected: &[String]) -> Vec<NodeLine> {
 
 /// One summary for the whole job from the nodes' own ([`crate::analysis::merge`]), with the
 /// peak of the cores in use summed over the nodes on a common time grid.
-pub fn merge_summaries(recs: &[Recording]) -> Summary {
+pub fn merge_summaries(recs: &[NodeRecording]) -> Summary {
     let parts: Vec<NodePart> = recs
         .iter()
         .map(|r| NodePart {
@@ -130,7 +130,7 @@ pub struct Grid {
 }
 
 impl Grid {
-    pub fn of(recs: &[Recording]) -> Grid {
+    pub fn of(recs: &[NodeRecording]) -> Grid {
         let t0 = recs
             .iter()
             .filter_map(|r| r.job_rows.first().map(|x| x.t_unix_ms))

@@ -53,7 +53,7 @@ mod times;
 pub use columns::Kept;
 pub use fields::{parse_gres_gpus, parse_time, tres_usage, ExitCode, ReqMem, State, Tres};
 pub use group::Tally;
-pub use line::{CpuBasis, Line, Record, StepMemory, StepMemoryBasis};
+pub use line::{CpuBasis, JobAccounting, Line, StepMemory, StepMemoryBasis};
 pub use parse::{parse, parse_many, Batch};
 pub use query::{sacct_time, Query, Window, DEFAULT_TIMEOUT, FIELDS, WINDOW_CHUNK_SECONDS};
 

@@ -2,6 +2,7 @@
 //! and the one-line records of `show job|partition|node -o` that the queued-job answers use.
 
 use super::command::{self, CommandError};
+use super::job_id::JobId;
 use super::squeue::TimeLimit;
 use super::units::{parse_memory_mib, parse_whole_seconds};
 
@@ -9,7 +10,8 @@ use super::units::{parse_memory_mib, parse_whole_seconds};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobPid {
     pub pid: u32,
-    pub job_id: u64,
+    /// The job's own id (`job_id::JobId::own`).
+    pub job_id: u32,
     /// `batch`, `extern`, `0`, ...
     pub step: String,
 }
@@ -21,7 +23,7 @@ pub fn parse_listpids(text: &str) -> Vec<JobPid> {
         .filter_map(|l| {
             let mut f = l.split_whitespace();
             let pid: i64 = f.next()?.parse().ok()?; // `-1` fails the u32 conversion below
-            let job_id = f.next()?.parse().ok()?;
+            let job_id = JobId::own(f.next()?)?;
             let step = f.next()?.to_string();
             let pid = u32::try_from(pid).ok().filter(|&p| p > 0)?;
             Some(JobPid { pid, job_id, step })
@@ -31,7 +33,7 @@ pub fn parse_listpids(text: &str) -> Vec<JobPid> {
 
 /// A pid of the job on this node to locate its cgroup from, preferring a user step over
 /// the extern step's idle `sleep`. `Ok(None)`: the job has no processes on this node.
-pub fn task_pid(job_id: u64) -> Result<Option<u32>, CommandError> {
+pub fn task_pid(job_id: u32) -> Result<Option<u32>, CommandError> {
     let f = command::run(
         "scontrol",
         &["listpids", &job_id.to_string()],
@@ -83,8 +85,9 @@ pub fn parse_record(line: &str) -> Vec<(String, String)> {
 
 /// A field's value: the first occurrence, or `None` when absent or one of Slurm's "nothing"
 /// words (`(null)`, `N/A`, `None`, `Unknown`, empty).
-fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
@@ -92,16 +95,17 @@ fn field<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
 
 /// The last occurrence: for the fields Slurm prints after the user's paths (`TresPerNode`
 /// follows `WorkDir=`/`StdOut=`), so a path holding ` Key=` cannot stand in for them.
-fn field_last<'a>(rec: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    rec.iter()
+fn field_last<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    fields
+        .iter()
         .rev()
         .find(|(k, _)| k == key)
         .map(|(_, v)| v.as_str())
         .filter(|v| !matches!(*v, "" | "(null)" | "N/A" | "None" | "Unknown" | "n/a"))
 }
 
-fn num<T: std::str::FromStr>(rec: &[(String, String)], key: &str) -> Option<T> {
-    field(rec, key)?.parse().ok()
+fn num<T: std::str::FromStr>(fields: &[(String, String)], key: &str) -> Option<T> {
+    field(fields, key)?.parse().ok()
 }
 
 /// `swuser1(1001)` → (`swuser1`, 1001).
@@ -168,7 +172,8 @@ pub fn gpu_count(s: &str) -> Option<u32> {
 /// What `scontrol show job -o` says about a job, as the queued-job answers need it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct JobDetails {
-    pub job_id: u64,
+    /// The job's own id (`job_id::JobId::own`).
+    pub job_id: u32,
     pub name: String,
     pub user: String,
     pub uid: Option<u32>,
@@ -210,7 +215,7 @@ impl JobDetails {
 /// Parses one `scontrol show job -o` line; `None` without a job id.
 pub fn parse_job(line: &str) -> Option<JobDetails> {
     let r = parse_record(line);
-    let job_id = num(&r, "JobId")?;
+    let job_id = JobId::own(field(&r, "JobId")?)?;
     let (user, uid) = name_and_id(field(&r, "UserId"));
     let (group, gid) = name_and_id(field(&r, "GroupId"));
     let reason_raw = field(&r, "Reason").unwrap_or("None").to_string();
@@ -470,7 +475,7 @@ pub enum ShowError {
 }
 
 /// `scontrol show job -o ID`: the job's details (one Slurm command).
-pub fn show_job(job_id: u64) -> Result<Option<JobDetails>, ShowError> {
+pub fn show_job(job_id: u32) -> Result<Option<JobDetails>, ShowError> {
     let out = scontrol(&["show", "job", "-o", &job_id.to_string()])?;
     Ok(out
         .lines()
@@ -648,6 +653,25 @@ mod tests {
         assert_eq!(gpu_count("license:x:3"), Some(0));
         assert_eq!(gpu_count("gpu"), Some(1));
         assert!(parse_nodes("nonsense\n\n").is_empty());
+    }
+
+    /// The job ids of `listpids` and `show job` go through `job_id`'s one parser: the
+    /// captured answers with a leading-zero, zero or past-`u32` id name no job.
+    #[test]
+    fn job_ids_go_through_the_one_parser() {
+        let pids = include_str!("../../tests/fixtures/slurm/scontrol_listpids.txt");
+        let job = include_str!("../../tests/fixtures/slurm/scontrol_job_pending.txt")
+            .lines()
+            .next()
+            .unwrap();
+        assert_eq!(parse_job(job).unwrap().job_id, 236u32);
+        assert!(parse_listpids(pids).iter().all(|p| p.job_id == 101u32));
+        for bad in ["0101", "0", "4294967296", "+101"] {
+            let text = pids.replace("     101 ", &format!(" {bad:>7} "));
+            assert!(parse_listpids(&text).is_empty(), "{bad}: {text}");
+            let line = job.replacen("JobId=236 ", &format!("JobId={bad} "), 1);
+            assert_eq!(parse_job(&line), None, "{bad}");
+        }
     }
 
     /// Captured from the test cluster: `scontrol listpids 101` for a running batch job.

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::command::{self, CommandError, Finished};
 use super::hostlist;
+use super::job_id::JobId;
 use super::sacct::records::{Cut, Delimiter, Records};
 use super::units::{parse_memory_mib, parse_whole_seconds};
 
@@ -30,8 +31,8 @@ pub fn format(delimiter: &str) -> String {
 pub struct QueueEntry {
     /// As Slurm prints it: `12345`, `12345_3`, `12345_[1-9]`, `123+1`.
     pub display_id: String,
-    /// The numeric job id (`%A`): the name of the job's file and cgroup.
-    pub job_id: u64,
+    /// The job's own id (`%A`, read by `job_id::JobId::own`): the name of its file and cgroup.
+    pub job_id: u32,
     /// `RUNNING`, `PENDING`, `COMPLETING`, ...
     pub state: String,
     pub user: String,
@@ -103,7 +104,7 @@ fn entry(f: &[&str]) -> Option<QueueEntry> {
     };
     Some(QueueEntry {
         display_id: f[0].trim().to_string(),
-        job_id: f[1].trim().parse().ok()?,
+        job_id: JobId::own(f[1].trim())?,
         state: f[2].trim().to_string(),
         user: f[3].trim().to_string(),
         uid: f[4].trim().parse().ok(),
@@ -197,7 +198,8 @@ pub const START_FORMAT: &str = "%A\x1f%i\x1f%T\x1f%P\x1f%Q\x1f%S\x1f%r\x1f%u";
 /// One pending job as `squeue --start` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PendingEntry {
-    pub job_id: u64,
+    /// The job's own id (`%A`).
+    pub job_id: u32,
     pub display_id: String,
     pub partitions: Vec<String>,
     pub priority: Option<u64>,
@@ -217,7 +219,7 @@ pub fn parse_start(text: &str) -> Vec<PendingEntry> {
             }
             let start = f[5].trim();
             Some(PendingEntry {
-                job_id: f[0].trim().parse().ok()?,
+                job_id: JobId::own(f[0].trim())?,
                 display_id: f[1].trim().to_string(),
                 partitions: f[3].trim().split(',').map(str::to_string).collect(),
                 priority: f[4].trim().parse().ok(),
@@ -294,7 +296,7 @@ mod tests {
             include_str!("../../tests/fixtures/slurm/squeue_user_forging.txt"),
             CAPTURED,
         );
-        let ids: Vec<u64> = e.iter().map(|e| e.job_id).collect();
+        let ids: Vec<u32> = e.iter().map(|e| e.job_id).collect();
         assert_eq!(ids, [784, 785, 783]);
         let run = e.iter().find(|e| e.display_id == "783").unwrap();
         assert!(run.is_running());
@@ -347,6 +349,26 @@ mod tests {
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].partitions, ["a", "b"]);
         assert_eq!(s[0].expected_start.as_deref(), Some("2026-11-30T12:00:00"));
+    }
+
+    /// Job ids are read through `job_id`'s one parser: the captured records with their `%A`
+    /// made a leading-zero, a zero or a past-`u32` id are skipped, as `--start`'s are.
+    #[test]
+    fn job_ids_go_through_the_one_parser() {
+        let text = include_str!("../../tests/fixtures/slurm/squeue_user_array_expanded.txt");
+        let with_id = |bad: &str| text.replacen("\x1f787\x1f", &format!("\x1f{bad}\x1f"), 1);
+        let ids = |t: &str| -> Vec<u32> { parse(t, CAPTURED).iter().map(|e| e.job_id).collect() };
+        assert_eq!(ids(text), [787, 788, 789, 789, 786]);
+        for bad in ["0787", "0", "4294967296", "+787", "787_1"] {
+            assert_eq!(ids(&with_id(bad)), [788, 789, 789, 786], "{bad}");
+        }
+        let start = include_str!("../../tests/fixtures/slurm/squeue_start.txt");
+        let ids: Vec<u32> = parse_start(start).iter().map(|e| e.job_id).collect();
+        assert_eq!(ids, [236, 237, 238, 239]);
+        for bad in ["0236", "4294967296", "-236"] {
+            let t = start.replacen("236\x1f236", &format!("{bad}\x1f236"), 1);
+            assert_eq!(parse_start(&t).len(), 3, "{bad}");
+        }
     }
 
     #[test]

@@ -169,11 +169,11 @@ pub enum SstatError {
     #[error("sstat failed: {0}")]
     Failed(String),
     #[error("sstat lists no running step of job {0}")]
-    NoSteps(u64),
+    NoSteps(u32),
 }
 
 /// Runs `sstat -j ID --allsteps -P -o FIELDS` (pinned locale and time format, bounded).
-pub fn query(job_id: u64, timeout: Duration) -> Result<Summary, SstatError> {
+pub fn query(job_id: u32, timeout: Duration) -> Result<Summary, SstatError> {
     let id = job_id.to_string();
     let f = command::run(
         "sstat",

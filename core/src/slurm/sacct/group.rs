@@ -1,4 +1,4 @@
-//! A multi-job answer's records grouped into [`Record`]s as they arrive: a job is handed on
+//! A multi-job answer's records grouped into [`JobAccounting`]s as they arrive: a job is handed on
 //! as soon as the next job's line shows its steps are all in, so only one job is ever held.
 //!
 //! sacct prints each job line followed by its step lines. A step line that does not follow
@@ -7,7 +7,7 @@
 
 use super::columns::{Columns, Kept};
 use super::records::{Cut, Records};
-use super::Record;
+use super::JobAccounting;
 use crate::slurm::units::split_once_ascii;
 
 /// What a grouped answer held besides its jobs.
@@ -31,7 +31,7 @@ impl std::ops::AddAssign for Tally {
 pub struct Jobs {
     columns: Columns,
     kept: Kept,
-    open: Option<Record>,
+    open: Option<JobAccounting>,
     /// Records that could not be typed, and orphan steps (the cutter's skips are its own).
     pub tally: Tally,
 }
@@ -47,13 +47,13 @@ impl Jobs {
     }
 
     /// One record and its values' spans; returns the job it completed, if any.
-    pub fn push(&mut self, record: &str, spans: &[(usize, usize)]) -> Option<Record> {
+    pub fn push(&mut self, record: &str, spans: &[(usize, usize)]) -> Option<JobAccounting> {
         let Some(line) = self.columns.line(record, spans, self.kept) else {
             self.tally.skipped_lines += 1;
             return None;
         };
         if line.step.is_none() {
-            return self.open.replace(Record {
+            return self.open.replace(JobAccounting {
                 job: line,
                 steps: Vec::new(),
                 skipped_lines: 0,
@@ -68,7 +68,7 @@ impl Jobs {
     }
 
     /// The end of the answer: the last job, if any.
-    pub fn finish(&mut self) -> Option<Record> {
+    pub fn finish(&mut self) -> Option<JobAccounting> {
         self.open.take()
     }
 }
@@ -90,14 +90,14 @@ impl Grouper {
     }
 
     /// The next bytes of the answer; each job they complete goes to `on_job`.
-    pub fn push(&mut self, bytes: &[u8], on_job: &mut dyn FnMut(Record)) {
+    pub fn push(&mut self, bytes: &[u8], on_job: &mut dyn FnMut(JobAccounting)) {
         let (kept, jobs) = (self.kept, &mut self.jobs);
         self.records
             .push(bytes, &mut |cut| Self::cut(kept, jobs, cut, on_job));
     }
 
     /// The end of the answer: the last job, if any, goes to `on_job`.
-    pub fn finish(&mut self, on_job: &mut dyn FnMut(Record)) {
+    pub fn finish(&mut self, on_job: &mut dyn FnMut(JobAccounting)) {
         let (kept, jobs) = (self.kept, &mut self.jobs);
         self.records
             .finish(&mut |cut| Self::cut(kept, jobs, cut, on_job));
@@ -106,7 +106,12 @@ impl Grouper {
         }
     }
 
-    fn cut(kept: Kept, jobs: &mut Option<Jobs>, cut: Cut<'_>, on_job: &mut dyn FnMut(Record)) {
+    fn cut(
+        kept: Kept,
+        jobs: &mut Option<Jobs>,
+        cut: Cut<'_>,
+        on_job: &mut dyn FnMut(JobAccounting),
+    ) {
         match cut {
             Cut::Header(names) => *jobs = Some(Jobs::new(names, kept)),
             Cut::Record(text, spans) => {

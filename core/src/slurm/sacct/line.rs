@@ -120,7 +120,7 @@ columns!(
     SubmitLine,
 );
 
-/// The name slurmdbd gives a job it has no name for (see [`Record::is_partial`]).
+/// The name slurmdbd gives a job it has no name for (see [`JobAccounting::is_partial`]).
 const PARTIAL_RECORD_NAME: &str = "allocation";
 
 /// How a step's memory per node was read from sacct: which figure, over how many tasks.
@@ -309,16 +309,17 @@ impl Line {
     }
 }
 
-/// A job's accounting: the job line and its step lines.
+/// A job's accounting as sacct prints it: its job line and its step lines (not one line of
+/// sacct's output, a [`Line`], nor one record of its parsable text, `records::Cut::Record`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Record {
+pub struct JobAccounting {
     pub job: Line,
     pub steps: Vec<Line>,
     /// Lines that could not be parsed (a field count that does not match the header).
     pub skipped_lines: usize,
 }
 
-impl Record {
+impl JobAccounting {
     /// The job's own id (an array task's own, the name its recording is filed under): the
     /// one rule, [`job_id::raw_id`], over `JobIDRaw` and `JobID`.
     pub fn raw_id(&self) -> Option<u32> {

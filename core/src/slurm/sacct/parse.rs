@@ -7,12 +7,12 @@ use serde::Serialize;
 use super::columns::{Columns, Kept};
 use super::group::Grouper;
 use super::records::{Cut, Records};
-use super::{Line, Record};
+use super::{JobAccounting, Line};
 
 /// Parses `sacct --parsable2` output *with* its header line. Lines of a different job than
 /// the first (an array's other tasks, when asked for `12345_*`) are kept apart by JobIDRaw
 /// only for the first job; the rest are ignored.
-pub fn parse(text: &str, delimiter: &str) -> Option<Record> {
+pub fn parse(text: &str, delimiter: &str) -> Option<JobAccounting> {
     let (lines, skipped) = parse_lines(text, delimiter);
     let mut job: Option<Line> = None;
     let mut steps = Vec::new();
@@ -28,7 +28,7 @@ pub fn parse(text: &str, delimiter: &str) -> Option<Record> {
     }
     let job = job?;
     steps.retain(|s| s.job_id.starts_with(&format!("{}.", job.job_id)));
-    Some(Record {
+    Some(JobAccounting {
         job,
         steps,
         skipped_lines: skipped,
@@ -54,7 +54,7 @@ pub fn parse_many(text: &str, delimiter: &str) -> Batch {
 /// What [`parse_many`] and [`Query::window`](super::Query::window) return.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Batch {
-    pub records: Vec<Record>,
+    pub records: Vec<JobAccounting>,
     /// Records that could not be read.
     pub skipped_lines: usize,
     /// Step lines without their job line.

@@ -21,7 +21,7 @@ use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
 use super::columns::Kept;
 use super::group::{Jobs, Tally};
 use super::records::{Cut, Records};
-use super::{Record, SacctError};
+use super::{JobAccounting, SacctError};
 
 /// Text per block handed from the feeder to the grouper (a few hundred records)…
 const BLOCK_BYTES: usize = 64 << 10;
@@ -157,13 +157,13 @@ impl Feed {
 pub(super) fn window_jobs<T: Copy + Send>(
     kept: Kept,
     source: impl FnOnce(&mut Feed) -> Result<(), SacctError> + Send,
-    prepare: Option<&(dyn Fn(&Record) -> T + Sync)>,
-    on_job: &mut dyn FnMut(&Record, Option<T>),
+    prepare: Option<&(dyn Fn(&JobAccounting) -> T + Sync)>,
+    on_job: &mut dyn FnMut(&JobAccounting, Option<T>),
 ) -> Result<Tally, SacctError> {
     let (to_grouper, pieces) = mpsc::sync_channel::<Piece>(BLOCKS_IN_FLIGHT);
     let (spare_tx, spare) = mpsc::channel::<Block>();
-    let (to_caller, batches) = mpsc::sync_channel::<Vec<Record>>(BATCHES_IN_FLIGHT);
-    let (done_tx, done) = mpsc::channel::<Vec<Record>>();
+    let (to_caller, batches) = mpsc::sync_channel::<Vec<JobAccounting>>(BATCHES_IN_FLIGHT);
+    let (done_tx, done) = mpsc::channel::<Vec<JobAccounting>>();
     std::thread::scope(|s| {
         let feeder = s.spawn(move || {
             let mut feed = Feed {
@@ -187,7 +187,7 @@ pub(super) fn window_jobs<T: Copy + Send>(
             }
             Some(prepare) => {
                 let (to_caller, prepared) =
-                    mpsc::sync_channel::<(Vec<Record>, Vec<T>)>(BATCHES_IN_FLIGHT);
+                    mpsc::sync_channel::<(Vec<JobAccounting>, Vec<T>)>(BATCHES_IN_FLIGHT);
                 let (spent_tx, spent) = mpsc::channel::<Vec<T>>();
                 let preparer = s.spawn(move || {
                     for batch in batches {
@@ -227,8 +227,8 @@ fn group(
     kept: Kept,
     pieces: Receiver<Piece>,
     spare: Sender<Block>,
-    to_caller: SyncSender<Vec<Record>>,
-    done: Receiver<Vec<Record>>,
+    to_caller: SyncSender<Vec<JobAccounting>>,
+    done: Receiver<Vec<JobAccounting>>,
 ) -> Tally {
     let mut out = Batches {
         batch: Vec::with_capacity(JOBS_PER_BATCH),
@@ -265,13 +265,13 @@ fn group(
 
 /// Jobs on their way to the caller, and the batches it has read coming back to be dropped.
 struct Batches {
-    batch: Vec<Record>,
-    to_caller: SyncSender<Vec<Record>>,
-    done: Receiver<Vec<Record>>,
+    batch: Vec<JobAccounting>,
+    to_caller: SyncSender<Vec<JobAccounting>>,
+    done: Receiver<Vec<JobAccounting>>,
 }
 
 impl Batches {
-    fn push(&mut self, r: Record) {
+    fn push(&mut self, r: JobAccounting) {
         self.batch.push(r);
         if self.batch.len() == JOBS_PER_BATCH {
             self.flush();

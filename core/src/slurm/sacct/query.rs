@@ -12,7 +12,7 @@ use super::group::Tally;
 use super::pipeline::{self, Feed};
 use super::records::Delimiter;
 use super::stream::{self, Budget};
-use super::{parse, parse_many, Batch, Record, SacctError};
+use super::{parse, parse_many, Batch, JobAccounting, SacctError};
 use crate::slurm::job_id::JobId;
 
 /// The fields asked for, in this order. Each is looked up by name in the header. The first
@@ -64,7 +64,7 @@ pub const FIELDS: &[&str] = &[
     "WorkDir",
     "SubmitLine",
     // An AdminComment another tool wrote may hold anything; ours is base64 (jobstats'
-    // `JS1:`) or base32 (older `SW1:`) (report::slurmdbd).
+    // `JS1:`) or base32 (older `SW1:`) (analysis::admin_comment).
     "AdminComment",
     "JobIDRaw",
 ];
@@ -104,7 +104,7 @@ impl Default for Query {
 impl Query {
     /// The job's record. `job` must be a job id (`12345`, `12345_3`); checked here since it
     /// goes on a command line.
-    pub fn job(&self, job: &str) -> Result<Record, SacctError> {
+    pub fn job(&self, job: &str) -> Result<JobAccounting, SacctError> {
         check_job_id(job)?;
         let (text, delimiter) =
             self.run_fields(&["-j".to_string(), job.to_string()], self.timeout)?;
@@ -172,7 +172,7 @@ impl Query {
     /// [`window`](Self::window) without holding it: each job is handed to `on_job` as soon as
     /// sacct has printed its last step, and nothing of sacct's text is kept (memory does not
     /// grow with the answer). A job listed by two chunks is handed on twice, the later the
-    /// more complete: the consumer keeps one per [`Record::key`]. `self.timeout` bounds the
+    /// more complete: the consumer keeps one per [`JobAccounting::key`]. `self.timeout` bounds the
     /// time spent *waiting on sacct* over the whole window (every call, every retry); what
     /// `on_job` takes is not sacct's time and does not count. Lines reach `on_job` before
     /// sacct has exited: when a call then fails, the query fails, and what was handed on is
@@ -181,7 +181,7 @@ impl Query {
         &self,
         w: &Window,
         kept: Kept,
-        on_job: &mut dyn FnMut(&Record),
+        on_job: &mut dyn FnMut(&JobAccounting),
     ) -> Result<Tally, SacctError> {
         self.window_each_prepared::<()>(w, kept, None, &mut |r, _| on_job(r))
     }
@@ -193,8 +193,8 @@ impl Query {
         &self,
         w: &Window,
         kept: Kept,
-        prepare: Option<&(dyn Fn(&Record) -> T + Sync)>,
-        on_job: &mut dyn FnMut(&Record, Option<T>),
+        prepare: Option<&(dyn Fn(&JobAccounting) -> T + Sync)>,
+        on_job: &mut dyn FnMut(&JobAccounting, Option<T>),
     ) -> Result<Tally, SacctError> {
         if w.until_unix <= w.since_unix {
             return Err(SacctError::Failed(

@@ -16,8 +16,8 @@
 //!
 //! base64 is case-sensitive, and 22.05's `sacctmgr … set AdminComment=` lowercases what it
 //! stores (quoted or not; sacctmgr does it, not slurmdbd): the controller's epilog stores
-//! through slurmdbd's API instead (`slurmwatch-dbd-comment`, `export::slurmdbd::store`),
-//! which keeps the value as given.
+//! through slurmdbd's API instead (`slurmwatch-dbd-comment`,
+//! `export::admin_comment_store::store`), which keeps the value as given.
 //!
 //! Older summaries, `SW1:` + unpadded base32 (read in either case) of raw-deflated JSON of a
 //! [`JobSummaryRecord`], stay readable.
@@ -25,14 +25,17 @@
 //! Decoding is bounded ([`MAX_JSON_BYTES`] after inflating): AdminComment is writable by
 //! admins and other tools, so a string that is not ours, or is damaged, is refused with one
 //! sentence and never trusted.
+//!
+//! The codec lives beside the [`Summary`] it carries so that every reader of the string
+//! (`report`, `history`, `fleet`, `export`) finds it below them; turning a node's file into a
+//! [`NodeSummary`] and back into a report's recording is the report's (`report::node_summary`).
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Origin, Recording, StepFigures};
-use crate::analysis::Summary;
+use super::step_figures::StepFigures;
+use super::Summary;
 use crate::store::{Event, JobMeta, StepInfo};
 
 /// The prefix of our AdminComment strings: jobstats' format 1.
@@ -134,40 +137,6 @@ pub enum DecodeError {
     Damaged(String),
 }
 
-impl NodeSummary {
-    /// From a node's file as the report loaded it.
-    pub fn from_recording(r: &Recording) -> NodeSummary {
-        let mut events = r.events.clone();
-        // The latest events are the ones that explain an end (a kill, a failed step).
-        if events.len() > MAX_EVENTS {
-            events.drain(..events.len() - MAX_EVENTS);
-        }
-        NodeSummary {
-            meta: r.meta.clone(),
-            steps: r.steps.clone(),
-            events,
-            step_figures: r.step_figures.clone(),
-            summary: r.summary.clone(),
-        }
-    }
-
-    /// A recording with no rows: figures from the summary, no charts.
-    pub fn into_recording(self) -> Recording {
-        Recording {
-            path: format!("slurmdbd:AdminComment/{}", self.meta.node).into(),
-            origin: Origin::SlurmdbdSummary,
-            meta: self.meta,
-            steps: self.steps,
-            events: self.events,
-            job_rows: Vec::new(),
-            summary: self.summary,
-            summary_stored: true,
-            step_figures: self.step_figures,
-            phases: Vec::new(),
-        }
-    }
-}
-
 /// Which run of a job id the controller asks for: the job's uid and the time Slurm started
 /// it (EpilogSlurmctld's `SLURM_JOB_UID`, `SLURM_JOB_START_TIME`). A job id is reused after
 /// a controller loses or restores its state, and a file an earlier job of that id left in a
@@ -200,42 +169,6 @@ impl Incarnation {
         }
         None
     }
-}
-
-/// What a node's spool holds for one run of a job.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Spooled {
-    Recorded(Box<NodeSummary>),
-    /// No file for the job.
-    NotRecorded,
-    /// A file of an earlier job with the same id (one sentence: how it differs).
-    Earlier(String),
-}
-
-/// The summary of run `want` of job `job_id` from its file in this node's `spool`, for the
-/// controller to collect; `Err` (one sentence) when its file is there but cannot be read
-/// now. Read-only, through the hardened reader (this runs as root).
-pub fn from_spool(spool: &Path, job_id: u32, want: Incarnation) -> Result<Spooled, String> {
-    let path = spool.join(crate::store::paths::live_name(job_id.to_string()));
-    match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Spooled::NotRecorded),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-        Ok(_) => {}
-    }
-    let rec = Recording::load(&path).map_err(|e| e.to_string())?;
-    if rec.meta.job_id != u64::from(job_id) {
-        return Err(format!(
-            "{} records job {}, not {job_id}",
-            path.display(),
-            rec.meta.job_id
-        ));
-    }
-    if let Some(why) = want.mismatch(&rec.meta) {
-        return Ok(Spooled::Earlier(why));
-    }
-    Ok(Spooled::Recorded(Box::new(NodeSummary::from_recording(
-        &rec,
-    ))))
 }
 
 /// Three decimals: jobstats writes one, which moves a short job's CPU efficiency by up to a
@@ -446,11 +379,11 @@ pub fn decode_jobstats(comment: &str) -> Result<JobstatsSummary, DecodeError> {
 
 /// Ours, if `comment` is: trailing whitespace ignored, anything else refused.
 pub fn decode(comment: &str) -> Result<JobSummaryRecord, DecodeError> {
-    let rec: JobSummaryRecord = parse(comment)?;
-    if rec.nodes.is_empty() {
+    let summary: JobSummaryRecord = parse(comment)?;
+    if summary.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
-    Ok(rec)
+    Ok(summary)
 }
 
 /// What `history` and `sizing` read from one node's summary, decoded alone: the rest of
@@ -526,11 +459,11 @@ pub fn decode_figures(comment: &str) -> Result<Vec<NodeFigures>, DecodeError> {
     if let Some(head) = with_scratch(|s| s.figures_head(comment)) {
         return head;
     }
-    let rec: FiguresRecord = parse(comment)?;
-    if rec.nodes.is_empty() {
+    let figures: FiguresRecord = parse(comment)?;
+    if figures.nodes.is_empty() {
         return Err(DecodeError::Damaged("no node in it".into()));
     }
-    Ok(rec
+    Ok(figures
         .nodes
         .into_iter()
         .map(|n| NodeFigures {
@@ -837,7 +770,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::sample::Source;
 
-    /// A node's summary of job 42 (also for export::slurmdbd's tests).
+    /// A node's summary of job 42 (also for export::admin_comment_store's tests).
     pub(crate) fn node(name: &str) -> NodeSummary {
         NodeSummary {
             meta: JobMeta {
@@ -901,11 +834,11 @@ pub(crate) mod tests {
 
     #[test]
     fn a_record_comes_back_as_it_went() {
-        let rec = record();
-        let s = encode(&rec).unwrap();
+        let summary = record();
+        let s = encode(&summary).unwrap();
         assert!(s.starts_with(PREFIX) && is_ours(&s), "{s}");
         assert!(!s.contains('|') && !s.contains('\n') && !s.contains('\u{1f}'));
-        assert_eq!(decode(&format!("{s}\n")).unwrap(), rec);
+        assert_eq!(decode(&format!("{s}\n")).unwrap(), summary);
         // base64 does not survive a change of case: a lowercased string is not taken for ours.
         assert_eq!(decode(&s.to_ascii_lowercase()), Err(DecodeError::NotOurs));
     }
@@ -913,15 +846,15 @@ pub(crate) mod tests {
     /// Summaries written before jobstats' format are read as they were, in either case.
     #[test]
     fn an_older_sw1_summary_is_still_read() {
-        let mut rec = record();
-        rec.elapsed_seconds = None;
-        let s = encode_legacy(&rec).unwrap();
+        let mut summary = record();
+        summary.elapsed_seconds = None;
+        let s = encode_legacy(&summary).unwrap();
         assert!(s.starts_with(LEGACY_PREFIX) && is_ours(&s));
-        assert_eq!(decode(&s).unwrap(), rec);
-        assert_eq!(legacy(&serde_json::to_vec(&rec).unwrap()), s);
+        assert_eq!(decode(&s).unwrap(), summary);
+        assert_eq!(legacy(&serde_json::to_vec(&summary).unwrap()), s);
         // What 22.05's sacctmgr stores, and the other case.
-        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), rec);
-        assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), rec);
+        assert_eq!(decode(&s.to_ascii_lowercase()).unwrap(), summary);
+        assert_eq!(decode(&s.to_ascii_uppercase()).unwrap(), summary);
         assert_eq!(decode_figures(&s).unwrap().len(), 2);
     }
 
@@ -1024,16 +957,12 @@ pub(crate) mod tests {
         assert_eq!(decode_figures(&s).unwrap().len(), record().nodes.len());
     }
 
-    const ANY_RUN: Incarnation = Incarnation {
-        uid: 1000,
-        start_unix: 0,
-    };
     /// jobstats' keys hold the recording's figures: cores, limit, working-set peak, CPU
     /// seconds per node; each card by its NVML index; the run time and the card count.
     #[test]
     fn jobstats_keys_hold_the_recorded_figures() {
-        let mut rec = record();
-        let n2 = &mut rec.nodes[1].summary;
+        let mut summary = record();
+        let n2 = &mut summary.nodes[1].summary;
         n2.cores_allocated = Some(8);
         n2.memory_limit_bytes = Some(16 << 30);
         n2.cpu_usage_seconds_total = Some(1234.5678);
@@ -1051,10 +980,10 @@ pub(crate) mod tests {
                 ..Default::default()
             },
         ];
-        let j = decode_jobstats(&encode(&rec).unwrap()).unwrap();
+        let j = decode_jobstats(&encode(&summary).unwrap()).unwrap();
         assert_eq!(j.total_time, Some(600));
         assert_eq!(j.gpus, 2);
-        assert_eq!(j.slurmwatch.as_ref(), Some(&rec));
+        assert_eq!(j.slurmwatch.as_ref(), Some(&summary));
         let n1 = &j.nodes["n1"];
         assert_eq!(
             (n1.cpus, n1.total_memory, n1.used_memory, n1.total_time),
@@ -1072,10 +1001,10 @@ pub(crate) mod tests {
         assert_eq!(n2.gpu_used_memory, BTreeMap::from([("3".into(), 20 << 30)]));
         assert_eq!(n2.gpu_utilization, BTreeMap::from([("3".into(), 87.123)]));
         // No run time from Slurm: the recordings' span.
-        rec.elapsed_seconds = None;
-        rec.nodes[0].summary.first_t_unix_ms = Some(1_000);
-        rec.nodes[1].summary.last_t_unix_ms = Some(61_400);
-        assert_eq!(JobstatsSummary::from_record(&rec).total_time, Some(60));
+        summary.elapsed_seconds = None;
+        summary.nodes[0].summary.first_t_unix_ms = Some(1_000);
+        summary.nodes[1].summary.last_t_unix_ms = Some(61_400);
+        assert_eq!(JobstatsSummary::from_record(&summary).total_time, Some(60));
     }
 
     /// What jobstats' readers run, in Python: jobstats' documented decode, Job Defense
@@ -1083,9 +1012,9 @@ pub(crate) mod tests {
     /// reportseff's efficiencies from it.
     #[test]
     fn python_decodes_it_as_jobstats_docs_show() {
-        let mut rec = record();
-        rec.nodes.truncate(1);
-        let s = &mut rec.nodes[0].summary;
+        let mut summary = record();
+        summary.nodes.truncate(1);
+        let s = &mut summary.nodes[0].summary;
         s.cores_allocated = Some(4);
         s.memory_limit_bytes = Some(8 << 30);
         s.cpu_usage_seconds_total = Some(1200.0);
@@ -1096,7 +1025,7 @@ pub(crate) mod tests {
             mean_utilization_percent: Some(62.5),
             ..Default::default()
         }];
-        let comment = encode(&rec).unwrap();
+        let comment = encode(&summary).unwrap();
         let script = r#"
 import base64, gzip, json, sys
 s = sys.stdin.read().strip()
@@ -1152,34 +1081,6 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
         );
     }
 
-    /// The node endpoint runs as root: a spool entry that is a symlink (to a file the root
-    /// process must not read for a caller) or a FIFO (that would block an open) is refused,
-    /// within a bound, and never answered as a summary.
-    #[test]
-    fn the_endpoint_refuses_a_symlink_or_fifo_in_the_spool() {
-        let d = tempfile::tempdir().unwrap();
-        let target = d.path().join("elsewhere.sqlite");
-        std::fs::write(&target, b"not ours").unwrap();
-        std::os::unix::fs::symlink(&target, d.path().join("41.sqlite")).unwrap();
-        let fifo = std::ffi::CString::new(d.path().join("42.sqlite").to_str().unwrap()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
-        let spool = d.path().to_path_buf();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send((
-                from_spool(&spool, 41, ANY_RUN),
-                from_spool(&spool, 42, ANY_RUN),
-            ));
-        });
-        let (link, fifo) = rx
-            .recv_timeout(std::time::Duration::from_secs(10))
-            .expect("answered within the bound");
-        assert!(link.is_err(), "{link:?}");
-        assert!(fifo.is_err(), "{fifo:?}");
-        assert_eq!(from_spool(d.path(), 43, ANY_RUN), Ok(Spooled::NotRecorded));
-    }
-
     /// The history path's figures-only decode reads what the full decode reads, on real
     /// comments from the test cluster's slurmdbd and on one with cards.
     #[test]
@@ -1225,14 +1126,14 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
     #[test]
     fn the_figures_are_read_from_the_head_of_the_stream() {
         let real = include_str!("../../tests/fixtures/slurm/admin_comments_js1_real.txt");
-        for rec in real
+        for summary in real
             .lines()
             .take(5)
             .map(|c| decode(c).unwrap())
             .chain([record()])
         {
-            let c = encode(&rec).unwrap();
-            let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+            let c = encode(&summary).unwrap();
+            let want: Vec<NodeFigures> = summary.nodes.iter().map(NodeFigures::from).collect();
             let mut json = Vec::new();
             let packed = data_encoding::BASE64
                 .decode(&c.as_bytes()[PREFIX.len()..])
@@ -1257,19 +1158,19 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
     /// still read from the head of the stream.
     #[test]
     fn a_big_jobs_figures_are_compressed_and_read_from_the_head() {
-        let rec = JobSummaryRecord {
+        let summary = JobSummaryRecord {
             job_id: "42".into(),
             nodes: (0..200).map(|i| node(&format!("n{i}"))).collect(),
             elapsed_seconds: Some(600),
             unanswered_nodes: Vec::new(),
         };
-        let c = encode(&rec).unwrap();
+        let c = encode(&summary).unwrap();
         let packed = data_encoding::BASE64
             .decode(&c.as_bytes()[PREFIX.len()..])
             .unwrap();
         // After the header, a compressed block (BTYPE 01 or 10), not a stored one.
         assert_ne!((packed[GZIP_HEADER_BYTES] >> 1) & 3, 0);
-        let want: Vec<NodeFigures> = rec.nodes.iter().map(NodeFigures::from).collect();
+        let want: Vec<NodeFigures> = summary.nodes.iter().map(NodeFigures::from).collect();
         assert_eq!(decode_figures(&c).unwrap(), want);
         let cut = &c[..(PREFIX.len() + (c.len() - PREFIX.len()) / 2) / 4 * 4];
         assert!(decode(cut).is_err());
@@ -1315,66 +1216,5 @@ print(json.dumps([sorted(d), sorted(n), d["gpus"], d["total_time"], cpu, mem, gp
             decode_figures(&marked(&endless)),
             Err(DecodeError::Damaged(_))
         ));
-    }
-
-    #[test]
-    fn a_node_summary_becomes_a_recording_without_rows() {
-        let r = node("n1").into_recording();
-        assert_eq!(r.origin, Origin::SlurmdbdSummary);
-        assert!(r.job_rows.is_empty());
-        assert_eq!(r.summary.peak_working_set_bytes, Some(3 << 30));
-        assert_eq!(NodeSummary::from_recording(&r), node("n1"));
-    }
-
-    /// Attack 8 of issue 37 without Slurm: a spool file an earlier job with this id left
-    /// (another user's, or the same user's earlier run) is not served for the new run.
-    #[test]
-    fn a_file_of_an_earlier_job_with_the_id_is_not_this_runs() {
-        let spool = tempfile::tempdir().unwrap();
-        let meta = node("n1").meta;
-        let w = crate::store::Writer::create(
-            &spool.path().join(crate::store::paths::live_name(42)),
-            &meta,
-        )
-        .unwrap();
-        w.close().unwrap();
-        let started = meta.started_unix_ms / 1000;
-        let this_run = Incarnation {
-            uid: 1000,
-            start_unix: started,
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, this_run),
-            Ok(Spooled::Recorded(n)) if n.meta == meta
-        ));
-        // A clock a little behind the controller's still finds its own file.
-        let lagging = Incarnation {
-            start_unix: started + 3,
-            ..this_run
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, lagging),
-            Ok(Spooled::Recorded(_))
-        ));
-        let other_user = Incarnation {
-            uid: 1001,
-            ..this_run
-        };
-        match from_spool(spool.path(), 42, other_user) {
-            Ok(Spooled::Earlier(why)) => assert!(why.contains("uid 1000"), "{why}"),
-            other => panic!("{other:?}"),
-        }
-        let later_run = Incarnation {
-            start_unix: started + 3600,
-            ..this_run
-        };
-        assert!(matches!(
-            from_spool(spool.path(), 42, later_run),
-            Ok(Spooled::Earlier(_))
-        ));
-        assert_eq!(
-            from_spool(spool.path(), 43, this_run),
-            Ok(Spooled::NotRecorded)
-        );
     }
 }

@@ -1,10 +1,11 @@
 //! The controller's half of "every job's summary in slurmdbd": run from `EpilogSlurmctld`
 //! (as SlurmUser, on the slurmctld host), it asks each node of the finished job for its
 //! summary over the node's `slurmwatch metrics --listen` endpoint
-//! (`GET /jobs/<id>/summary`), joins them into one `JS1:` string in jobstats' format (`report::slurmdbd`) and
-//! stores it as the job's `AdminComment` through slurmdbd's API (`slurmwatch-dbd-comment`,
-//! which keeps its case), or with `sacctmgr` as jobstats does where that is missing. Nothing here
-//! runs on a compute node, so no node's epilog ever calls a Slurm command.
+//! (`GET /jobs/<id>/summary`), joins them into one `JS1:` string in jobstats' format
+//! (`analysis::admin_comment`) and stores it as the job's `AdminComment` through slurmdbd's
+//! API (`slurmwatch-dbd-comment`, which keeps its case), or with `sacctmgr` as jobstats does
+//! where that is missing. Nothing here runs on a compute node, so no node's epilog ever calls
+//! a Slurm command.
 //!
 //! The request carries this process's munge credential (made as SlurmUser) over the job, the
 //! run asked for (the job's uid and Slurm's start time: a file an earlier job with the same
@@ -28,7 +29,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use crate::report::slurmdbd::{self as record, Incarnation, JobSummaryRecord, NodeSummary};
+use crate::analysis::admin_comment::{self as record, Incarnation, JobSummaryRecord, NodeSummary};
 use crate::slurm::release::{self, Release};
 use crate::slurm::{command, munge};
 
@@ -620,16 +621,16 @@ pub fn comment_for(
         }
     }
     (!nodes.is_empty()).then(|| {
-        let rec = JobSummaryRecord {
+        let summary = JobSummaryRecord {
             job_id: job_id.to_string(),
             nodes,
             elapsed_seconds,
             unanswered_nodes,
         };
         if case_kept {
-            record::encode(&rec)
+            record::encode(&summary)
         } else {
-            record::encode_legacy(&rec)
+            record::encode_legacy(&summary)
         }
     })
 }
@@ -652,12 +653,14 @@ mod tests {
             assert!(matches!(held(free), Held::Free), "{free:?}");
         }
         // Ours in jobstats' format, cut to squeue's width.
-        let ours = crate::report::slurmdbd::encode(&crate::report::slurmdbd::JobSummaryRecord {
-            job_id: "42".into(),
-            nodes: vec![crate::report::slurmdbd::tests::node("n1")],
-            elapsed_seconds: None,
-            unanswered_nodes: Vec::new(),
-        })
+        let ours = crate::analysis::admin_comment::encode(
+            &crate::analysis::admin_comment::JobSummaryRecord {
+                job_id: "42".into(),
+                nodes: vec![crate::analysis::admin_comment::tests::node("n1")],
+                elapsed_seconds: None,
+                unanswered_nodes: Vec::new(),
+            },
+        )
         .unwrap();
         assert!(matches!(held(&ours[..COMMENT_PREFIX_CHARS]), Held::Free));
         match held("JS1:H4sIAOtherToolsText                    \n") {
@@ -692,7 +695,7 @@ mod tests {
         assert_eq!(job_ref(7, Some("7"), Some("4294967296")), "7");
     }
 
-    /// The fixture node's run (`report::slurmdbd::tests::node`).
+    /// The fixture node's run (`analysis::admin_comment::tests::node`).
     const RUN: Incarnation = Incarnation {
         uid: 1000,
         start_unix: 1_700_000_000,
@@ -885,7 +888,7 @@ mod tests {
     #[test]
     fn a_summary_is_accepted_only_with_roots_credential_over_it() {
         let dir = tempfile::tempdir().unwrap();
-        let body = serde_json::to_vec(&crate::report::slurmdbd::tests::node("n1")).unwrap();
+        let body = serde_json::to_vec(&crate::analysis::admin_comment::tests::node("n1")).unwrap();
         let nodes = vec!["n1".to_string(), "n2".to_string()];
         let reply = |credential: Option<&str>, body: &[u8]| Response {
             code: 200,
@@ -1021,7 +1024,7 @@ mod tests {
     /// each (a URL without `{node}` can name a node twice).
     #[test]
     fn a_partial_comment_names_the_nodes_without_figures() {
-        let n1 = crate::report::slurmdbd::tests::node("n1");
+        let n1 = crate::analysis::admin_comment::tests::node("n1");
         let answers = vec![
             ("n1".to_string(), NodeAnswer::Recorded(Box::new(n1.clone()))),
             ("n2".to_string(), NodeAnswer::Failed("refused".into())),
@@ -1031,14 +1034,14 @@ mod tests {
             ("n2".to_string(), NodeAnswer::Failed("refused".into())),
         ];
         let c = comment_for(7, &answers, Some(60), true).unwrap().unwrap();
-        let rec = crate::report::slurmdbd::decode(&c).unwrap();
-        assert_eq!(rec.nodes, vec![n1]);
-        assert_eq!(rec.unanswered_nodes, ["n2", "n3", "n4"]);
+        let summary = crate::analysis::admin_comment::decode(&c).unwrap();
+        assert_eq!(summary.nodes, vec![n1]);
+        assert_eq!(summary.unanswered_nodes, ["n2", "n3", "n4"]);
         // A whole one writes no such key (older readers see what they saw).
         let whole = comment_for(7, &answers[..1], Some(60), true)
             .unwrap()
             .unwrap();
-        let whole = crate::report::slurmdbd::decode(&whole).unwrap();
+        let whole = crate::analysis::admin_comment::decode(&whole).unwrap();
         let json = serde_json::to_string(&whole).unwrap();
         assert!(!json.contains("unanswered_nodes"), "{json}");
     }

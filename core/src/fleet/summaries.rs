@@ -1,11 +1,11 @@
 //! The summaries kept in slurmdbd as a [`JobSource`]: one `sacct` window query (chunked and
 //! bounded as for `history`), and for each job whose `AdminComment` is ours
-//! (`report::slurmdbd`), one entry per recorded node, exactly as the node's file would give
-//! it ([`super::files::read_job`]: the recording's start, its last reading, the cards'
+//! (`analysis::admin_comment`), one entry per recorded node, exactly as the node's file would
+//! give it ([`super::files::read_job`]: the recording's start, its last reading, the cards'
 //! summaries). No file is opened, so it answers on a login node, for every user sacct shows.
 
 use super::{CardJob, Gathered, JobSource, Window};
-use crate::report::slurmdbd::{self, NodeSummary};
+use crate::analysis::admin_comment::{self, NodeSummary};
 use crate::slurm::sacct;
 
 /// Whose jobs: as `sacct -a` (everyone sacct lets this user see) unless users are named.
@@ -52,13 +52,13 @@ impl JobSource for Summaries {
             let Some(c) = r.job.admin_comment.as_deref() else {
                 continue;
             };
-            if !slurmdbd::is_ours(c) {
+            if !admin_comment::is_ours(c) {
                 continue;
             }
             out.read += 1;
-            match slurmdbd::decode(c) {
-                Ok(rec) => {
-                    for n in rec.nodes {
+            match admin_comment::decode(c) {
+                Ok(summary) => {
+                    for n in summary.nodes {
                         if let Some(j) = card_job(n, "slurmdbd:AdminComment") {
                             if j.in_window(w) {
                                 out.jobs.push(j);
