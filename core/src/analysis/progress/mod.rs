@@ -8,6 +8,8 @@
 //! - [tqdm](tqdm)'s bar, which PyTorch Lightning and Hugging Face's Trainer print too: a count,
 //!   its total and description (`Epoch 3`), a rate in `it/s` (its `s/it` turned over).
 //!   Hugging Face's and Lightning's own lines are left to it.
+//! - [GROMACS](gromacs) `mdrun -v`: the step of each `step N, …` line, the run's total steps,
+//!   and the final `Performance:` in `ns/day` with the run's wall seconds.
 //!
 //! tqdm, GROMACS and Keras redraw with `\r`, so one `\n` line can hold many readings: a reading
 //! is a segment ended by either. Terminal escapes and backspaces (Keras 3 writes both even to a
@@ -15,6 +17,7 @@
 //! the log: at most [`MAX_PARSED_BYTES`] are read, segments over [`MAX_LINE_BYTES`] are skipped,
 //! and at most [`MAX_READINGS`] are kept, evenly thinned.
 
+mod gromacs;
 mod tqdm;
 
 use std::borrow::Cow;
@@ -35,6 +38,7 @@ pub const MAX_LINE_BYTES: usize = 4096;
 #[serde(rename_all = "snake_case")]
 pub enum Tool {
     Tqdm,
+    Gromacs,
 }
 
 /// How far the work got.
@@ -125,12 +129,16 @@ fn bounded(text: &str, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
 
 /// The parsers, and what the stateful ones remember between lines.
 #[derive(Default)]
-struct Tools {}
+struct Tools {
+    gromacs: gromacs::Gromacs,
+}
 
 impl Tools {
-    /// The first parser's reading of `line`.
+    /// The first parser's reading of `line`. The stateful parsers see every line, also one
+    /// another parser reads: their banners, headers and epochs are context, not readings.
     fn read(&mut self, line: &str) -> Option<Reading> {
-        tqdm::parse(line).filter(|r| !r.is_empty())
+        let g = self.gromacs.line(line);
+        tqdm::parse(line).or(g).filter(|r| !r.is_empty())
     }
 }
 
@@ -228,6 +236,11 @@ fn clean(line: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+/// A number as the tools print it (`1e-06`, `285.264`), finite.
+fn number(s: &str) -> Option<f64> {
+    s.trim().parse::<f64>().ok().filter(|v| v.is_finite())
 }
 
 /// `MM:SS` or `H:MM:SS` as seconds.
