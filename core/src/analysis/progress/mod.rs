@@ -10,6 +10,8 @@
 //!   Hugging Face's and Lightning's own lines are left to it.
 //! - [GROMACS](gromacs) `mdrun -v`: the step of each `step N, …` line, the run's total steps,
 //!   and the final `Performance:` in `ns/day` with the run's wall seconds.
+//! - [LAMMPS](lammps): the `Step` column of the thermo table, and each run's `Performance:`
+//!   (`ns/day` or `tau/day`, `timesteps/s`) with its `Loop time` seconds.
 //!
 //! tqdm, GROMACS and Keras redraw with `\r`, so one `\n` line can hold many readings: a reading
 //! is a segment ended by either. Terminal escapes and backspaces (Keras 3 writes both even to a
@@ -18,6 +20,7 @@
 //! and at most [`MAX_READINGS`] are kept, evenly thinned.
 
 mod gromacs;
+mod lammps;
 mod tqdm;
 
 use std::borrow::Cow;
@@ -39,6 +42,7 @@ pub const MAX_LINE_BYTES: usize = 4096;
 pub enum Tool {
     Tqdm,
     Gromacs,
+    Lammps,
 }
 
 /// How far the work got.
@@ -131,6 +135,7 @@ fn bounded(text: &str, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
 #[derive(Default)]
 struct Tools {
     gromacs: gromacs::Gromacs,
+    lammps: lammps::Lammps,
 }
 
 impl Tools {
@@ -138,7 +143,8 @@ impl Tools {
     /// another parser reads: their banners, headers and epochs are context, not readings.
     fn read(&mut self, line: &str) -> Option<Reading> {
         let g = self.gromacs.line(line);
-        tqdm::parse(line).or(g).filter(|r| !r.is_empty())
+        let l = self.lammps.line(line);
+        tqdm::parse(line).or(g).or(l).filter(|r| !r.is_empty())
     }
 }
 
