@@ -12,6 +12,9 @@
 //!   and the final `Performance:` in `ns/day` with the run's wall seconds.
 //! - [LAMMPS](lammps): the `Step` column of the thermo table, and each run's `Performance:`
 //!   (`ns/day` or `tau/day`, `timesteps/s`) with its `Loop time` seconds.
+//! - [Keras](keras) 3 and 2 `fit`/`evaluate` bars (`63/63 ━━━━ 1s 5ms/step`, `[====] - 1s
+//!   5ms/step`, `verbose=2`'s `300/300 - 1s - 3ms/step`): the batch count under its `Epoch N/M`,
+//!   a rate in `steps/s` (its `ms/step` turned over), the epoch's seconds once it ends.
 //!
 //! tqdm, GROMACS and Keras redraw with `\r`, so one `\n` line can hold many readings: a reading
 //! is a segment ended by either. Terminal escapes and backspaces (Keras 3 writes both even to a
@@ -20,6 +23,7 @@
 //! and at most [`MAX_READINGS`] are kept, evenly thinned.
 
 mod gromacs;
+mod keras;
 mod lammps;
 mod tqdm;
 
@@ -43,6 +47,7 @@ pub enum Tool {
     Tqdm,
     Gromacs,
     Lammps,
+    Keras,
 }
 
 /// How far the work got.
@@ -136,6 +141,7 @@ fn bounded(text: &str, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
 struct Tools {
     gromacs: gromacs::Gromacs,
     lammps: lammps::Lammps,
+    keras: keras::Keras,
 }
 
 impl Tools {
@@ -144,7 +150,12 @@ impl Tools {
     fn read(&mut self, line: &str) -> Option<Reading> {
         let g = self.gromacs.line(line);
         let l = self.lammps.line(line);
-        tqdm::parse(line).or(g).or(l).filter(|r| !r.is_empty())
+        let k = self.keras.line(line);
+        tqdm::parse(line)
+            .or(k)
+            .or(g)
+            .or(l)
+            .filter(|r| !r.is_empty())
     }
 }
 
