@@ -7,7 +7,6 @@
 //!
 //! - [tqdm](tqdm)'s bar, which PyTorch Lightning and Hugging Face's Trainer print too: a count,
 //!   its total and description (`Epoch 3`), a rate in `it/s` (its `s/it` turned over).
-//!   Hugging Face's and Lightning's own lines are left to it.
 //! - [GROMACS](gromacs) `mdrun -v`: the step of each `step N, …` line, the run's total steps,
 //!   and the final `Performance:` in `ns/day` with the run's wall seconds.
 //! - [LAMMPS](lammps): the `Step` column of the thermo table, and each run's `Performance:`
@@ -15,6 +14,9 @@
 //! - [Keras](keras) 3 and 2 `fit`/`evaluate` bars (`63/63 ━━━━ 1s 5ms/step`, `[====] - 1s
 //!   5ms/step`, `verbose=2`'s `300/300 - 1s - 3ms/step`): the batch count under its `Epoch N/M`,
 //!   a rate in `steps/s` (its `ms/step` turned over), the epoch's seconds once it ends.
+//! - [Hugging Face's Trainer](hf) dict lines that carry rates (`train_samples_per_second`,
+//!   `eval_steps_per_second`, …, with `train_runtime` as seconds); its loss lines carry none, and
+//!   its progress is its tqdm bar. PyTorch Lightning's own lines are left to the tqdm bar.
 //!
 //! tqdm, GROMACS and Keras redraw with `\r`, so one `\n` line can hold many readings: a reading
 //! is a segment ended by either. Terminal escapes and backspaces (Keras 3 writes both even to a
@@ -23,6 +25,7 @@
 //! and at most [`MAX_READINGS`] are kept, evenly thinned.
 
 mod gromacs;
+mod hf;
 mod keras;
 mod lammps;
 mod tqdm;
@@ -48,6 +51,8 @@ pub enum Tool {
     Gromacs,
     Lammps,
     Keras,
+    /// Hugging Face's Trainer (its dict lines; its bar is [`Tool::Tqdm`]).
+    HfTrainer,
 }
 
 /// How far the work got.
@@ -155,6 +160,7 @@ impl Tools {
             .or(k)
             .or(g)
             .or(l)
+            .or_else(|| hf::parse(line))
             .filter(|r| !r.is_empty())
     }
 }
