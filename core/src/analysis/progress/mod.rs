@@ -18,6 +18,8 @@
 //!   `eval_steps_per_second`, …, with `train_runtime` as seconds); its loss lines carry none, and
 //!   its progress is its tqdm bar. PyTorch Lightning's own lines are left to the tqdm bar.
 //!
+//! A site or a user adds tools with a pattern file ([patterns]: one regular expression a line).
+//!
 //! tqdm, GROMACS and Keras redraw with `\r`, so one `\n` line can hold many readings: a reading
 //! is a segment ended by either. Terminal escapes and backspaces (Keras 3 writes both even to a
 //! file) are dropped before parsing; offsets stay those of the original text. Bounded whatever
@@ -28,11 +30,14 @@ mod gromacs;
 mod hf;
 mod keras;
 mod lammps;
+pub mod patterns;
 mod tqdm;
 
 use std::borrow::Cow;
 
 use serde::Serialize;
+
+pub use patterns::{parse_patterns, PatternError, PatternProblem, Patterns};
 
 /// The most bytes of a log parsed: those past it (cut back to the last line end before it)
 /// are not read.
@@ -53,6 +58,8 @@ pub enum Tool {
     Keras,
     /// Hugging Face's Trainer (its dict lines; its bar is [`Tool::Tqdm`]).
     HfTrainer,
+    /// A line of the pattern file.
+    Pattern,
 }
 
 /// How far the work got.
@@ -119,14 +126,20 @@ impl Reading {
     }
 }
 
-/// Every progress reading of `text`, in order.
+/// Every progress reading of `text` by the built-in parsers, in order.
 pub fn readings(text: &str) -> Vec<Reading> {
-    bounded(text, MAX_PARSED_BYTES, MAX_READINGS)
+    readings_with(text, &Patterns::default())
 }
 
-fn bounded(text: &str, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
+/// Every progress reading of `text`, the pattern file's lines tried first (a site's pattern
+/// can claim a line a built-in parser would read otherwise).
+pub fn readings_with(text: &str, patterns: &Patterns) -> Vec<Reading> {
+    bounded(text, patterns, MAX_PARSED_BYTES, MAX_READINGS)
+}
+
+fn bounded(text: &str, patterns: &Patterns, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
     let text = head(text, max_bytes);
-    let mut tools = Tools::default();
+    let mut tools = Tools::new(patterns);
     let mut kept = Kept::new(max_readings);
     for (segment, end) in segments(text) {
         if segment.len() > MAX_LINE_BYTES {
@@ -142,21 +155,31 @@ fn bounded(text: &str, max_bytes: usize, max_readings: usize) -> Vec<Reading> {
 }
 
 /// The parsers, and what the stateful ones remember between lines.
-#[derive(Default)]
-struct Tools {
+struct Tools<'p> {
+    patterns: &'p Patterns,
     gromacs: gromacs::Gromacs,
     lammps: lammps::Lammps,
     keras: keras::Keras,
 }
 
-impl Tools {
+impl<'p> Tools<'p> {
+    fn new(patterns: &'p Patterns) -> Tools<'p> {
+        Tools {
+            patterns,
+            gromacs: Default::default(),
+            lammps: Default::default(),
+            keras: Default::default(),
+        }
+    }
+
     /// The first parser's reading of `line`. The stateful parsers see every line, also one
     /// another parser reads: their banners, headers and epochs are context, not readings.
     fn read(&mut self, line: &str) -> Option<Reading> {
         let g = self.gromacs.line(line);
         let l = self.lammps.line(line);
         let k = self.keras.line(line);
-        tqdm::parse(line)
+        let r = self.patterns.read(line);
+        r.or_else(|| tqdm::parse(line))
             .or(k)
             .or(g)
             .or(l)

@@ -120,7 +120,7 @@ fn the_readings_kept_are_bounded_evenly_thinned_and_end_with_the_last() {
     let text: String = (0..10_001)
         .map(|i| format!("{i}it [00:00, 1.00it/s]\r"))
         .collect();
-    let r = bounded(&text, MAX_PARSED_BYTES, 1000);
+    let r = bounded(&text, &Patterns::default(), MAX_PARSED_BYTES, 1000);
     assert!(r.len() <= 1000, "{}", r.len());
     assert!(r.len() > 500, "{}", r.len());
     let done: Vec<u64> = r.iter().map(|r| count(r).0).collect();
