@@ -98,6 +98,7 @@ fn attach_log(
     acct: Option<&sacct::JobAccounting>,
     recorded_uid: Option<u32>,
     controller: Option<Controller>,
+    progress: Option<&report::throughput::ProgressInputs>,
 ) {
     use slurmwatch_core::report::joblog;
     let mut owner = recorded_uid.or(rep.job.uid);
@@ -149,6 +150,7 @@ fn attach_log(
         );
     }
     rep.attach_log(info, &scan);
+    rep.throughput = progress.and_then(|p| report::throughput::from_files(&files, owner, p));
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
@@ -217,6 +219,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             acct.as_ref(),
             recordings.first().map(|r| r.meta.uid),
             controller,
+            recordings
+                .iter()
+                .map(|r| &r.progress)
+                .find(|p| !p.is_empty()),
         );
     }
     attach_card_history(&mut rep, &args, &recordings);
@@ -482,6 +488,7 @@ mod tests {
             summary_stored: false,
             step_figures: Default::default(),
             phases: Vec::new(),
+            progress: Default::default(),
         }
     }
 

@@ -59,6 +59,7 @@ fn node(name: &str, cores: f64, ws_mib: u64, secs: i64, batch: bool) -> NodeReco
         summary_stored: false,
         step_figures: Default::default(),
         phases: Vec::new(),
+        progress: Default::default(),
     }
 }
 

@@ -13,6 +13,8 @@ pub mod recordings;
 pub mod text;
 pub mod text_ledger;
 pub mod text_phases;
+pub mod text_throughput;
+pub mod throughput;
 
 use std::path::{Path, PathBuf};
 
@@ -24,7 +26,7 @@ use crate::analysis::{self, Facts, Finding, GpuSummary, OomEvent, SbatchLine, Su
 use crate::model::effective_cores;
 use crate::model::{SampleRow, Series};
 use crate::slurm::sacct;
-use crate::store::{self, Event, JobMeta, Reader, StepInfo};
+use crate::store::{self, Event, GpuRow, JobMeta, Reader, StepInfo};
 
 /// Version of the report's JSON.
 pub const SCHEMA: u32 = 1;
@@ -50,6 +52,8 @@ pub struct NodeRecording {
     pub step_figures: std::collections::BTreeMap<String, StepFigures>,
     /// The phases the job marked (`slurmwatch mark`), from this file's rows.
     pub phases: Vec<analysis::phases::Phase>,
+    /// What places the log's progress in time (empty for a summary or an older file).
+    pub progress: throughput::ProgressInputs,
 }
 
 /// Where a [`NodeRecording`] came from.
@@ -85,7 +89,11 @@ impl NodeRecording {
             .into_iter()
             .map(|(step, rows)| (step, StepFigures::from_rows(&rows)))
             .collect();
-        let phases = marked_phases(&reader, &events, &job_rows)?;
+        let marked = events
+            .iter()
+            .any(|e| e.kind == analysis::phases::MARK_EVENT);
+        let progress = throughput::ProgressInputs::load(&reader, marked)?;
+        let phases = marked_phases(&reader, &events, &job_rows, &progress.cards)?;
         Ok(NodeRecording {
             path: path.to_path_buf(),
             origin: Origin::File,
@@ -97,6 +105,7 @@ impl NodeRecording {
             summary_stored,
             step_figures,
             phases,
+            progress,
         })
     }
 }
@@ -108,6 +117,7 @@ fn marked_phases(
     reader: &Reader,
     events: &[Event],
     job_rows: &[SampleRow],
+    cards: &[throughput::CardRows],
 ) -> crate::error::Result<Vec<analysis::phases::Phase>> {
     let marks = analysis::phases::marks(events);
     if marks.is_empty() {
@@ -129,10 +139,7 @@ fn marked_phases(
     } else {
         job_rows
     };
-    let mut cards = Vec::new();
-    for g in reader.gpus()? {
-        cards.push(reader.gpu_samples(g.id)?);
-    }
+    let cards: Vec<Vec<GpuRow>> = cards.iter().map(|c| c.rows.clone()).collect();
     Ok(analysis::phases::phases(&marks, rows, &cards))
 }
 
@@ -259,6 +266,9 @@ pub struct Report {
     /// The phases the job marked (`slurmwatch mark`), from the batch node's file: each
     /// one's duration, CPU, GPU time, energy and peak working set.
     pub phases: Vec<analysis::phases::Phase>,
+    /// The job's own progress from its log, placed in time, and its slowdowns; null without
+    /// progress lines or the output sizes to place them (`report::throughput`).
+    pub throughput: Option<throughput::Throughput>,
     /// Every node of the allocation: its own figures, or `recorded: false`.
     pub nodes: Vec<nodes::NodeLine>,
     pub steps: Vec<StepLine>,
@@ -400,6 +410,7 @@ pub fn build_with(
         efficiency,
         ledger,
         phases: s.primary.map(|r| r.phases.clone()).unwrap_or_default(),
+        throughput: None,
         nodes: node_lines,
         steps,
         findings,

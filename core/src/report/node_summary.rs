@@ -40,6 +40,7 @@ impl NodeSummary {
             summary_stored: true,
             step_figures: self.step_figures,
             phases: Vec::new(),
+            progress: Default::default(),
         }
     }
 }

@@ -52,6 +52,7 @@ pub fn render_without_ledger(r: &Report) -> String {
 pub fn ledger_text(r: &Report) -> String {
     let mut o = String::new();
     super::text_ledger::section(&mut o, r);
+    timeline(&mut o, r);
     terminal::text(o.trim_start_matches('\n')).into_owned()
 }
 
@@ -60,6 +61,7 @@ fn render_with(r: &Report, ledger: bool) -> String {
     header(&mut o, r);
     if ledger {
         super::text_ledger::section(&mut o, r);
+        timeline(&mut o, r);
     }
     outcome_section(&mut o, r);
     time_section(&mut o, r);
@@ -70,13 +72,18 @@ fn render_with(r: &Report, ledger: bool) -> String {
     }
     efficiency_section(&mut o, r);
     gpus_section(&mut o, r);
-    super::text_phases::section(&mut o, r);
     steps_section(&mut o, r);
     findings_section(&mut o, r);
     log_section(&mut o, r);
     next_time_section(&mut o, r);
     footer(&mut o, r);
     terminal::text(&o).into_owned()
+}
+
+/// Beside the ledger: the phases the job marked and how fast its own work went.
+fn timeline(o: &mut String, r: &Report) {
+    super::text_phases::section(o, r);
+    super::text_throughput::section(o, r);
 }
 
 /// The job, its user and nodes, and where the figures come from.
