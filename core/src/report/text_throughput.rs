@@ -32,11 +32,12 @@ fn tool_name(t: Tool) -> &'static str {
 /// Nothing without a throughput.
 pub fn section(o: &mut String, r: &Report) {
     let Some(t) = &r.throughput else { return };
-    let _ = writeln!(
-        o,
-        "\nTHROUGHPUT (the job's own progress, from its {})",
-        t.stream
-    );
+    let from = match t.stream {
+        "stdout" | "stderr" => t.stream,
+        "stdout+stderr" => "output",
+        _ => "log",
+    };
+    let _ = writeln!(o, "\nTHROUGHPUT (the job's own progress, from its {from})");
     let usual = t.slowdowns.first().map(|s| s.slowdown.usual_per_second);
     let _ = writeln!(
         o,
