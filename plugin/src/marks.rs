@@ -68,6 +68,8 @@ impl RefusedCounts {
 /// The running listener; [`Listener::stop`] ends it and removes the socket.
 pub struct Listener {
     path: PathBuf,
+    /// The socket, to shut down on stop: that wakes the thread's wait at once.
+    sock: UnixDatagram,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     pub refused: Arc<RefusedCounts>,
@@ -90,31 +92,37 @@ impl Listener {
         wrap: fn(Mark) -> M,
     ) -> Result<Listener, String> {
         let sock = bind(&path, owner)?;
+        let theirs = sock
+            .try_clone()
+            .map_err(|e| format!("not taking marks: {e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let refused = Arc::new(RefusedCounts::default());
         let (flag, counts) = (stop.clone(), refused.clone());
         let thread = std::thread::Builder::new()
             .name("slurmwatch-mark".into())
             .stack_size(64 * 1024)
-            .spawn(move || listen(&sock, owner, (&flag, &counts), |m| to.send(wrap(m))))
+            .spawn(move || listen(&theirs, owner, (&flag, &counts), |m| to.send(wrap(m))))
             .map_err(|e| format!("cannot start the mark thread: {e}"))?;
         Ok(Listener {
             path,
+            sock,
             stop,
             thread: Some(thread),
             refused,
         })
     }
 
-    /// Stops taking marks: removes the socket, then waits for the thread (it wakes within
-    /// [`POLL`]; a thread still busy after twice that is left behind).
+    /// Stops taking marks: removes the socket and shuts it down, which ends the thread's
+    /// wait at once (the callback that stops it is on the step's exit path), then joins it;
+    /// a thread still busy after [`POLL`] is left behind.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         let _ = std::fs::remove_file(&self.path);
+        let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(t) = self.thread.take() {
-            let end = Instant::now() + 2 * POLL;
+            let end = Instant::now() + POLL;
             while !t.is_finished() && Instant::now() < end {
-                std::thread::sleep(Duration::from_millis(5));
+                std::thread::sleep(Duration::from_micros(100));
             }
             if t.is_finished() {
                 let _ = t.join();
@@ -181,6 +189,9 @@ fn listen<E>(
         let Some((n, cred)) = receive(sock, &mut buf) else {
             continue;
         };
+        if stop.load(Ordering::Relaxed) {
+            break; // woken by the shutdown, not by a mark
+        }
         let verdict = cred
             .ok_or(Refused::Malformed)
             .and_then(|c| {
@@ -275,4 +286,48 @@ fn receive(sock: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, Option<libc::u
         found
     };
     Some((n.min(buf.len()), cred))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me() -> Owner {
+        // SAFETY: no failure modes.
+        unsafe {
+            Owner {
+                uid: libc::geteuid(),
+                gid: libc::getegid(),
+            }
+        }
+    }
+
+    /// Outside any Slurm step (this test process), every sender is refused and counted; the
+    /// socket is the owner's with mode 0600, and stopping removes it.
+    #[test]
+    fn a_sender_outside_the_job_is_refused_and_counted() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("1.batch.mark");
+        let (tx, rx) = std::sync::mpsc::channel::<Mark>();
+        let mut l = Listener::start(path.clone(), me(), tx, |m| m).unwrap();
+        let md = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!(
+            (md.uid(), md.permissions().mode() & 0o777),
+            (me().uid, 0o600)
+        );
+        marks::send(Some(&path), "epoch 1").unwrap();
+        // The refusal is counted before anything could be handed on.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while l.refused.not_the_job.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        l.stop();
+        assert!(rx.try_recv().is_err(), "nothing handed on");
+        assert_eq!(
+            l.refused.text().as_deref(),
+            Some("marks refused: 1 not sent by the job's own processes")
+        );
+        assert!(!path.exists(), "the socket is removed at stop");
+    }
 }
