@@ -445,6 +445,10 @@ pub struct Snapshot {
     /// of the nodes' snapshots adds up, carried across an `srun` hop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_input: Option<NodeFigures>,
+    /// The phases the job marked so far (`slurmwatch mark`), from this node's file: the
+    /// last one runs to the newest row. Absent without a mark.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<crate::analysis::phases::Phase>,
 }
 
 /// Why a snapshot has no ledger: it was not read from the plugin's recording.
@@ -691,6 +695,7 @@ fn from_rows_with(
         nodes_reporting: None,
         ledger: ledger_not_built(),
         ledger_input: None,
+        phases: Vec::new(),
     }
 }
 

@@ -275,7 +275,10 @@ impl Feed {
                     let mut s = built[i - first].clone();
                     // The ledger so far is the newest row's (one per look, not one per row).
                     match i + 1 == rows.len() {
-                        true => snapshot::set_ledger(&mut s, self.ledger_figures()),
+                        true => {
+                            snapshot::set_ledger(&mut s, self.ledger_figures());
+                            s.phases = self.phases_so_far();
+                        }
                         false => s.ledger = Reading::missing(LOG_NO_LEDGER),
                     }
                     // The newest row shows every card's newest reading, as the live view does.
@@ -323,6 +326,26 @@ impl Feed {
         kept.as_ref().expect("just filled").figures.clone()
     }
 
+    /// The phases the job marked so far, from the file's mark events and the job's rows
+    /// (CPU, time, peak memory; the cards' energy is the report's). Empty for a step's view.
+    fn phases_so_far(&self) -> Vec<slurmwatch_core::analysis::phases::Phase> {
+        use slurmwatch_core::analysis::phases;
+        let Feed::File {
+            reader, following, ..
+        } = self
+        else {
+            return Vec::new();
+        };
+        if following.series() != &Series::Job {
+            return Vec::new();
+        }
+        let marks = reader
+            .events()
+            .map(|e| phases::marks(&e))
+            .unwrap_or_default();
+        phases::phases(&marks, following.rows(), &[])
+    }
+
     /// The file's snapshot before its first row.
     fn empty_file_snapshot(&self, facts: &JobFacts) -> Snapshot {
         let s = snapshot::from_rows(SnapshotSource::PluginFile, self.meta(), facts, &[], true);
@@ -342,6 +365,7 @@ impl Feed {
                     snapshot::from_rows(SnapshotSource::PluginFile, Some(meta), facts, rows, true);
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
                 snapshot::set_ledger(&mut s, self.ledger_figures());
+                s.phases = self.phases_so_far();
                 running_unless_told(s, facts)
             }
             Feed::Direct {

@@ -443,7 +443,35 @@ fn ledger_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
         )),
         (None, _) => {}
     }
+    out.extend(phase_lines(s, v));
     out
+}
+
+/// The job's last few marked phases (`slurmwatch mark`): each one's time, CPU and peak
+/// memory; the newest runs on to the newest row.
+fn phase_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
+    const SHOWN: usize = 3;
+    let from = s.phases.len().saturating_sub(SHOWN);
+    s.phases[from..]
+        .iter()
+        .map(|p| {
+            let cpu = p
+                .cpu_seconds
+                .map_or(NA.to_string(), |c| format!("{c:.1} CPU-s"));
+            let peak = p
+                .peak_working_set_bytes
+                .map_or(NA.to_string(), units::bytes);
+            let label: String = terminal::field(&p.label).chars().take(24).collect();
+            Line::from(vec![
+                Span::styled("phase   ", v.fg(CPU_COLOR)),
+                Span::raw(format!(
+                    "{label}{sep}{}{sep}{cpu}{sep}peak {peak}",
+                    units::duration(p.seconds),
+                    sep = v.sep()
+                )),
+            ])
+        })
+        .collect()
 }
 
 /// `cpu 0.1% · memory 12.0% · io 1.0% of the time (PSI)`: each resource's share of the wall
@@ -794,6 +822,37 @@ mod tests {
         let t = text(&b);
         assert!(t.contains("JOB ENDED: these are its final figures."), "{t}");
         assert!(!text(&render(&fixture("cpu_only"), &view(), 80, 24)).contains("ENDED"));
+    }
+
+    #[test]
+    fn the_last_marked_phases_are_shown_under_the_ledger() {
+        use slurmwatch_core::analysis::phases::Phase;
+        let mut s = fixture("memory_91");
+        let phase = |label: &str, cpu: f64| Phase {
+            label: label.into(),
+            started_unix_ms: 0,
+            ended_unix_ms: 90_000,
+            seconds: 90.0,
+            cpu_seconds: Some(cpu),
+            gpu_seconds: None,
+            gpu_energy_joules: None,
+            peak_working_set_bytes: Some(3 << 30),
+            exact: true,
+        };
+        s.phases = ["load", "epoch 1", "epoch 2", "epoch 3"]
+            .iter()
+            .zip([1.0, 2.0, 4.0, 8.0])
+            .map(|(l, c)| phase(l, c))
+            .collect();
+        let t = text(&render(&s, &view(), 100, 30));
+        assert!(
+            t.contains("phase   epoch 3 · 1 min 30 s · 8.0 CPU-s · peak 3.00 GiB"),
+            "{t}"
+        );
+        assert!(
+            t.contains("epoch 1") && !t.contains("load"),
+            "the last three only: {t}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! (a mark from another step than the series read) the value is interpolated between the two
 //! rows around it and the phase says `exact: false`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::SampleRow;
 use crate::store::{Event, GpuRow};
@@ -39,7 +39,7 @@ pub fn marks(events: &[Event]) -> Vec<Mark> {
 }
 
 /// One phase: from its mark (or the recording's start) to the next mark (or its end).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
     /// The mark's label; the stretch before the first mark is `(before the first mark)`.
     pub label: String,
