@@ -51,6 +51,10 @@ pub struct ReportArgs {
     /// Do not look at the job's stdout/stderr.
     #[arg(long)]
     pub no_log: bool,
+    /// Also read progress lines of this pattern file (one regular expression a line with
+    /// named groups; docs/guide.md, "The job's progress, from its log").
+    #[arg(long, value_name = "FILE")]
+    pub progress_patterns: Option<PathBuf>,
     /// Report only a job of USER: sacct's record must name USER (else exit 2), and a file
     /// recording another user is not used. The MailProg wrapper passes the user Slurm named
     /// for the mail.
@@ -98,7 +102,10 @@ fn attach_log(
     acct: Option<&sacct::JobAccounting>,
     recorded_uid: Option<u32>,
     controller: Option<Controller>,
-    progress: Option<&report::throughput::ProgressInputs>,
+    (progress, patterns): (
+        Option<&report::throughput::ProgressInputs>,
+        &slurmwatch_core::analysis::progress::Patterns,
+    ),
 ) {
     use slurmwatch_core::report::joblog;
     let mut owner = recorded_uid.or(rep.job.uid);
@@ -150,7 +157,8 @@ fn attach_log(
         );
     }
     rep.attach_log(info, &scan);
-    rep.throughput = progress.and_then(|p| report::throughput::from_files(&files, owner, p));
+    rep.throughput =
+        progress.and_then(|p| report::throughput::from_files(&files, owner, p, patterns));
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
@@ -160,6 +168,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             args.job
         );
     }
+    let patterns = progress_patterns(args.progress_patterns.as_deref())?;
     // First: a broken site file is refused before any daemon is asked.
     let site = crate::site::Site::load()?;
     let controller = ask_controller(&args);
@@ -219,10 +228,13 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
             acct.as_ref(),
             recordings.first().map(|r| r.meta.uid),
             controller,
-            recordings
-                .iter()
-                .map(|r| &r.progress)
-                .find(|p| !p.is_empty()),
+            (
+                recordings
+                    .iter()
+                    .map(|r| &r.progress)
+                    .find(|p| !p.is_empty()),
+                &patterns,
+            ),
         );
     }
     attach_card_history(&mut rep, &args, &recordings);
@@ -240,6 +252,19 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     };
     crate::output::print(&out).map_err(anyhow::Error::msg)?;
     Ok(0)
+}
+
+/// The `--progress-patterns` file, read by the caller (bad input: one sentence, exit 2).
+fn progress_patterns(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<slurmwatch_core::analysis::progress::Patterns> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    slurmwatch_core::analysis::progress::parse_patterns(&text)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// sacct's record of the job (`None`: sacct does not know it, or `--no-sacct`), waited for

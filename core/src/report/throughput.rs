@@ -75,6 +75,7 @@ pub fn from_files(
     files: &[(&'static str, std::path::PathBuf, &'static str)],
     owner: Option<u32>,
     inputs: &ProgressInputs,
+    patterns: &progress::Patterns,
 ) -> Option<Throughput> {
     files.iter().find_map(|(stream, path, _)| {
         // stderr has sizes of its own only when it is another file than stdout.
@@ -85,7 +86,7 @@ pub fn from_files(
         };
         let tail = super::joblog::read_tail(path, owner, progress::MAX_PARSED_BYTES as u64).ok()?;
         let offset = tail.size.saturating_sub(tail.read);
-        from_log(stream, (&tail.text, offset), sizes, &inputs.cards)
+        from_log_with(stream, (&tail.text, offset), sizes, &inputs.cards, patterns)
     })
 }
 
@@ -163,15 +164,26 @@ fn counts(readings: &[Reading], offset: u64) -> Option<(Tool, Vec<Count>)> {
 /// `None` when it holds no progress count or no size was noted.
 pub fn from_log(
     stream: &'static str,
+    text: (&str, u64),
+    sizes: &[SizeAt],
+    cards: &[CardRows],
+) -> Option<Throughput> {
+    from_log_with(stream, text, sizes, cards, &progress::Patterns::default())
+}
+
+/// [`from_log`] with a pattern file's lines tried first.
+pub fn from_log_with(
+    stream: &'static str,
     (text, offset): (&str, u64),
     sizes: &[SizeAt],
     cards: &[CardRows],
+    patterns: &progress::Patterns,
 ) -> Option<Throughput> {
     let sizes = throughput::since_last_truncation(sizes);
     if sizes.len() < 2 {
         return None;
     }
-    let (tool, counts) = counts(&progress::readings(text), offset)?;
+    let (tool, counts) = counts(&progress::readings_with(text, patterns), offset)?;
     let gap_ms = sizes
         .windows(2)
         .map(|w| w[1].t_unix_ms - w[0].t_unix_ms)
