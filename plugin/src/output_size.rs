@@ -7,16 +7,18 @@
 //! the answer at a later row, never waiting (a stuck read only means no more sizes).
 
 use slurmwatch_recorder::recording::output::FileSeen;
-use slurmwatch_recorder::sys::now_unix_ms;
+use slurmwatch_recorder::sys::{now_unix_ms, thread_cpu_usec};
 use std::ffi::CString;
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::time::Duration;
 
-/// What one read saw, and when.
+/// What one read saw, and when; and the reading thread's CPU so far (the sampler counts it
+/// as its own: it is charged to the job as the sampler's is).
 pub struct Seen {
     pub t_unix_ms: i64,
     pub out: Option<FileSeen>,
     pub err: Option<FileSeen>,
+    pub thread_cpu_usec: Option<u64>,
 }
 
 /// The reading thread and the one request it may have in hand.
@@ -35,10 +37,13 @@ impl OutputWatch {
             .stack_size(64 * 1024)
             .spawn(move || {
                 while let Ok(pid) = asked.recv() {
+                    let t_unix_ms = now_unix_ms();
+                    let (out, err) = (stat_fd(pid, 1), stat_fd(pid, 2));
                     let seen = Seen {
-                        t_unix_ms: now_unix_ms(),
-                        out: stat_fd(pid, 1),
-                        err: stat_fd(pid, 2),
+                        t_unix_ms,
+                        out,
+                        err,
+                        thread_cpu_usec: thread_cpu_usec(),
                     };
                     if answer.send(seen).is_err() {
                         return;

@@ -594,6 +594,9 @@ struct Sampler {
     capped: bool,
     /// The batch step's: its script's output sizes, read beside the rows (`output_size`).
     output: Option<(u32, crate::output_size::OutputWatch, OutputNotes)>,
+    /// The output reads' thread's CPU µs as of its last answer (`Some(0)` before one, or
+    /// without the thread; `None` once it could not be read: the sum is then unknown).
+    output_cpu_usec: Option<u64>,
 }
 
 impl Sampler {
@@ -645,6 +648,7 @@ impl Sampler {
             finished: false,
             capped: false,
             output,
+            output_cpu_usec: Some(0),
         })
     }
 
@@ -697,7 +701,7 @@ impl Sampler {
         let Some(mut slot) = self.collector() else {
             return self.note("a reading waited too long for the collector".into());
         };
-        let callback_cpu_usec = slot.callback_cpu_usec;
+        let callback_cpu_usec = sampler_cpu_usec(slot.callback_cpu_usec, self.output_cpu_usec);
         let taken = match (taken, slot.collector.as_mut()) {
             (Some(r), _) => r,
             (None, Some(c)) => Taken::read(c, reads),
@@ -731,6 +735,7 @@ impl Sampler {
             return;
         };
         if let Some(seen) = watch.poll(*pid, wait) {
+            self.output_cpu_usec = seen.thread_cpu_usec;
             for size in notes.at_row(seen.t_unix_ms, seen.out, seen.err) {
                 self.writer.push_output_size(size);
             }
