@@ -782,8 +782,14 @@ impl Sampler {
             return;
         }
         if !self.capped {
-            // The script's last output: the read in flight, within a short bound.
+            // The script's last output: the read in flight, within a short bound, and the
+            // last size seen, noted or not.
             self.note_output(OUTPUT_LAST_WAIT);
+            if let Some((_, _, notes)) = self.output.as_mut() {
+                for size in notes.finish() {
+                    self.writer.push_output_size(size);
+                }
+            }
             self.store(SampleKind::End, end);
         }
         let _ = self

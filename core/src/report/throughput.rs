@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::analysis::progress::{self, Reading, Tool};
 use crate::analysis::throughput::{self, Count, RatePoint, SizeAt, Slowdown};
 use crate::analysis::{card_ledger, CardLedger};
+use crate::recording::output::TOLERANCE_MS;
 use crate::sample::GPU_LIMITER_NAMES;
 use crate::store::GpuRow;
 
@@ -28,6 +29,8 @@ pub struct ProgressInputs {
     pub stdout: Vec<SizeAt>,
     pub stderr: Vec<SizeAt>,
     pub cards: Vec<CardRows>,
+    /// The recording's interval: sizes are read beside its rows.
+    pub interval_ms: i64,
 }
 
 impl ProgressInputs {
@@ -55,6 +58,7 @@ impl ProgressInputs {
             stdout: sizes(1)?,
             stderr: sizes(2)?,
             cards: Vec::new(),
+            interval_ms: i64::from(reader.meta()?.interval_seconds.max(1)) * 1000,
         };
         if marked || !p.is_empty() {
             for g in reader.gpus()? {
@@ -86,7 +90,14 @@ pub fn from_files(
         };
         let tail = super::joblog::read_tail(path, owner, progress::MAX_PARSED_BYTES as u64).ok()?;
         let offset = tail.size.saturating_sub(tail.read);
-        from_log_with(stream, (&tail.text, offset), sizes, &inputs.cards, patterns)
+        let log = (tail.text.as_str(), offset);
+        from_log_with(
+            stream,
+            log,
+            (sizes, inputs.interval_ms),
+            &inputs.cards,
+            patterns,
+        )
     })
 }
 
@@ -99,7 +110,8 @@ pub struct Throughput {
     pub unit: &'static str,
     pub points: Vec<RatePoint>,
     pub slowdowns: Vec<SlowdownSeen>,
-    /// How exactly a reading is placed: half the longest gap between two noted sizes, s.
+    /// How exactly a reading is placed, s: half the recording's interval and the tolerance of
+    /// the recorder's notes (`recording::output`).
     pub placed_within_seconds: f64,
 }
 
@@ -160,22 +172,29 @@ fn counts(readings: &[Reading], offset: u64) -> Option<(Tool, Vec<Count>)> {
     (!out.is_empty()).then_some((tool, out))
 }
 
-/// The throughput of a log's `text` (the file's bytes from `offset`), placed by `sizes`;
-/// `None` when it holds no progress count or no size was noted.
+/// The throughput of a log's `text` (the file's bytes from `offset`), placed by `sizes` of a
+/// recording read every second; `None` when it holds no progress count or no size was noted.
 pub fn from_log(
     stream: &'static str,
     text: (&str, u64),
     sizes: &[SizeAt],
     cards: &[CardRows],
 ) -> Option<Throughput> {
-    from_log_with(stream, text, sizes, cards, &progress::Patterns::default())
+    from_log_with(
+        stream,
+        text,
+        (sizes, 1000),
+        cards,
+        &progress::Patterns::default(),
+    )
 }
 
 /// [`from_log`] with a pattern file's lines tried first.
+/// `interval_ms`: the recording's, beside whose rows the sizes were read (the rates' bins).
 pub fn from_log_with(
     stream: &'static str,
     (text, offset): (&str, u64),
-    sizes: &[SizeAt],
+    (sizes, interval_ms): (&[SizeAt], i64),
     cards: &[CardRows],
     patterns: &progress::Patterns,
 ) -> Option<Throughput> {
@@ -184,13 +203,7 @@ pub fn from_log_with(
         return None;
     }
     let (tool, counts) = counts(&progress::readings_with(text, patterns), offset)?;
-    let gap_ms = sizes
-        .windows(2)
-        .map(|w| w[1].t_unix_ms - w[0].t_unix_ms)
-        .max()
-        .unwrap_or(0);
-    let typical_ms = median_gap_ms(sizes);
-    let points = throughput::series(&counts, sizes, typical_ms.max(1000));
+    let points = throughput::series(&counts, sizes, interval_ms.max(1000));
     let slowdowns = throughput::slowdowns(&points)
         .into_iter()
         .map(|s| SlowdownSeen {
@@ -204,17 +217,14 @@ pub fn from_log_with(
         unit: unit_of(tool),
         points,
         slowdowns,
-        placed_within_seconds: gap_ms as f64 / 2e3,
+        placed_within_seconds: placed_within_seconds(interval_ms),
     })
 }
 
-fn median_gap_ms(sizes: &[SizeAt]) -> i64 {
-    let mut gaps: Vec<i64> = sizes
-        .windows(2)
-        .map(|w| w[1].t_unix_ms - w[0].t_unix_ms)
-        .collect();
-    gaps.sort_unstable();
-    gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+/// How exactly a reading is placed when sizes are read every `interval_ms`: half an
+/// interval, and the tolerance the recorder kept its notes within.
+fn placed_within_seconds(interval_ms: i64) -> f64 {
+    (interval_ms as f64 / 2.0 + TOLERANCE_MS as f64) / 1e3
 }
 
 /// Each card's limiters that held it for at least [`HELD_SHARE`] of the slowdown.
@@ -275,7 +285,7 @@ mod tests {
         assert!(((s.from_unix_ms - t0) - 20_000).abs() <= 2000, "{s:?}");
         assert!(((s.to_unix_ms - t0) - 40_000).abs() <= 2000, "{s:?}");
         assert!((s.seconds_lost - 15.0).abs() <= 1.5, "{s:?}");
-        assert!(t.placed_within_seconds <= 0.5 + 1e-9);
+        assert!((t.placed_within_seconds - 0.75).abs() < 1e-9);
     }
 
     #[test]

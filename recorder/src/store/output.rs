@@ -1,6 +1,6 @@
 //! The `output_sizes` table (schema 4): the size of the job's output files at stored rows,
 //! which places the job's own progress lines in time (`analysis::throughput` in core). The
-//! recorder notes a size only when it changed (`recording::output`); the table holds
+//! recorder notes only the knots of the file's growth (`recording::output`); the table holds
 //! `(t_unix_ms, fd, bytes)`: `fd` 1 is the batch script's stdout, 2 its stderr when that is
 //! another file.
 

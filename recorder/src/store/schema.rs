@@ -83,8 +83,8 @@
 //!   collected it; `gpu_samples.xid_events` counts them per row. Measured (benches/gpu.rs):
 //!   see docs/reference/file-format.md.
 //! - `output_sizes(t_unix_ms, fd, bytes)` (schema 4): the size of the batch script's
-//!   stdout (`fd` 1) and of its stderr when that is another file (`fd` 2), noted by `stat`
-//!   at stored rows where it changed (`store/output.rs`, `recording/output.rs`).
+//!   stdout (`fd` 1) and of its stderr when that is another file (`fd` 2), read by `statx`
+//!   beside the stored rows; the knots of its growth only (`recording/output.rs`).
 //! - view `samples`: the packed tables decoded: `t_unix_ms`, `series` ('job' or the step
 //!   name), `kind` ('periodic'/'start'/'end'), and every value in plain units (`_bytes`,
 //!   `_usec`, `_percent`, cores). Pure SQL (window sums and a join), so `sqlite3` and pandas
