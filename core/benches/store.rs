@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use criterion::{Criterion, Throughput};
 use slurmwatch_core::model::{SampleKind, SampleRow, Series};
+use slurmwatch_core::recording::output::{FileSeen, OutputNotes};
 use slurmwatch_core::recording::rows::STEP_ROW_EVERY;
 use slurmwatch_core::sample::{Pressure, Source, UsageReading};
 use slurmwatch_core::store::{JobMeta, Reader, Writer};
@@ -185,8 +186,23 @@ fn seven_days(busy: bool, srun: bool) {
     let (wall, cpu) = (Instant::now(), cpu_seconds());
     let mut max_wal = 0;
     let wal = dir.path().join("job.db-wal");
+    // A busy job also prints all week: a progress bar whose pace changes every 10 minutes,
+    // its output's size noted as the recorder notes it (`recording::output`).
+    let mut notes = OutputNotes::default();
+    let mut log_bytes = 0u64;
     for i in 0..ROWS_7_DAYS {
         w.push(job.next(i, Series::Job));
+        if busy {
+            log_bytes += if (i / 120) % 2 == 0 { 4000 } else { 2500 };
+            let seen = FileSeen {
+                dev: 1,
+                ino: 1,
+                bytes: log_bytes,
+            };
+            for s in notes.at_row(T0 + i as i64 * 5_000, Some(seen), None) {
+                w.push_output_size(s);
+            }
+        }
         // The plugin's policy (`recording::rows`): while several steps run, step rows are
         // kept every STEP_ROW_EVERY intervals (the job series has full resolution).
         let step_due = !srun || i.is_multiple_of(STEP_ROW_EVERY.into());
@@ -207,6 +223,10 @@ fn seven_days(busy: bool, srun: bool) {
             }
         }
     }
+    for s in notes.finish() {
+        w.push_output_size(s);
+    }
+    w.flush().unwrap();
     w.end_step("batch", T0 + ROWS_7_DAYS as i64 * 5_000, Some(0))
         .unwrap();
     w.close().unwrap();
@@ -219,10 +239,11 @@ fn seven_days(busy: bool, srun: bool) {
     let r = Reader::open(&path).unwrap();
     let n_job = r.samples(&Series::Job).unwrap().len();
     let n_step = r.samples(&Series::step("batch")).unwrap().len();
+    let n_sizes = r.output_sizes(1).unwrap().len();
     let read_ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
         "7-day file ({}{}): {size} bytes = {:.2} MB, {:.1} bytes per job row; \
-         rows read back: job {n_job}, batch {n_step}; \
+         rows read back: job {n_job}, batch {n_step}, output sizes {n_sizes}; \
          writing: {:.1} µs CPU per job row incl. its step rows ({:.1} s CPU, {:.1} s wall); \
          WAL at most {} KiB; full read {read_ms:.0} ms",
         if busy { "busy job" } else { "quiet job" },

@@ -5,8 +5,9 @@
 //! The socket is made by root in the root-owned spool, then given to the job's user with
 //! mode 0600: only that user (and root) can send. Each datagram carries the kernel's stamp
 //! of the sender (`SO_PASSCRED`); a mark is stored only when the sender is the job's user
-//! and its cgroup is inside this job. The thread waits for datagrams at most
-//! [`POLL`] at a time so that it stops promptly; it never calls Slurm.
+//! and its cgroup is inside this job. The thread waits for datagrams without a timeout (an
+//! idle step costs no wake-up): stopping shuts the socket down, which wakes it; it never
+//! calls Slurm.
 
 use slurmwatch_recorder::collect::location::{locate, locate_step_of_stepd, CgroupLocation};
 use slurmwatch_recorder::collect::PROC_ROOT;
@@ -21,8 +22,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long one wait for a datagram lasts: the longest a stop waits for the thread.
-const POLL: Duration = Duration::from_millis(200);
+/// The longest a stop waits for the thread (the shutdown wakes it at once).
+const STOP_WAIT: Duration = Duration::from_millis(200);
 
 /// A mark the sampler stores: when it arrived and its label.
 pub struct Mark {
@@ -114,26 +115,28 @@ impl Listener {
 
     /// Stops taking marks: removes the socket and shuts it down, which ends the thread's
     /// wait at once (the callback that stops it is on the step's exit path), then joins it;
-    /// a thread still busy after [`POLL`] is left behind.
-    pub fn stop(&mut self) {
+    /// a thread still busy after [`STOP_WAIT`] is left behind. Whether it was joined.
+    pub fn stop(&mut self) -> bool {
         self.stop.store(true, Ordering::Relaxed);
         let _ = std::fs::remove_file(&self.path);
         let _ = self.sock.shutdown(std::net::Shutdown::Both);
         if let Some(t) = self.thread.take() {
-            let end = Instant::now() + POLL;
+            let end = Instant::now() + STOP_WAIT;
             while !t.is_finished() && Instant::now() < end {
                 std::thread::sleep(Duration::from_micros(100));
             }
-            if t.is_finished() {
-                let _ = t.join();
+            if !t.is_finished() {
+                return false;
             }
+            let _ = t.join();
         }
+        true
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.stop();
     }
 }
 
@@ -168,8 +171,6 @@ fn bind(path: &Path, owner: Owner) -> Result<UnixDatagram, String> {
             std::io::Error::last_os_error()
         ));
     }
-    sock.set_read_timeout(Some(POLL))
-        .map_err(|e| e.to_string())?;
     Ok(sock)
 }
 
@@ -185,10 +186,17 @@ fn listen<E>(
     let mut ours: Option<CgroupLocation> = None;
     let mut bound = FloodBound::new(Instant::now());
     let mut buf = vec![0u8; DATAGRAM_MAX_BYTES];
+    let mut failed_in_a_row = 0;
     while !stop.load(Ordering::Relaxed) {
         let Some((n, cred)) = receive(sock, &mut buf) else {
+            // An interrupted wait; a socket that keeps failing is given up, never spun on.
+            failed_in_a_row += 1;
+            if failed_in_a_row > 100 {
+                return;
+            }
             continue;
         };
+        failed_in_a_row = 0;
         if stop.load(Ordering::Relaxed) {
             break; // woken by the shutdown, not by a mark
         }
@@ -322,7 +330,7 @@ mod tests {
         while l.refused.not_the_job.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(5));
         }
-        l.stop();
+        assert!(l.stop(), "the shutdown woke the thread, which ended");
         assert!(rx.try_recv().is_err(), "nothing handed on");
         assert_eq!(
             l.refused.text().as_deref(),

@@ -278,7 +278,7 @@ impl Recorder {
     /// Stops taking marks (the socket is removed) and hands the sampler what was refused.
     fn end_marks(&mut self) {
         if let Some(mut m) = self.marks.take() {
-            m.stop();
+            let _ = m.stop();
             if let Some(text) = m.refused.text() {
                 let _ = self.tx.send(Msg::Note(text));
             }
