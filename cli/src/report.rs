@@ -157,8 +157,11 @@ fn attach_log(
         );
     }
     rep.attach_log(info, &scan);
-    rep.throughput =
-        progress.and_then(|p| report::throughput::from_files(&files, owner, p, patterns));
+    if let Some(t) =
+        progress.and_then(|p| report::throughput::from_files(&files, owner, p, patterns))
+    {
+        rep.attach_throughput(t);
+    }
 }
 
 pub fn run(args: ReportArgs) -> anyhow::Result<i32> {

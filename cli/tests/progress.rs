@@ -108,6 +108,11 @@ fn the_logs_slowdown_is_placed_by_the_noted_sizes() {
     assert!((to - (T0 + 40_000)).abs() <= 2000, "{s:#}");
     let lost = s["seconds_lost"].as_f64().unwrap();
     assert!((lost - 15.0).abs() <= 1.5, "{s:#}");
+    let f = r["findings"].as_array().unwrap();
+    assert!(
+        f.iter().any(|f| f["code"] == "throughput_slowdown"),
+        "a 15-s loss is a finding: {f:#?}"
+    );
     let text = report(d.path(), &[]);
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(

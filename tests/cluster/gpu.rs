@@ -491,4 +491,9 @@ EOF"#
     );
     assert!(text.contains("THROUGHPUT"), "{text}");
     assert!(text.contains("by heat"), "{text}");
+    let f = r["findings"].as_array().unwrap();
+    assert!(
+        f.iter().any(|f| f["code"] == "throughput_slowdown"),
+        "{f:#?}"
+    );
 }

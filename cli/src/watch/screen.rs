@@ -838,6 +838,8 @@ mod tests {
             gpu_energy_joules: None,
             peak_working_set_bytes: Some(3 << 30),
             exact: true,
+            gpu_busy_percent: None,
+            rate_per_second: None,
         };
         s.phases = ["load", "epoch 1", "epoch 2", "epoch 3"]
             .iter()

@@ -114,6 +114,8 @@ pub const CODES: &[&str] = &[
     "node_not_recorded",
     "straggler_node",
     "memory_imbalance",
+    "throughput_slowdown",
+    "throughput_fell_while_busy",
     "cuda_oom",
     "nccl_error",
     "module_not_found",

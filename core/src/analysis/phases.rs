@@ -57,6 +57,13 @@ pub struct Phase {
     pub peak_working_set_bytes: Option<u64>,
     /// Both ends are readings taken at the boundary; `false`: interpolated.
     pub exact: bool,
+    /// The cards' mean utilization over the phase's rows (NVML's "busy": a kernel ran).
+    #[serde(default)]
+    pub gpu_busy_percent: Option<f64>,
+    /// The job's own rate over the phase, from its log (`report::throughput`), in the
+    /// throughput's unit; set once the log is read.
+    #[serde(default)]
+    pub rate_per_second: Option<f64>,
 }
 
 /// Label of the stretch before the first mark.
@@ -133,7 +140,26 @@ fn phase(
         gpu_energy_joules,
         peak_working_set_bytes: peak,
         exact,
+        gpu_busy_percent: busy_percent(cards, (start, stop)),
+        rate_per_second: None,
     }
+}
+
+/// The mean of every card's readable utilization over rows in `(start, stop]`.
+fn busy_percent(cards: &[Vec<GpuRow>], (start, stop): (i64, i64)) -> Option<f64> {
+    let readings: Vec<f64> = cards
+        .iter()
+        .flatten()
+        .filter(|r| r.t_unix_ms > start && r.t_unix_ms <= stop)
+        .filter_map(|r| {
+            r.sample
+                .utilization_percent
+                .as_ref()
+                .ok()
+                .map(|u| f64::from(*u))
+        })
+        .collect();
+    (!readings.is_empty()).then(|| readings.iter().sum::<f64>() / readings.len() as f64)
 }
 
 /// A cumulative value at `t`: the row taken then (exact), else interpolated between the

@@ -301,6 +301,14 @@ impl Report {
 }
 
 impl Report {
+    /// Adds the job's own progress from its log: the `throughput` object, each phase's rate,
+    /// and the throughput's findings.
+    pub fn attach_throughput(&mut self, t: throughput::Throughput) {
+        throughput::rate_per_phase(&t, &mut self.phases);
+        self.findings.extend(throughput::findings(&t, &self.phases));
+        self.throughput = Some(t);
+    }
+
     /// Adds what the job's log showed: the `log` object, and its findings merged into
     /// `findings[]` (a code already there, `command_not_found` from exit 127, gains the log's
     /// facts instead of a second entry).

@@ -16,9 +16,11 @@ pub fn section(o: &mut String, r: &Report) {
         return;
     }
     let _ = writeln!(o, "\nPHASES (as the job marked them)");
+    let unit = r.throughput.as_ref().map(|t| t.unit);
+    let rate_head = unit.map_or(String::new(), |u| format!(" {:>14}", format!("rate ({u})")));
     let _ = writeln!(
         o,
-        "  {:<24} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "  {:<24} {:>10} {:>10} {:>10} {:>10} {:>10}{rate_head}",
         "phase", "time", "CPU", "GPU time", "energy", "peak mem"
     );
     for p in &r.phases {
@@ -32,6 +34,14 @@ pub fn section(o: &mut String, r: &Report) {
             or_na(p.gpu_energy_joules, |j| format!("{:.1} kJ", j / 1e3)),
             or_na(p.peak_working_set_bytes, bytes),
         );
+        if unit.is_some() {
+            o.pop(); // the line's newline: the rate goes on it
+            let _ = writeln!(
+                o,
+                " {:>14}",
+                or_na(p.rate_per_second, |v| format!("{v:.2}"))
+            );
+        }
     }
     let how = if r.phases.iter().all(|p| p.exact) {
         "each boundary is a reading the recorder took at the instant of the mark"

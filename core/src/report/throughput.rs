@@ -252,6 +252,126 @@ fn held(cards: &[CardRows], s: &Slowdown) -> Vec<CardHold> {
     out
 }
 
+/// A slowdown is a finding when it cost at least this much wall time.
+pub const SLOWDOWN_FINDING_MIN_SECONDS: f64 = 10.0;
+/// `throughput_fell_while_busy`: the rate fell by at least this share from one marked phase
+/// to the next…
+pub const PHASE_FALL_SHARE: f64 = 0.2;
+/// …while the cards were at least this busy in the later phase.
+pub const BUSY_PERCENT: f64 = 90.0;
+
+/// Each phase's own rate: the time-weighted mean of the points inside it.
+pub fn rate_per_phase(t: &Throughput, phases: &mut [crate::analysis::phases::Phase]) {
+    for p in phases {
+        let inside: Vec<&RatePoint> = t
+            .points
+            .iter()
+            .filter(|r| r.from_unix_ms >= p.started_unix_ms && r.to_unix_ms <= p.ended_unix_ms)
+            .collect();
+        let secs: f64 = inside
+            .iter()
+            .map(|r| (r.to_unix_ms - r.from_unix_ms) as f64)
+            .sum();
+        let work: f64 = inside
+            .iter()
+            .map(|r| r.per_second * (r.to_unix_ms - r.from_unix_ms) as f64)
+            .sum();
+        p.rate_per_second = (secs > 0.0).then(|| work / secs);
+    }
+}
+
+/// `throughput_slowdown` for each slowdown that cost at least
+/// [`SLOWDOWN_FINDING_MIN_SECONDS`], and `throughput_fell_while_busy` where the rate fell by
+/// [`PHASE_FALL_SHARE`] from one marked phase to the next while the cards stayed busy.
+pub fn findings(
+    t: &Throughput,
+    phases: &[crate::analysis::phases::Phase],
+) -> Vec<crate::analysis::Finding> {
+    use serde_json::json;
+    let mut out = Vec::new();
+    for s in t
+        .slowdowns
+        .iter()
+        .filter(|s| s.slowdown.seconds_lost >= SLOWDOWN_FINDING_MIN_SECONDS)
+    {
+        let d = &s.slowdown;
+        let held: Vec<String> = s
+            .held
+            .iter()
+            .map(|h| {
+                format!(
+                    "{} was held by {} for {:.1} s",
+                    h.card,
+                    h.limiter.replace('_', " "),
+                    h.seconds
+                )
+            })
+            .collect();
+        let why = if held.is_empty() {
+            String::new()
+        } else {
+            format!(" while {}", held.join(", "))
+        };
+        let facts = json!({
+            "from_unix_ms": d.from_unix_ms, "to_unix_ms": d.to_unix_ms,
+            "usual_per_second": d.usual_per_second, "during_per_second": d.during_per_second,
+            "unit": t.unit, "seconds_lost": d.seconds_lost, "held": s.held,
+            "placed_within_seconds": t.placed_within_seconds,
+        });
+        out.push(finding(
+            "throughput_slowdown",
+            facts,
+            format!(
+                "The job's own rate fell from {:.2} to {:.2} {} for {:.0} s (from its log, placed within ±{:.2} s){why}: about {:.0} s lost.",
+                d.usual_per_second,
+                d.during_per_second,
+                t.unit,
+                (d.to_unix_ms - d.from_unix_ms) as f64 / 1e3,
+                t.placed_within_seconds,
+                d.seconds_lost
+            ),
+        ));
+    }
+    for w in phases.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let (Some(ra), Some(rb), Some(busy)) =
+            (a.rate_per_second, b.rate_per_second, b.gpu_busy_percent)
+        else {
+            continue;
+        };
+        if ra <= 0.0 || rb > (1.0 - PHASE_FALL_SHARE) * ra || busy < BUSY_PERCENT {
+            continue;
+        }
+        let fell = 1.0 - rb / ra;
+        out.push(finding(
+            "throughput_fell_while_busy",
+            json!({ "from_phase": a.label, "to_phase": b.label, "from_per_second": ra,
+                    "to_per_second": rb, "unit": t.unit, "gpu_busy_percent": busy }),
+            format!(
+                "The job's own rate fell {:.0} % from phase \"{}\" ({ra:.2} {u}) to \"{}\" ({rb:.2} {u}) while its cards stayed {busy:.0} % busy: busy is not useful work (a kernel was running, not necessarily the work's).",
+                fell * 100.0,
+                a.label,
+                b.label,
+                u = t.unit
+            ),
+        ));
+    }
+    out
+}
+
+fn finding(
+    code: &'static str,
+    facts: serde_json::Value,
+    sentence: String,
+) -> crate::analysis::Finding {
+    crate::analysis::Finding {
+        code,
+        facts: facts.as_object().cloned().unwrap_or_default(),
+        sentence,
+        site_note: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +428,63 @@ mod tests {
             &[]
         )
         .is_none());
+    }
+
+    /// Two marked phases: the rate falls 25 % while the cards stay 100 % busy (a finding),
+    /// and a fall of 10 % (none); the slowdown costing 15 s is a finding of its own.
+    #[test]
+    fn a_rate_that_falls_between_busy_phases_is_said() {
+        use crate::analysis::phases::Phase;
+        let points: Vec<RatePoint> = (0..60)
+            .map(|i| RatePoint {
+                from_unix_ms: i * 1000,
+                to_unix_ms: (i + 1) * 1000,
+                per_second: match i {
+                    0..20 => 4.0,
+                    20..40 => 3.0,
+                    _ => 2.8,
+                },
+            })
+            .collect();
+        let t = Throughput {
+            stream: "stderr",
+            tool: Tool::Tqdm,
+            unit: "it/s",
+            points,
+            slowdowns: Vec::new(),
+            placed_within_seconds: 0.75,
+        };
+        let phase = |label: &str, from: i64, to: i64| Phase {
+            label: label.into(),
+            started_unix_ms: from,
+            ended_unix_ms: to,
+            seconds: (to - from) as f64 / 1e3,
+            cpu_seconds: None,
+            gpu_seconds: None,
+            gpu_energy_joules: None,
+            peak_working_set_bytes: None,
+            exact: true,
+            gpu_busy_percent: Some(100.0),
+            rate_per_second: None,
+        };
+        let mut phases = vec![
+            phase("epoch 1", 0, 20_000),
+            phase("epoch 2", 20_000, 40_000),
+            phase("epoch 3", 40_000, 60_000),
+        ];
+        rate_per_phase(&t, &mut phases);
+        assert_eq!(phases[1].rate_per_second, Some(3.0));
+        let f = findings(&t, &phases);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, "throughput_fell_while_busy");
+        assert!(
+            f[0].sentence.contains("fell 25 % from phase \"epoch 1\""),
+            "{}",
+            f[0].sentence
+        );
+        assert!(f[0].sentence.contains("busy is not useful work"));
+        // Not busy: no finding.
+        phases[1].gpu_busy_percent = Some(40.0);
+        assert!(findings(&t, &phases).is_empty());
     }
 }
