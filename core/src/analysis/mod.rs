@@ -1088,6 +1088,8 @@ mod tests {
             "node_not_recorded",
             "straggler_node",
             "memory_imbalance",
+            "throughput_slowdown",
+            "throughput_fell_while_busy",
             "cuda_oom",
             "nccl_error",
             "module_not_found",
