@@ -435,6 +435,11 @@ fn ledger_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
             if !held.is_empty() {
                 out.push(line("held by ", GPU_COLOR, held.join(v.sep())));
             }
+            out.extend(
+                gpm_lines(l, v)
+                    .into_iter()
+                    .map(|t| line("GPM     ", GPU_COLOR, t)),
+            );
         }
         (None, _) if !s.gpus.is_empty() => out.push(line(
             "GPUs    ",
@@ -445,6 +450,27 @@ fn ledger_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
     }
     out.extend(phase_lines(s, v));
     out
+}
+
+/// Each card's GPM means so far (Hopper and newer: how much of the card the work used, which
+/// "busy" does not say); nothing for cards without them.
+fn gpm_lines(l: &Ledger, v: &View) -> Vec<String> {
+    let pct = |p: Option<f64>| p.map_or(NA.to_string(), |p| format!("{p:.0}%"));
+    l.gpus
+        .iter()
+        .filter_map(|c| {
+            let g = c.time.gpm.as_ref()?;
+            Some(format!(
+                "{}: SM active {}{sep}occupancy {}{sep}tensor {}{sep}DRAM {}",
+                c.label,
+                pct(g.sm_active_percent),
+                pct(g.sm_occupancy_percent),
+                pct(g.tensor_active_percent),
+                pct(g.dram_bw_util_percent),
+                sep = v.sep()
+            ))
+        })
+        .collect()
 }
 
 /// The job's last few marked phases (`slurmwatch mark`): each one's time, CPU and peak
@@ -822,6 +848,31 @@ mod tests {
         let t = text(&b);
         assert!(t.contains("JOB ENDED: these are its final figures."), "{t}");
         assert!(!text(&render(&fixture("cpu_only"), &view(), 80, 24)).contains("ENDED"));
+    }
+
+    /// A Hopper card's GPM means are shown under the ledger; the A100's "not available" adds
+    /// no line (the fixture's cards, unchanged).
+    #[test]
+    fn gpm_means_are_shown_for_the_cards_that_have_them() {
+        let mut s = fixture("four_gpus");
+        let before = text(&render(&s, &view(), 120, 40));
+        assert!(!before.contains("GPM"), "{before}");
+        let mut l = s.ledger.get().cloned().expect("the fixture's ledger");
+        l.gpus[0].time.gpm = Some(slurmwatch_core::sample::Gpm {
+            sm_active_percent: Some(62.4),
+            sm_occupancy_percent: Some(40.0),
+            tensor_active_percent: Some(12.0),
+            dram_bw_util_percent: None,
+        });
+        let label = l.gpus[0].label.clone();
+        s.ledger = Reading::ok(l);
+        let t = text(&render(&s, &view(), 120, 44));
+        assert!(
+            t.contains(&format!(
+                "GPM     {label}: SM active 62% · occupancy 40% · tensor 12% · DRAM n/a"
+            )),
+            "{t}"
+        );
     }
 
     #[test]
