@@ -19,6 +19,7 @@ pub mod report;
 pub mod slurm;
 pub mod snapshot;
 pub mod snapshot_merge;
+pub mod stats;
 pub mod units;
 
 // The recorder's modules, at the paths they had before it was split out.

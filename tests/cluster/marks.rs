@@ -11,17 +11,7 @@ const WAIT: Duration = Duration::from_secs(600);
 
 /// The job's report as JSON, after its epilog (as the cluster runs it).
 fn report_json(job: &Job) -> Value {
-    let e = Command::new(epilog_bin())
-        .env("SLURM_JOB_ID", job.id.to_string())
-        .output()
-        .expect("run the epilog");
-    assert!(e.status.success(), "the epilog must exit 0: {}", stderr(&e));
-    let o = Command::new(slurmwatch_bin())
-        .args(["report", &job.id.to_string(), "--json", "--no-log"])
-        .output()
-        .expect("run slurmwatch report");
-    assert_eq!(o.status.code(), Some(0), "report failed: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+    report_after_epilog(job.id, &["--no-log"])
 }
 
 /// The file's `(kind, detail)` events.

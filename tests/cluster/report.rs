@@ -13,17 +13,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// Runs the epilog as Slurm would (root, SLURM_JOB_ID), then `report JOB --json`.
 fn report_json(job: &Job) -> Value {
-    let e = Command::new(epilog_bin())
-        .env("SLURM_JOB_ID", job.id.to_string())
-        .output()
-        .expect("run the epilog");
-    assert!(e.status.success(), "the epilog must exit 0: {}", stderr(&e));
-    let o = Command::new(slurmwatch_bin())
-        .args(["report", &job.id.to_string(), "--json"])
-        .output()
-        .expect("run slurmwatch report");
-    assert_eq!(o.status.code(), Some(0), "report failed: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
+    report_after_epilog(job.id, &[])
 }
 
 fn finding<'a>(r: &'a Value, code: &str) -> Option<&'a Value> {

@@ -694,6 +694,20 @@ pub fn cli_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("bad JSON ({e}): {}", stdout(&o)))
 }
 
+/// Runs the epilog as Slurm would (root, `SLURM_JOB_ID`), then `report JOB --json` with
+/// `extra` arguments.
+pub fn report_after_epilog(job: u32, extra: &[&str]) -> serde_json::Value {
+    let e = Command::new(epilog_bin())
+        .env("SLURM_JOB_ID", job.to_string())
+        .output()
+        .expect("run the epilog");
+    assert!(e.status.success(), "the epilog must exit 0: {}", stderr(&e));
+    let id = job.to_string();
+    let mut args = vec!["report", id.as_str(), "--json"];
+    args.extend_from_slice(extra);
+    cli_json(&args)
+}
+
 /// `slurmwatch sizing --json` of `user`'s runs of `workload` between `since` and `until`
 /// (sacct's `-S`/`-E` forms).
 pub fn sizing_json(since: &str, until: &str, user: &str, workload: &str) -> serde_json::Value {

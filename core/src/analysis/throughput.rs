@@ -126,7 +126,8 @@ pub const SLOW_MIN_MS: i64 = 3000;
 /// The stretches of `points` (in time order) below [`SLOW_SHARE`] of the median rate for at
 /// least [`SLOW_MIN_MS`].
 pub fn slowdowns(points: &[RatePoint]) -> Vec<Slowdown> {
-    let Some(usual) = median(points.iter().map(|p| p.per_second).collect()) else {
+    let rates: Vec<f64> = points.iter().map(|p| p.per_second).collect();
+    let Some(usual) = crate::stats::median(&rates) else {
         return Vec::new();
     };
     if usual <= 0.0 {
@@ -161,20 +162,6 @@ pub fn slowdowns(points: &[RatePoint]) -> Vec<Slowdown> {
         });
     }
     out
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
 }
 
 #[cfg(test)]

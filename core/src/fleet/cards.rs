@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::CardJob;
 use crate::analysis::summary::GpuSummary;
 use crate::collect::gpu::xid;
-use crate::history::stats::{median, newcombe_difference, wilson};
 use crate::slurm::hostlist;
+use crate::stats::{median, newcombe_difference, wilson};
 
 /// The window when none is given: four weeks.
 pub const DEFAULT_WINDOW_DAYS: i64 = 28;

@@ -1,5 +1,6 @@
-//! Small statistics for across-run findings: nearest-rank percentiles, medians, Wilson
-//! intervals and the normal quantile they need.
+//! Small statistics: nearest-rank percentiles, medians, Wilson intervals and the normal
+//! quantile they need (history's and the cards' across-run findings, the throughput's usual
+//! rate). Pure, and at the bottom floor so every room may use them.
 
 /// Nearest-rank percentile (`p` in 0..=100) of unsorted values; `None` when empty.
 pub fn percentile(values: &[f64], p: f64) -> Option<f64> {
