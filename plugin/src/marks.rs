@@ -52,14 +52,14 @@ impl RefusedCounts {
     /// One sentence for the file's events, or `None` when every mark was stored.
     pub fn text(&self) -> Option<String> {
         let parts: Vec<String> = [
-            (&self.not_the_job, "not sent by the job's own processes"),
-            (&self.flood, "over the flood bound"),
-            (&self.malformed, "empty or without the sender's credentials"),
+            (&self.not_the_job, Refused::NotTheJob),
+            (&self.flood, Refused::Flood),
+            (&self.malformed, Refused::Malformed),
         ]
         .iter()
         .filter_map(|(n, why)| {
             let n = n.load(Ordering::Relaxed);
-            (n > 0).then(|| format!("{n} {why}"))
+            (n > 0).then(|| format!("{n} {}", why.why()))
         })
         .collect();
         (!parts.is_empty()).then(|| format!("marks refused: {}", parts.join(", ")))
@@ -188,7 +188,7 @@ fn listen<E>(
     let mut buf = vec![0u8; DATAGRAM_MAX_BYTES];
     let mut failed_in_a_row = 0;
     while !stop.load(Ordering::Relaxed) {
-        let Some((n, cred)) = receive(sock, &mut buf) else {
+        let Some(r) = receive(sock, &mut buf) else {
             // An interrupted wait; a socket that keeps failing is given up, never spun on.
             failed_in_a_row += 1;
             if failed_in_a_row > 100 {
@@ -200,7 +200,8 @@ fn listen<E>(
         if stop.load(Ordering::Relaxed) {
             break; // woken by the shutdown, not by a mark
         }
-        let verdict = cred
+        let verdict = r
+            .cred
             .ok_or(Refused::Malformed)
             .and_then(|c| {
                 if ours.is_none() {
@@ -208,24 +209,26 @@ fn listen<E>(
                 }
                 sender_is_the_job(c, owner, ours.as_ref().ok_or(Refused::NotTheJob)?)
             })
-            .and_then(|()| marks::label_of(&buf[..n]).ok_or(Refused::Malformed))
+            .and_then(|()| marks::label_of(&buf[..r.len]).ok_or(Refused::Malformed))
             .and_then(|label| {
                 bound
                     .admit(Instant::now())
                     .then_some(label)
                     .ok_or(Refused::Flood)
             });
-        match verdict {
-            Ok(label) => {
-                let mark = Mark {
-                    t_unix_ms: now_unix_ms(),
-                    label,
-                };
-                if hand(mark).is_err() {
-                    return;
-                }
+        // Counted before the answer, so that a sender told "refused" finds it counted.
+        if let Err(why) = verdict {
+            refused.count(why);
+        }
+        answer(sock, &r, verdict.as_ref().map(|_| ()).map_err(|w| *w));
+        if let Ok(label) = verdict {
+            let mark = Mark {
+                t_unix_ms: now_unix_ms(),
+                label,
+            };
+            if hand(mark).is_err() {
+                return;
             }
-            Err(why) => refused.count(why),
         }
     }
 }
@@ -258,17 +261,29 @@ unsafe fn close_passed_fds(c: *const libc::cmsghdr) {
     }
 }
 
-/// One datagram (cut to the buffer) and the sender's credentials, if the kernel sent them;
-/// `None` on the wait's timeout or an error.
-fn receive(sock: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, Option<libc::ucred>)> {
+/// What one `recvmsg` gave: the datagram's length (cut to the buffer), the sender's
+/// credentials if the kernel sent them, and the sender's address.
+struct Received {
+    len: usize,
+    cred: Option<libc::ucred>,
+    from: libc::sockaddr_un,
+    from_len: libc::socklen_t,
+}
+
+/// One datagram; `None` on an error.
+fn receive(sock: &UnixDatagram, buf: &mut [u8]) -> Option<Received> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
     // Room for one SCM_CREDENTIALS message, aligned as cmsg(3) requires.
     let mut control = [0u64; 8];
-    // SAFETY: zeroed msghdr is a valid empty header; the pointers set below outlive the call.
+    // SAFETY: zeroed msghdr and sockaddr_un are valid empty values; the pointers set below
+    // outlive the call.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    let mut from: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    msg.msg_name = (&mut from as *mut libc::sockaddr_un).cast();
+    msg.msg_namelen = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
@@ -293,7 +308,37 @@ fn receive(sock: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, Option<libc::u
         }
         found
     };
-    Some((n.min(buf.len()), cred))
+    Some(Received {
+        len: n.min(buf.len()),
+        cred,
+        from_len: msg.msg_namelen,
+        from,
+    })
+}
+
+/// Tells the sender the verdict, without ever waiting, and only at an abstract address (the
+/// name its socket was given on send): a path could be swapped for a link to another
+/// socket, which root must never write to.
+fn answer(sock: &UnixDatagram, r: &Received, verdict: Result<(), Refused>) {
+    let family = std::mem::size_of::<libc::sa_family_t>() as libc::socklen_t;
+    if r.from_len <= family || r.from.sun_path[0] != 0 {
+        return;
+    }
+    let text = match verdict {
+        Ok(()) => marks::ANSWER_OK.to_vec(),
+        Err(why) => format!("{}{}", marks::ANSWER_REFUSED, why.why()).into_bytes(),
+    };
+    // SAFETY: a valid socket, a buffer of the length given, and the address recvmsg filled.
+    unsafe {
+        libc::sendto(
+            sock.as_raw_fd(),
+            text.as_ptr().cast(),
+            text.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            (&r.from as *const libc::sockaddr_un).cast(),
+            r.from_len,
+        );
+    }
 }
 
 #[cfg(test)]
@@ -324,12 +369,12 @@ mod tests {
             (md.uid(), md.permissions().mode() & 0o777),
             (me().uid, 0o600)
         );
-        marks::send(Some(&path), "epoch 1").unwrap();
-        // The refusal is counted before anything could be handed on.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while l.refused.not_the_job.load(Ordering::Relaxed) == 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // The sender waits for the verdict, and hears why.
+        let got = marks::send(Some(&path), "epoch 1");
+        assert!(
+            matches!(&got, Err(marks::SendError::Refused(w)) if w == "not sent by the job's own processes"),
+            "{got:?}"
+        );
         assert!(l.stop(), "the shutdown woke the thread, which ended");
         assert!(rx.try_recv().is_err(), "nothing handed on");
         assert_eq!(

@@ -26,16 +26,18 @@ fn events(job: u32) -> Vec<(String, String)> {
 }
 
 /// Python marking its own phases without a process (one datagram each), each burning a known
-/// amount of its own CPU time; the last mark through `slurmwatch mark`.
+/// amount of its own CPU time, and ending the last one itself; the first mark (before Python
+/// starts) goes through `slurmwatch mark`, so no process start falls inside a measured phase.
 fn burn_script() -> String {
     format!(
-        r#"python3 - <<'EOF'
+        r#"{} mark "start"
+python3 - <<'EOF'
 import os, socket, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.setblocking(False)
 def mark(label):
     s.sendto(label.encode(), os.environ["SLURMWATCH_MARK"])
-    time.sleep(0.3)  # the recorder's reading lands before the burn starts
+    time.sleep(0.5)  # the recorder's reading lands before the burn starts
 def burn(seconds):
     t = time.process_time()
     while time.process_time() - t < seconds:
@@ -44,8 +46,8 @@ time.sleep(1)
 for label, seconds in (("one", 1.0), ("two", 2.0), ("four", 4.0)):
     mark(label)
     burn(seconds)
+mark("done")
 EOF
-{} mark "done"
 sleep 2"#,
         slurmwatch_bin().display()
     )
@@ -69,10 +71,17 @@ fn marked_phases_get_their_own_cpu_time() {
     let labels: Vec<&str> = phases.iter().filter_map(|p| p["label"].as_str()).collect();
     assert_eq!(
         labels,
-        ["(before the first mark)", "one", "two", "four", "done"],
+        [
+            "(before the first mark)",
+            "start",
+            "one",
+            "two",
+            "four",
+            "done"
+        ],
         "{r:#}"
     );
-    for (p, burnt) in phases[1..4].iter().zip([1.0, 2.0, 4.0]) {
+    for (p, burnt) in phases[2..5].iter().zip([1.0, 2.0, 4.0]) {
         let cpu = p["cpu_seconds"].as_f64().expect("cpu_seconds");
         assert!(
             (cpu - burnt).abs() <= 0.02 * burnt,
@@ -80,7 +89,7 @@ fn marked_phases_get_their_own_cpu_time() {
             p["label"]
         );
         assert_eq!(p["exact"], true, "{p:#}");
-        // Wall time: the burn plus the mark's 0.3-s pause, on a core of its own.
+        // Wall time: the burn plus the mark's pause, on a core of its own.
         let secs = p["seconds"].as_f64().unwrap();
         assert!(secs >= burnt, "{p:#}");
     }
@@ -96,7 +105,7 @@ fn marked_phases_get_their_own_cpu_time() {
 
 /// Another user cannot reach the job's mark socket at all (it is the job's user's, 0600);
 /// the job's own user from outside the job, and root, reach it and are refused by the
-/// recorder (uid and cgroup are checked per datagram). Only the job's own mark is stored,
+/// recorder (uid and cgroup are checked per datagram), which answers them so. Only the job's own mark is stored,
 /// and the refusals are noted in the file.
 #[cluster_test(Phase::Cgroup)]
 fn marks_from_outside_the_job_are_refused() {
@@ -147,10 +156,16 @@ fn marks_from_outside_the_job_are_refused() {
     let o = mark_as(Some(USER2), "neighbour");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("Permission denied"), "{}", stderr(&o));
-    // The job's user from outside the job, and root: sent, then refused by the recorder.
+    // The job's user from outside the job, and root: sent, then refused by the recorder,
+    // which says so to the sender.
     for (user, label) in [(Some(USER1), "outside"), (None, "root")] {
         let o = mark_as(user, label);
-        assert_eq!(o.status.code(), Some(0), "{label}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(1), "{label}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("refused this mark: not sent by the job's own processes"),
+            "{label}: {}",
+            stderr(&o)
+        );
     }
     assert_eq!(job.wait(WAIT).state, "COMPLETED", "{}", job.output());
     let r = report_json(&job);

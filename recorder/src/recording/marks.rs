@@ -111,6 +111,26 @@ impl FloodBound {
     }
 }
 
+/// The recorder's answer to a mark from a named sender (what [`send`] waits for): `ok`, or
+/// `refused: ` and why.
+pub const ANSWER_OK: &[u8] = b"ok";
+pub const ANSWER_REFUSED: &str = "refused: ";
+/// The longest [`send`] waits for the recorder's answer. It waits because the recorder checks
+/// the sender's cgroup in `/proc` while the sender lives: a `slurmwatch mark` that exited at
+/// once would be gone before it is checked.
+pub const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+impl Refused {
+    /// The answer's reason.
+    pub fn why(self) -> &'static str {
+        match self {
+            Refused::NotTheJob => "not sent by the job's own processes",
+            Refused::Flood => "over the flood bound",
+            Refused::Malformed => "empty or without the sender's credentials",
+        }
+    }
+}
+
 /// Why a mark could not be handed to the recorder (the job goes on either way).
 #[derive(Debug)]
 pub enum SendError {
@@ -120,6 +140,10 @@ pub enum SendError {
     EmptyLabel,
     /// The recorder's queue is full: the mark is dropped, the sender not held.
     Busy,
+    /// The recorder checked and refused it.
+    Refused(String),
+    /// No answer within [`ANSWER_WAIT`]: the recorder may be busy; the mark may be lost.
+    NoAnswer,
     /// Anything else the kernel said (no recorder listening any more, permission…).
     Io(std::io::Error),
 }
@@ -133,23 +157,54 @@ impl std::fmt::Display for SendError {
             ),
             SendError::EmptyLabel => write!(f, "the mark's label is empty: give it a name, e.g. `slurmwatch mark \"epoch 3\"`"),
             SendError::Busy => write!(f, "the recorder is busy: this mark was dropped (the job was not held)"),
+            SendError::Refused(why) => write!(f, "the recorder refused this mark: {why}"),
+            SendError::NoAnswer => write!(f, "the recorder did not answer within {} s: the mark may not be stored", ANSWER_WAIT.as_secs()),
             SendError::Io(e) => write!(f, "the mark did not reach the recorder: {e}"),
         }
     }
 }
 
-/// Sends one mark without ever waiting: a datagram with `MSG_DONTWAIT`.
+/// Sends one mark (never waiting to send: a full queue is `Busy`) from an autobound abstract
+/// address, then waits at most [`ANSWER_WAIT`] for the recorder's answer.
 pub fn send(socket: Option<&Path>, label: &str) -> Result<(), SendError> {
+    use std::os::fd::AsRawFd;
     let path = socket.ok_or(SendError::NotRecorded)?;
     let label = label_of(label.as_bytes()).ok_or(SendError::EmptyLabel)?;
     let sock = std::os::unix::net::UnixDatagram::unbound().map_err(SendError::Io)?;
+    // SO_PASSCRED makes the kernel bind the socket to a fresh abstract name on send: the
+    // address the recorder answers (an abstract name cannot be swapped for a link).
+    let one: libc::c_int = 1;
+    // SAFETY: a valid socket and a pointer to an int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(SendError::Io(std::io::Error::last_os_error()));
+    }
     sock.set_nonblocking(true).map_err(SendError::Io)?;
-    sock.set_write_timeout(Some(Duration::from_millis(1)))
-        .map_err(SendError::Io)?;
     match sock.send_to(label.as_bytes(), path) {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(SendError::Busy),
-        Err(e) => Err(SendError::Io(e)),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Err(SendError::Busy),
+        Err(e) => return Err(SendError::Io(e)),
+    }
+    sock.set_nonblocking(false).map_err(SendError::Io)?;
+    sock.set_read_timeout(Some(ANSWER_WAIT))
+        .map_err(SendError::Io)?;
+    let mut buf = [0u8; 256];
+    match sock.recv(&mut buf) {
+        Ok(n) if &buf[..n] == ANSWER_OK => Ok(()),
+        Ok(n) => Err(SendError::Refused(
+            String::from_utf8_lossy(&buf[..n])
+                .trim_start_matches(ANSWER_REFUSED)
+                .to_string(),
+        )),
+        Err(_) => Err(SendError::NoAnswer),
     }
 }
 
@@ -250,6 +305,7 @@ mod tests {
 
     #[test]
     fn sending_never_waits_and_says_why_it_failed() {
+        use std::os::linux::net::SocketAddrExt;
         assert!(matches!(send(None, "x"), Err(SendError::NotRecorded)));
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("m.sock");
@@ -259,15 +315,29 @@ mod tests {
             send(Some(&path), " \n"),
             Err(SendError::EmptyLabel)
         ));
-        send(Some(&path), "epoch 3").unwrap();
-        let mut buf = [0u8; DATAGRAM_MAX_BYTES];
-        let n = listener.recv(&mut buf).unwrap();
-        assert_eq!(&buf[..n], b"epoch 3");
+        // A listener that answers: the sender waits for it, and hears a refusal.
+        let answering = std::thread::spawn({
+            let listener = listener.try_clone().unwrap();
+            move || {
+                let mut buf = [0u8; DATAGRAM_MAX_BYTES];
+                let (n, from) = listener.recv_from(&mut buf).unwrap();
+                assert_eq!(&buf[..n], b"epoch 3");
+                assert!(from.as_abstract_name().is_some(), "autobound: {from:?}");
+                let answer = format!("{ANSWER_REFUSED}{}", Refused::Flood.why());
+                listener.send_to_addr(answer.as_bytes(), &from).unwrap();
+            }
+        });
+        let got = send(Some(&path), "epoch 3");
+        answering.join().unwrap();
+        assert!(
+            matches!(&got, Err(SendError::Refused(w)) if w == "over the flood bound"),
+            "{got:?}"
+        );
         // Nobody reads: the queue fills and the sender is told at once (a blocking send
-        // would hang here instead).
-        let outcome = (0..100_000)
-            .map(|_| send(Some(&path), "flood"))
-            .find(|r| r.is_err());
-        assert!(matches!(outcome, Some(Err(SendError::Busy))), "{outcome:?}");
+        // would hang here instead); before that, each send waits out its answer.
+        let sock = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        sock.set_nonblocking(true).unwrap();
+        while sock.send_to(b"fill", &path).is_ok() {}
+        assert!(matches!(send(Some(&path), "flood"), Err(SendError::Busy)));
     }
 }
