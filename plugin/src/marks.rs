@@ -152,17 +152,7 @@ fn bind(path: &Path, owner: Owner) -> Result<UnixDatagram, String> {
     let owned = unsafe { libc::lchown(c.as_ptr(), owner.uid, owner.gid) == 0 };
     // SAFETY: as above.
     let moded = unsafe { libc::chmod(c.as_ptr(), 0o600) == 0 };
-    let one: libc::c_int = 1;
-    // SAFETY: a valid socket and a pointer to an int of the size given.
-    let passcred = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    };
+    let passcred = marks::pass_credentials(sock.as_raw_fd()).is_ok();
     if !(owned && moded && passcred) {
         let _ = std::fs::remove_file(path);
         return Err(format!(

@@ -71,7 +71,7 @@ pub const BEFORE_FIRST_MARK: &str = "(before the first mark)";
 
 /// The phases `marks` cut the recording `rows` (one series, in time order) into. `cards`:
 /// each recorded card's rows. Empty when there is no mark or no row.
-pub fn phases(marks: &[Mark], rows: &[SampleRow], cards: &[Vec<GpuRow>]) -> Vec<Phase> {
+pub fn phases(marks: &[Mark], rows: &[SampleRow], cards: &[&[GpuRow]]) -> Vec<Phase> {
     let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
         return Vec::new();
     };
@@ -96,12 +96,7 @@ pub fn phases(marks: &[Mark], rows: &[SampleRow], cards: &[Vec<GpuRow>]) -> Vec<
     out
 }
 
-fn phase(
-    label: &str,
-    (start, stop): (i64, i64),
-    rows: &[SampleRow],
-    cards: &[Vec<GpuRow>],
-) -> Phase {
+fn phase(label: &str, (start, stop): (i64, i64), rows: &[SampleRow], cards: &[&[GpuRow]]) -> Phase {
     let cpu = |t| at(rows, t, |r| r.usage.cpu_usage_usec);
     let (cpu_a, cpu_b) = (cpu(start), cpu(stop));
     let cpu_seconds = cpu_a
@@ -146,10 +141,10 @@ fn phase(
 }
 
 /// The mean of every card's readable utilization over rows in `(start, stop]`.
-fn busy_percent(cards: &[Vec<GpuRow>], (start, stop): (i64, i64)) -> Option<f64> {
+fn busy_percent(cards: &[&[GpuRow]], (start, stop): (i64, i64)) -> Option<f64> {
     let readings: Vec<f64> = cards
         .iter()
-        .flatten()
+        .flat_map(|c| c.iter())
         .filter(|r| r.t_unix_ms > start && r.t_unix_ms <= stop)
         .filter_map(|r| {
             r.sample
@@ -299,11 +294,11 @@ mod tests {
         let rows = vec![row(0, 0, 1), row(1000, 0, 1), row(3000, 0, 1)];
         let a = vec![g(0, Some(0)), g(1000, Some(5_000)), g(3000, Some(65_000))];
         let b = vec![g(0, Some(0)), g(1000, Some(1_000)), g(3000, Some(21_000))];
-        let p = phases(&[mark(1000, "x")], &rows, &[a.clone(), b]);
+        let p = phases(&[mark(1000, "x")], &rows, &[&a, &b]);
         assert_eq!(p[1].gpu_energy_joules, Some(80.0));
         assert_eq!(p[1].gpu_seconds, Some(4.0));
         let blind = vec![g(0, None), g(1000, None), g(3000, None)];
-        let p = phases(&[mark(1000, "x")], &rows, &[a, blind]);
+        let p = phases(&[mark(1000, "x")], &rows, &[&a, &blind]);
         assert_eq!(p[1].gpu_energy_joules, None);
     }
 }

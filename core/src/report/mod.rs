@@ -139,7 +139,8 @@ fn marked_phases(
     } else {
         job_rows
     };
-    let cards: Vec<Vec<GpuRow>> = cards.iter().map(|c| c.rows.clone()).collect();
+    // The cards' rows as they were read, not copied: a week of 8 cards is a million rows.
+    let cards: Vec<&[GpuRow]> = cards.iter().map(|c| c.rows.as_slice()).collect();
     Ok(analysis::phases::phases(&marks, rows, &cards))
 }
 

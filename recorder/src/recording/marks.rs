@@ -164,6 +164,27 @@ impl std::fmt::Display for SendError {
     }
 }
 
+/// `SO_PASSCRED` on a Unix socket: the listener receives each sender's credentials with its
+/// datagram; a sender that is not yet bound is bound to a fresh abstract name on send.
+pub fn pass_credentials(fd: std::os::fd::RawFd) -> std::io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: a socket descriptor and a pointer to an int of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Sends one mark (never waiting to send: a full queue is `Busy`) from an autobound abstract
 /// address, then waits at most [`ANSWER_WAIT`] for the recorder's answer.
 pub fn send(socket: Option<&Path>, label: &str) -> Result<(), SendError> {
@@ -173,20 +194,7 @@ pub fn send(socket: Option<&Path>, label: &str) -> Result<(), SendError> {
     let sock = std::os::unix::net::UnixDatagram::unbound().map_err(SendError::Io)?;
     // SO_PASSCRED makes the kernel bind the socket to a fresh abstract name on send: the
     // address the recorder answers (an abstract name cannot be swapped for a link).
-    let one: libc::c_int = 1;
-    // SAFETY: a valid socket and a pointer to an int of the size given.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PASSCRED,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(SendError::Io(std::io::Error::last_os_error()));
-    }
+    pass_credentials(sock.as_raw_fd()).map_err(SendError::Io)?;
     sock.set_nonblocking(true).map_err(SendError::Io)?;
     match sock.send_to(label.as_bytes(), path) {
         Ok(_) => {}
