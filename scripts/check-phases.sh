@@ -9,6 +9,8 @@ never=()
 for f in "$dir"/*.skipped; do
   [ -e "$f" ] || continue
   t=$(basename "$f" .skipped)
+  # Phase::Guest tests run in the VM tier's guests, whose scripts/vm/check.py requires them.
+  [ "$(cat "$f")" = Guest ] && continue
   [ -e "$dir/$t.ran" ] || never+=("$t")
 done
 ran=$(find "$dir" -name '*.ran' | wc -l)

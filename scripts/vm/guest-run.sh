@@ -119,7 +119,10 @@ StorageLoc=slurm_acct_db
 StorageUser=root
 CONF
 chmod 600 /etc/slurm/slurmdbd.conf
-echo "optional $PLUGIN spool=/var/spool/slurmwatch" > /etc/slurm/plugstack.conf
+# As on a site and on the host's test cluster: the line behind the include, in the file the
+# cluster tests' harness rewrites (tests/harness PLUGSTACK_LINE_FILE).
+echo "include /etc/slurm/plugstack.conf.d/*.conf" > /etc/slurm/plugstack.conf
+echo "optional $PLUGIN spool=/var/spool/slurmwatch" > /etc/slurm/plugstack.conf.d/00-test-cluster.conf
 # The packaged EpilogSlurmctld's settings (no syslog in the guest: a log file, collected below).
 echo "SLURMWATCH_LOG=$LOG/ctld-epilog.log" > /etc/slurm/slurmwatch-ctld.conf
 
@@ -171,8 +174,22 @@ wait_for slurmd $LOG/slurmd.log 120 sh -c "sinfo -h -N -o %T -n $NODE | grep -Eq
 stage slurm_up
 sinfo -V > "$OUT/slurm-version.txt"
 
+# The host's Rust cluster tests (tests/cluster), the ones scripts/vm/guest-tests.txt lists:
+# the same expectations as on the host's 22.05 cluster, against this release. The harness
+# reads the tracking mode and node count as scripts/cluster.sh leaves them, and the marker of
+# a guest for its Phase::Guest tests.
+echo cgroup > /run/slurm/mode
+echo 1 > /run/slurm/nodes
+touch /run/slurm/guest
 cd /tmp
 set +e
+mapfile -t guest_tests < <(grep -v '^#' $S/guest-tests.txt | grep .)
+SLURMWATCH_BIN=/usr/local/bin/slurmwatch SLURMWATCH_EPILOG_BIN=/usr/sbin/slurmwatch-epilog \
+  RUST_BACKTRACE=1 timeout "${GUEST_TEST_TIMEOUT:-900}" \
+  $S/cluster-tests --ignored --exact --test-threads=2 "${guest_tests[@]}" > "$OUT/cluster-tests.log" 2>&1
+echo "cluster-tests exit $?" | tee "$OUT/cluster-tests-exit.txt"
+stage cluster_tests_done
+# What only differs in the guest and has no host counterpart yet (scripts/vm/guest-tests.py).
 timeout "${GUEST_TEST_TIMEOUT:-900}" python3 $S/tests.py "$OUT"
 echo "tests.py exit $?" | tee "$OUT/tests-exit.txt"
 set -e

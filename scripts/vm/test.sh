@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The VM tier of the test command: for each Slurm release, build (cached) its guest image and
-# the plugin against its headers, boot it, run scripts/vm/guest-tests.py on the real daemons
-# inside, and check the results on the host.
+# the plugin against its headers, boot it, run the host's Rust cluster tests that
+# scripts/vm/guest-tests.txt lists (and scripts/vm/guest-tests.py's guest-only checks) on the
+# real daemons inside, and check the results on the host.
 #
 #   scripts/vm/test.sh [24.11] [26.05]      (default: both)
 # Results and logs: $VM_CACHE/run-<release>/ (share/out/results.json, console logs).
@@ -24,6 +25,14 @@ cp -f "$target/release/libslurmwatch_quickack.so" "$target/slurm-host/libslurmwa
 # The plugin built for the host's Slurm (22.05): each guest's doctor must name it as refused.
 CARGO_TARGET_DIR=$target cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 cp -f "$target/release/libslurmwatch.so" "$target/slurm-host/libslurmwatch.so"
+# The host's Rust cluster tests, run in each guest (the ones scripts/vm/guest-tests.txt lists).
+tests_bin=$(CARGO_TARGET_DIR=$target cargo test --locked --test cluster --no-run --message-format=json ${CARGO_JOBS:+-j "$CARGO_JOBS"} |
+  python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "cluster" and m.get("executable"):
+        print(m["executable"])')
+[ -x "$tests_bin" ] || { echo "vm tier: the cluster tests did not build" >&2; exit 1; }
 
 fail=0
 for rel in "${releases[@]}"; do
@@ -41,6 +50,8 @@ for rel in "${releases[@]}"; do
   mkdir -p "$run/share"
   cp scripts/vm/guest-run.sh "$run/share/run.sh"
   cp scripts/vm/guest-tests.py "$run/share/tests.py"
+  cp scripts/vm/guest-tests.txt "$run/share/guest-tests.txt"
+  cp "$tests_bin" "$run/share/cluster-tests"
   cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$target/slurm-host/libslurmwatch_quickack.so" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
   cp "$target/slurm-host/libslurmwatch.so" "$run/share/slurmwatch-22.05.so"
   # The library the package's slurmwatch-dbd-comment links (scripts/vm/plugin.sh). 24.11
@@ -55,7 +66,7 @@ for rel in "${releases[@]}"; do
     tail -n 30 "$run/share/out/run.log" 2>/dev/null || true
   fi
   t_vm=$((SECONDS - t1))
-  if python3 scripts/vm/check.py "$run/share/out/results.json" "$rel"; then :; else fail=1; fi
+  if python3 scripts/vm/check.py "$run/share/out/results.json" "$rel" scripts/vm/guest-tests.txt; then :; else fail=1; fi
   stages=$(tr '\n' ' ' < "$run/share/out/stages.txt" 2>/dev/null || true)
   echo "vm $rel: image ${t_img} s, guest ${t_vm} s (guest uptime at: $stages), total $((SECONDS - t0)) s"
 done

@@ -3,7 +3,6 @@
 
 use serde_json::Value;
 use slurmwatch_tests::*;
-use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -90,46 +89,12 @@ fn slurmwatch_as_env(user: &str, env: &[(&str, &str)], args: &[&str]) -> Output 
         .expect("run slurmwatch")
 }
 
-/// The job's cgroup v1 directory for a controller (tests may glob; the product never does).
-fn job_cgroup(controller: &str, job: u32) -> PathBuf {
-    let root = PathBuf::from("/sys/fs/cgroup").join(controller);
-    for slurm in std::fs::read_dir(&root).expect("cgroup root").flatten() {
-        if !slurm.file_name().to_string_lossy().starts_with("slurm") {
-            continue;
-        }
-        for uid in std::fs::read_dir(slurm.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = uid.path().join(format!("job_{job}"));
-            if p.is_dir() {
-                return p;
-            }
-        }
-    }
-    panic!("no {controller} cgroup for job {job}");
-}
-
 fn cgroup_cpu_seconds(job: u32) -> f64 {
-    let t = std::fs::read_to_string(job_cgroup("cpuacct", job).join("cpuacct.usage")).unwrap();
-    t.trim().parse::<f64>().unwrap() / 1e9
+    JobCgroup::of(job).cpu_seconds()
 }
 
 fn cgroup_working_set(job: u32) -> f64 {
-    let d = job_cgroup("memory", job);
-    let usage: f64 = std::fs::read_to_string(d.join("memory.usage_in_bytes"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let stat = std::fs::read_to_string(d.join("memory.stat")).unwrap();
-    let get = |k: &str| -> f64 {
-        stat.lines()
-            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse().ok())
-            .unwrap_or(0.0)
-    };
-    usage - get("total_active_file") - get("total_inactive_file")
+    JobCgroup::of(job).working_set_bytes()
 }
 
 /// Submits BURN_THEN_HOLD and waits until it holds its memory (and the plugin, when asked,

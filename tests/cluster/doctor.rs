@@ -23,7 +23,11 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
         let _p = shared_plugstack();
         let (code, text) = doctor();
         assert_eq!(code, 0, "doctor failed on a set-up node:\n{text}");
-        assert!(text.contains("plugin built for Slurm 22.05"), "{text}");
+        let release = slurm_release();
+        assert!(
+            text.contains(&format!("plugin built for Slurm {release}")),
+            "{text}"
+        );
     }
     {
         // A bad plugstack argument.
@@ -54,6 +58,33 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
             "{line}"
         );
     }
+}
+
+/// A plugin built for another release is one slurmstepd would refuse: doctor names it. The
+/// VM tier's guests have the host's 22.05 build beside their own release's package (the
+/// share's `slurmwatch-22.05.so`, scripts/vm/test.sh).
+#[cluster_test(Phase::Guest)]
+fn doctor_names_a_plugin_built_for_another_slurm_as_refused() {
+    let other = "/share/slurmwatch-22.05.so";
+    let conf = job_dir("doctor-other").join("plugstack.conf");
+    std::fs::write(&conf, format!("optional {other} spool={SPOOL}\n")).unwrap();
+    let o = std::process::Command::new(slurmwatch_bin())
+        .args(["doctor", "--json", "--plugstack"])
+        .arg(&conf)
+        .output()
+        .expect("run slurmwatch doctor");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("doctor --json: {e}: {}", stdout(&o)));
+    let check = v["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "plugin_version"))
+        .unwrap_or_else(|| panic!("no plugin_version check: {v}"));
+    let finding = check["finding"].as_str().unwrap_or_default();
+    assert_eq!(check["verdict"], "fail", "{check}");
+    assert!(
+        finding.contains("22.05") && finding.contains("will refuse"),
+        "{finding}"
+    );
 }
 
 /// Issue 36, part 3: `doctor --endpoints` on the controller asks every node sinfo lists, as

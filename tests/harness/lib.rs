@@ -15,6 +15,7 @@ pub use slurmwatch_tests_macros::cluster_test;
 
 pub const SLURMD_LOG: &str = "/var/log/slurm/slurmd.log";
 pub const SLURMCTLD_LOG: &str = "/var/log/slurm/slurmctld.log";
+/// Where scripts/cluster.sh installs the plugin under test.
 pub const PLUGIN_SO: &str = "/usr/local/lib/slurmwatch/slurmwatch.so";
 pub const SPOOL: &str = "/var/spool/slurmwatch";
 /// Unprivileged users created by scripts/cluster.sh.
@@ -51,6 +52,29 @@ pub enum Phase {
     /// hosts in namespaces), the tests run on its login host. Not a phase of scripts/test.sh:
     /// `scripts/check-phases.sh` names these tests as left to that tier instead of failing.
     Site,
+    /// A VM tier guest (Slurm 24.11 or 26.05 on cgroup v2, the release's package installed:
+    /// scripts/vm/guest-run.sh), for what only differs there (another release's plugin beside
+    /// the running one). `scripts/check-phases.sh` leaves these to that tier, whose
+    /// `scripts/vm/check.py` requires each listed test to pass.
+    Guest,
+}
+
+/// The marker scripts/vm/guest-run.sh leaves in a VM tier guest.
+pub const GUEST_MARKER: &str = "/run/slurm/guest";
+
+/// The running Slurm's major.minor (`sinfo -V`: `slurm 24.11.1` → `24.11`).
+pub fn slurm_release() -> String {
+    let v = stdout(&run("sinfo", &["-V"]));
+    let full = v
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_else(|| panic!("sinfo -V said {v:?}"));
+    full.split('.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// Whether the cluster's jobs live in the unified hierarchy (cgroup v2: the VM tier's guests).
+pub fn cgroup_v2() -> bool {
+    Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
 }
 
 /// The marker `scripts/site.sh up` leaves while the site topology is up.
@@ -69,6 +93,7 @@ pub fn runs_in(test: &str, phase: Phase) -> bool {
         Phase::Nodes(n) => cluster_nodes() >= n,
         Phase::ExactlyNodes(n) => cluster_nodes() == n,
         Phase::Site => Path::new(SITE_MARKER).exists(),
+        Phase::Guest => Path::new(GUEST_MARKER).exists(),
     };
     let dir = Path::new(PHASE_RECORD_DIR);
     std::fs::create_dir_all(dir).expect("create the phase record directory");
@@ -79,6 +104,7 @@ pub fn runs_in(test: &str, phase: Phase) -> bool {
             Phase::Site => eprintln!(
                 "{test}: the site topology is not up; it runs in the site tier (scripts/site.sh)"
             ),
+            Phase::Guest => eprintln!("{test}: runs in the VM tier's guests (scripts/vm/test.sh)"),
             _ => eprintln!(
                 "{test}: not this phase ({phase:?}); it runs in another phase of scripts/test.sh"
             ),
@@ -475,14 +501,18 @@ impl PlugstackOverride {
         }
     }
 
+    /// The line for the plugin the cluster runs (scripts/cluster.sh's copy, or the package's
+    /// in a VM guest), with other arguments.
     pub fn new(args: &str) -> PlugstackOverride {
         let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
         let original = std::fs::read_to_string(PLUGSTACK_LINE_FILE).expect("read the line file");
-        std::fs::write(
-            PLUGSTACK_LINE_FILE,
-            format!("optional {PLUGIN_SO} {args}\n"),
-        )
-        .unwrap();
+        let plugin = original
+            .lines()
+            .find_map(|l| l.strip_prefix("optional "))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or(PLUGIN_SO)
+            .to_string();
+        std::fs::write(PLUGSTACK_LINE_FILE, format!("optional {plugin} {args}\n")).unwrap();
         PlugstackOverride {
             original,
             _lock: lock,
@@ -735,5 +765,108 @@ mod tests {
         assert_eq!(sacct_duration_seconds("01:02:03"), Some(3723.0));
         assert_eq!(sacct_duration_seconds("1-00:00:01"), Some(86401.0));
         assert_eq!(sacct_duration_seconds("bogus"), None);
+    }
+}
+
+/// A running job's own cgroup counters, the ground truth the tests compare with, on cgroup v1
+/// (the host cluster) and v2 (the VM tier's guests). Found through a process of the job
+/// (`scontrol listpids`), so a 26.05 job directory named by its SLUID is found too.
+pub struct JobCgroup {
+    /// v2: the job's directory in the unified tree.
+    unified: Option<PathBuf>,
+    /// v1: the job's directories under the cpuacct and memory controllers.
+    cpuacct: PathBuf,
+    memory: PathBuf,
+}
+
+impl JobCgroup {
+    pub fn of(job: u32) -> JobCgroup {
+        let o = run("scontrol", &["listpids", &job.to_string()]);
+        let pid = stdout(&o)
+            .lines()
+            .skip(1)
+            .find_map(|l| l.split_whitespace().next()?.parse::<u32>().ok())
+            .unwrap_or_else(|| panic!("job {job} has no process: {}", stdout(&o)));
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        // The job's directory: the process's path up to its step.
+        let job_dir = |line: &str| -> PathBuf {
+            let path = line.splitn(3, ':').nth(2).unwrap_or_default();
+            let cut = path.find("/step_").unwrap_or(path.len());
+            PathBuf::from(&path[..cut])
+        };
+        let under = |controller: &str| -> PathBuf {
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.split(':')
+                        .nth(1)
+                        .is_some_and(|c| c.split(',').any(|c| c == controller))
+                })
+                .unwrap_or_else(|| panic!("no {controller} line for job {job}: {text}"));
+            Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(job_dir(line).strip_prefix("/").unwrap())
+        };
+        if cgroup_v2() {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("0::"))
+                .expect("a v2 line");
+            let d = Path::new("/sys/fs/cgroup").join(job_dir(line).strip_prefix("/").unwrap());
+            return JobCgroup {
+                unified: Some(d.clone()),
+                cpuacct: d.clone(),
+                memory: d,
+            };
+        }
+        JobCgroup {
+            unified: None,
+            cpuacct: under("cpuacct"),
+            memory: under("memory"),
+        }
+    }
+
+    /// The job's processes' CPU seconds. On v2 slurmstepd lives in the job's cgroup
+    /// (`step_*/slurm`); it is not the job's (on v1 and in sacct's TotalCPU it is not there).
+    pub fn cpu_seconds(&self) -> f64 {
+        let Some(d) = &self.unified else {
+            let t = std::fs::read_to_string(self.cpuacct.join("cpuacct.usage")).unwrap();
+            return t.trim().parse::<f64>().unwrap() / 1e9;
+        };
+        let usage_usec = |f: &Path| -> Option<f64> {
+            let t = std::fs::read_to_string(f).ok()?;
+            t.lines()
+                .find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse().ok())
+        };
+        let total = usage_usec(&d.join("cpu.stat")).expect("the job's cpu.stat");
+        let stepd: f64 = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("step_"))
+            .filter_map(|e| usage_usec(&e.path().join("slurm/cpu.stat")))
+            .sum();
+        (total - stepd) / 1e6
+    }
+
+    /// Usage less the file cache, as the kernel's own files give it.
+    pub fn working_set_bytes(&self) -> f64 {
+        let read = |f: &str| std::fs::read_to_string(self.memory.join(f)).unwrap();
+        let stat = read("memory.stat");
+        let get = |k: &str| -> f64 {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse().ok())
+                .unwrap_or(0.0)
+        };
+        if self.unified.is_some() {
+            let usage: f64 = read("memory.current").trim().parse().unwrap();
+            return usage - get("active_file") - get("inactive_file");
+        }
+        let usage: f64 = read("memory.usage_in_bytes").trim().parse().unwrap();
+        usage - get("total_active_file") - get("total_inactive_file")
+    }
+
+    /// The job's directory in the unified tree (cgroup v2 only).
+    pub fn unified(&self) -> Option<&Path> {
+        self.unified.as_deref()
     }
 }
