@@ -33,10 +33,12 @@ pub struct ReportArgs {
     /// Print the report as JSON (schema in docs/reference/json.md).
     #[arg(long)]
     pub json: bool,
-    /// Also write the charts as an SVG file.
+    /// Also write the charts as an SVG file: memory and cores, step boundaries, the marked
+    /// phases, and the throughput in a third panel when the job's log gave one.
     #[arg(long, value_name = "FILE")]
     pub svg: Option<PathBuf>,
-    /// Also write a self-contained HTML report (no network, no script).
+    /// Also write a self-contained HTML report (no network, no script): the same SVG, with
+    /// the text report around it.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
     /// Do not ask sacct: report from the recording alone.

@@ -1,6 +1,6 @@
 //! The report's throughput end to end, without a cluster: a recorded file with the output
-//! sizes the plugin notes, and the job's log given with `--log`; and a bad pattern file
-//! refused with one sentence.
+//! sizes the plugin notes and a phase mark, and the job's log given with `--log`, in the
+//! JSON, the text and the pictures; and a bad pattern file refused with one sentence.
 
 use std::process::Command;
 
@@ -15,8 +15,8 @@ fn me() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Job 4242's file: 60 one-second rows, and the log's size at each; the log: a tqdm bar
-/// redrawn every 0.1 s at 10 it/s, at a quarter of that from 20 s to 40 s.
+/// Job 4242's file: 60 one-second rows, the log's size at each, and a mark "train" at 30 s;
+/// the log: a tqdm bar redrawn every 0.1 s at 10 it/s, at a quarter of that from 20 s to 40 s.
 fn recorded(dir: &std::path::Path) -> std::path::PathBuf {
     let meta = JobMeta {
         job_id: 4242,
@@ -67,6 +67,8 @@ fn recorded(dir: &std::path::Path) -> std::path::PathBuf {
         }
     }
     w.flush().unwrap();
+    w.event(T0 + 30_000, Some("batch"), "mark", "train")
+        .unwrap();
     w.close().unwrap();
     let path = dir.join("slurm-4242.out");
     std::fs::write(&path, log).unwrap();
@@ -135,4 +137,51 @@ fn a_bad_pattern_file_is_one_sentence_and_exit_2() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("line 2") && err.contains("hint"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+/// `--svg` and `--html` draw what the text says: the mark's line, the rate series and the
+/// slowdown's band, on the throughput panel.
+#[test]
+fn the_pictures_draw_the_phase_and_the_throughput() {
+    let d = tempfile::tempdir().unwrap();
+    let (svg_path, html_path) = (d.path().join("r.svg"), d.path().join("r.html"));
+    let out = report(
+        d.path(),
+        &[
+            "--svg",
+            svg_path.to_str().unwrap(),
+            "--html",
+            html_path.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    let doc = roxmltree::Document::parse(&svg).expect("well-formed");
+    let by_id = |id: &str| doc.descendants().find(|n| n.attribute("id") == Some(id));
+    for id in [
+        "panel-throughput",
+        "series-throughput",
+        "throughput-usual",
+        "slowdown-0",
+        "phase-1",
+    ] {
+        assert!(by_id(id).is_some(), "no {id}");
+    }
+    let phase = by_id("phase-1").unwrap();
+    assert_eq!(
+        phase
+            .children()
+            .find(|c| c.has_tag_name("text"))
+            .unwrap()
+            .text(),
+        Some("train")
+    );
+    let html = std::fs::read_to_string(&html_path).unwrap();
+    assert!(html.contains(&svg), "the HTML holds the same SVG");
+    assert!(html.contains("PHASES (as the job marked them)"));
 }

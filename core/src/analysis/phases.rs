@@ -69,6 +69,15 @@ pub struct Phase {
 /// Label of the stretch before the first mark.
 pub const BEFORE_FIRST_MARK: &str = "(before the first mark)";
 
+/// The phases that begin at a mark, with their index in `phases`: all but the stretch before
+/// the first mark (the first phase, when [`phases`] labelled it [`BEFORE_FIRST_MARK`]).
+pub fn marked(phases: &[Phase]) -> impl Iterator<Item = (usize, &Phase)> {
+    phases
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| *i > 0 || p.label != BEFORE_FIRST_MARK)
+}
+
 /// The phases `marks` cut the recording `rows` (one series, in time order) into. `cards`:
 /// each recorded card's rows. Empty when there is no mark or no row.
 pub fn phases(marks: &[Mark], rows: &[SampleRow], cards: &[&[GpuRow]]) -> Vec<Phase> {

@@ -123,11 +123,16 @@ pub const SLOW_SHARE: f64 = 0.6;
 /// A slowdown lasts at least this long (shorter dips are a bar's jitter).
 pub const SLOW_MIN_MS: i64 = 3000;
 
+/// The usual rate: the median over the series (what a slowdown is measured against).
+pub fn usual_rate(points: &[RatePoint]) -> Option<f64> {
+    let rates: Vec<f64> = points.iter().map(|p| p.per_second).collect();
+    crate::stats::median(&rates)
+}
+
 /// The stretches of `points` (in time order) below [`SLOW_SHARE`] of the median rate for at
 /// least [`SLOW_MIN_MS`].
 pub fn slowdowns(points: &[RatePoint]) -> Vec<Slowdown> {
-    let rates: Vec<f64> = points.iter().map(|p| p.per_second).collect();
-    let Some(usual) = crate::stats::median(&rates) else {
+    let Some(usual) = usual_rate(points) else {
         return Vec::new();
     };
     if usual <= 0.0 {

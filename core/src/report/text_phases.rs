@@ -6,6 +6,10 @@ use std::fmt::Write;
 use super::Report;
 use crate::units::{bytes, duration};
 
+/// A phase's label is cut to this many characters where it is shown (the table's column,
+/// the chart's mark); labels are the user's and may be up to 200 bytes.
+pub const LABEL_CHARS: usize = 24;
+
 fn or_na<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".into())
 }
@@ -24,7 +28,7 @@ pub fn section(o: &mut String, r: &Report) {
         "phase", "time", "CPU", "GPU time", "energy", "peak mem"
     );
     for p in &r.phases {
-        let label: String = p.label.chars().take(24).collect();
+        let label: String = p.label.chars().take(LABEL_CHARS).collect();
         let _ = writeln!(
             o,
             "  {label:<24} {:>10} {:>10} {:>10} {:>10} {:>10}",

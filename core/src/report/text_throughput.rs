@@ -8,8 +8,9 @@ use super::Report;
 use crate::analysis::progress::Tool;
 use crate::units::{clock, duration};
 
-/// What a limiter did to a card, in the ledger's words ("by heat").
-fn limiter_words(name: &str) -> &str {
+/// What a limiter did to a card, in the ledger's words ("by heat"); the chart's slowdown
+/// titles say it the same way.
+pub fn limiter_words(name: &str) -> &str {
     LIMITER_WORDS
         .iter()
         .find(|(k, _)| *k == name)

@@ -1,11 +1,18 @@
 //! Pictures of a report: an SVG (memory: working set, cache, limit; cores in use vs
-//! allocated; step boundaries) and a self-contained HTML page around it (no network, no
+//! allocated; step boundaries; the job's marked phases and, when its log gave one, its
+//! throughput in a third panel) and a self-contained HTML page around it (no network, no
 //! script). Series carry stable ids (`series-working-set`, `series-cache`, `series-limit`,
-//! `series-cores`, `series-allocated`, `step-<name>`) so tests and users can find them.
+//! `series-cores`, `series-allocated`, `step-<name>`, `phase-<n>`, `series-throughput`,
+//! `slowdown-<n>`; panels `panel-memory`, `panel-cores`, `panel-throughput`) so tests and
+//! users can find them.
+
+mod progress;
 
 use std::borrow::Cow;
 
+use super::throughput::Throughput;
 use super::{Point, Report};
+use crate::analysis::throughput::RatePoint;
 use crate::units;
 
 const W: f64 = 960.0;
@@ -16,6 +23,11 @@ const MEM_H: f64 = 220.0;
 const CPU_TOP: f64 = 320.0;
 const CPU_H: f64 = 150.0;
 const H: f64 = 510.0;
+/// The throughput panel, under the cores panel when the report has a throughput; the
+/// picture grows by it (and keeps its height without one).
+const RATE_TOP: f64 = 530.0;
+const RATE_H: f64 = 150.0;
+const H_WITH_RATE: f64 = 720.0;
 /// Identity colours (principle 2: colour names a resource, not a grade).
 const MEM_COLOUR: &str = "#8e44ad";
 const CACHE_COLOUR: &str = "#c39bd3";
@@ -30,27 +42,37 @@ pub fn esc(s: &str) -> String {
         .replace('\'', "&#39;")
 }
 
+/// The SVG's opening: its size, title and white ground.
+fn head(r: &Report, h: f64) -> String {
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {h}\" width=\"{W}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n<title>slurmwatch report: job {}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        esc(&r.job_id)
+    )
+}
+
 /// The report's charts as one SVG document.
 pub fn svg(r: &Report) -> String {
-    let mut o = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" font-family=\"sans-serif\" font-size=\"12\">\n<title>slurmwatch report: job {}</title>\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-        esc(&r.job_id)
-    );
     // A multi-node job: one line per node on a common time axis; the axes fit every node.
     let multi = r.node_points.len() > 1;
     let pts = chart_points(r, multi);
     if pts.is_empty() {
-        o += &format!(
-            "<text x=\"20\" y=\"40\">{}</text>\n</svg>\n",
-            esc("No time series was recorded for this job (enable it with #SBATCH --slurmwatch).")
-        );
-        return o;
+        return head(r, H)
+            + &format!(
+                "<text x=\"20\" y=\"40\">{}</text>\n</svg>\n",
+                esc("No time series was recorded for this job (enable it with #SBATCH --slurmwatch).")
+            );
     }
     let alloc = cores_allocated_line(r, multi);
-    let axes = Axes::fit(&pts, alloc);
-    o += &frames();
+    let rate = r.throughput.as_ref();
+    let axes = Axes::fit(&pts, alloc, rate.map(|t| t.points.as_slice()));
+    let mut o = head(r, axes.height());
+    o += &frames(&axes, rate);
     o += &tick_labels(&axes);
+    if let Some(t) = rate {
+        o += &progress::throughput_panel(t, &axes);
+    }
     o += &step_marks(r, &axes);
+    o += &progress::phase_marks(&r.phases, &axes);
     if multi {
         o += &node_lines(r, &axes);
     }
@@ -83,11 +105,13 @@ fn cores_allocated_line(r: &Report, multi: bool) -> Option<f64> {
     }
 }
 
-/// The two panels, stacked: memory above, cores below.
+/// The panels, stacked: memory above, cores below, the throughput (when there is one)
+/// at the bottom.
 #[derive(Clone, Copy)]
 enum Panel {
     Memory,
     Cores,
+    Throughput,
 }
 
 impl Panel {
@@ -95,6 +119,7 @@ impl Panel {
         match self {
             Panel::Memory => MEM_TOP,
             Panel::Cores => CPU_TOP,
+            Panel::Throughput => RATE_TOP,
         }
     }
 
@@ -102,24 +127,47 @@ impl Panel {
         match self {
             Panel::Memory => MEM_H,
             Panel::Cores => CPU_H,
+            Panel::Throughput => RATE_H,
         }
     }
 }
 
 /// The scales every mark shares: time from the first point over `span_ms`; each panel's
-/// top value (a little above the largest reading, so a peak never touches the frame).
+/// top value (a little above the largest reading, so a peak never touches the frame);
+/// `rate_max` only when there is a throughput panel.
 struct Axes {
     t0_unix_ms: i64,
     span_ms: f64,
     mem_max_bytes: f64,
     cpu_max_cores: f64,
+    rate_max: Option<f64>,
 }
 
 impl Axes {
-    /// Fits `pts` (not empty) and the allocation line.
-    fn fit(pts: &[Point], alloc: Option<f64>) -> Axes {
-        let t0 = pts[0].t_unix_ms;
-        let t1 = pts[pts.len() - 1].t_unix_ms;
+    /// Fits `pts` (not empty), the allocation line and the throughput's rates: the time axis
+    /// covers every rate's stretch too, so each is drawn at its own time, never clamped.
+    fn fit(pts: &[Point], alloc: Option<f64>, rates: Option<&[RatePoint]>) -> Axes {
+        let rate_max = rates.map(|r| {
+            let top = r
+                .iter()
+                .map(|p| p.per_second)
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max);
+            if top > 0.0 {
+                top * 1.1
+            } else {
+                1.0
+            }
+        });
+        let rates = rates.unwrap_or_default();
+        let t0 = rates
+            .iter()
+            .map(|r| r.from_unix_ms)
+            .fold(pts[0].t_unix_ms, i64::min);
+        let t1 = rates
+            .iter()
+            .map(|r| r.to_unix_ms)
+            .fold(pts[pts.len() - 1].t_unix_ms, i64::max);
         let mem_max = pts
             .iter()
             .flat_map(|p| [p.working_set_bytes, p.limit_bytes, cache_top(p)])
@@ -138,6 +186,7 @@ impl Axes {
             span_ms: (t1 - t0).max(1) as f64,
             mem_max_bytes: mem_max,
             cpu_max_cores: cpu_max,
+            rate_max,
         }
     }
 
@@ -145,7 +194,37 @@ impl Axes {
         match panel {
             Panel::Memory => self.mem_max_bytes,
             Panel::Cores => self.cpu_max_cores,
+            Panel::Throughput => self.rate_max.unwrap_or(1.0),
         }
+    }
+
+    /// The panels drawn, top to bottom.
+    fn panels(&self) -> &'static [Panel] {
+        match self.rate_max {
+            Some(_) => &[Panel::Memory, Panel::Cores, Panel::Throughput],
+            None => &[Panel::Memory, Panel::Cores],
+        }
+    }
+
+    /// The lowest panel's bottom edge: the time axis is labelled under it, and marks that
+    /// cross every panel end there.
+    fn bottom(&self) -> f64 {
+        let last = self.panels()[self.panels().len() - 1];
+        last.top() + last.height()
+    }
+
+    fn height(&self) -> f64 {
+        if self.rate_max.is_some() {
+            H_WITH_RATE
+        } else {
+            H
+        }
+    }
+
+    /// A value's y in `panel` (held a little above the top, never below the bottom).
+    fn y(&self, panel: Panel, v: f64) -> f64 {
+        let (top, h) = (panel.top(), panel.height());
+        top + h - (v / self.ymax(panel)).clamp(0.0, 1.05) * h
     }
 
     /// A point's x (never clamped: every point lies inside the span).
@@ -174,14 +253,25 @@ fn polyline(
     get: impl Fn(&Point) -> Option<f64>,
     style: &str,
 ) -> String {
-    let (top, h, ymax) = (panel.top(), panel.height(), axes.ymax(panel));
+    let at = pts.iter().map(|p| get(p).map(|v| (p.t_unix_ms, v)));
+    polyline_at(id, at, axes, panel, style)
+}
+
+/// Values at times as polylines in `panel`: `None` (or a value that is not finite) is a
+/// gap that breaks the line.
+fn polyline_at(
+    id: &str,
+    at: impl Iterator<Item = Option<(i64, f64)>>,
+    axes: &Axes,
+    panel: Panel,
+    style: &str,
+) -> String {
     let mut segs: Vec<String> = Vec::new();
     let mut cur = String::new();
-    for p in pts {
-        match get(p) {
-            Some(v) if v.is_finite() => {
-                let x = axes.x(p.t_unix_ms);
-                let y = top + h - (v / ymax).clamp(0.0, 1.05) * h;
+    for p in at {
+        match p {
+            Some((t, v)) if v.is_finite() => {
+                let (x, y) = (axes.x(t), axes.y(panel, v));
                 cur += &format!("{x:.1},{y:.1} ");
             }
             _ => {
@@ -206,21 +296,27 @@ fn polyline(
     format!("<g id=\"{id}\">{lines}</g>")
 }
 
-/// Each panel's title and frame.
-fn frames() -> String {
+/// Each panel's title and frame (`panel-<name>`).
+fn frames(axes: &Axes, rate: Option<&Throughput>) -> String {
     let mut o = String::new();
-    for (panel, title) in [
-        (
-            Panel::Memory,
-            "Memory: working set (solid), working set + page cache (light), limit (dashed)",
-        ),
-        (Panel::Cores, "Cores in use (solid) vs allocated (dashed)"),
-    ] {
+    for &panel in axes.panels() {
+        let (name, title) = match panel {
+            Panel::Memory => (
+                "memory",
+                "Memory: working set (solid), working set + page cache (light), limit (dashed)"
+                    .to_string(),
+            ),
+            Panel::Cores => (
+                "cores",
+                "Cores in use (solid) vs allocated (dashed)".to_string(),
+            ),
+            Panel::Throughput => ("throughput", progress::title(rate)),
+        };
         let (top, h) = (panel.top(), panel.height());
         o += &format!(
-            "<text x=\"{LEFT}\" y=\"{:.0}\" font-weight=\"bold\">{}</text>\n<rect x=\"{LEFT}\" y=\"{top}\" width=\"{}\" height=\"{h}\" fill=\"none\" stroke=\"#bbb\"/>\n",
+            "<text x=\"{LEFT}\" y=\"{:.0}\" font-weight=\"bold\">{}</text>\n<rect id=\"panel-{name}\" x=\"{LEFT}\" y=\"{top}\" width=\"{}\" height=\"{h}\" fill=\"none\" stroke=\"#bbb\"/>\n",
             top - 8.0,
-            esc(title),
+            esc(&title),
             W - LEFT - RIGHT
         );
     }
@@ -237,7 +333,7 @@ fn tick_labels(axes: &Axes) -> String {
         let label = units::offset((f * axes.span_ms) as i64);
         o += &format!(
             "<text x=\"{x:.1}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"#444\">{label}</text>\n",
-            CPU_TOP + CPU_H + 16.0
+            axes.bottom() + 16.0
         );
         let ym = MEM_TOP + MEM_H - f * MEM_H;
         o += &format!(
@@ -251,16 +347,19 @@ fn tick_labels(axes: &Axes) -> String {
             LEFT - 4.0,
             f * axes.cpu_max_cores
         );
+        if let Some(max) = axes.rate_max {
+            o += &progress::rate_tick(f, max);
+        }
     }
     o += &format!(
         "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\" fill=\"#444\">time into the job (hh:mm:ss)</text>\n",
         W - RIGHT,
-        H - 6.0
+        axes.height() - 6.0
     );
     o
 }
 
-/// A dotted line across both panels at each step's start and end (`step-<name>`).
+/// A dotted line across every panel at each step's start and end (`step-<name>`).
 fn step_marks(r: &Report, axes: &Axes) -> String {
     let mut o = String::new();
     for (name, a, b) in &r.step_marks {
@@ -270,7 +369,7 @@ fn step_marks(r: &Report, axes: &Axes) -> String {
                 let x = axes.x_clamped(*t);
                 g += &format!(
                     "<line x1=\"{x:.1}\" y1=\"{MEM_TOP}\" x2=\"{x:.1}\" y2=\"{:.0}\" stroke=\"#999\" stroke-dasharray=\"2,3\"><title>{}</title></line>",
-                    CPU_TOP + CPU_H,
+                    axes.bottom(),
                     esc(&label)
                 );
             }
