@@ -117,8 +117,10 @@ rm -f big
     );
 }
 
-/// Two CPU burners plus 200 helpers of ~50 ms that exit between readings: the recorded total
-/// matches sacct's TotalCPU of the job's steps (1 % with cgroups, 2 % from /proc).
+/// Two CPU burners plus 100 helpers of ~8 ms that exit between readings: the recorded total
+/// matches sacct's TotalCPU of the job's steps (1 % with cgroups, 2 % from /proc). The helpers
+/// burn ~0.8 CPU-s in all here (`times`), six times the 1 % of the ~12 CPU-s total: a recorder
+/// that missed them fails. (200 of ~50 ms took 100 s in the VM tier's emulated guests.)
 ///
 /// The script also prints bash's `times` (its own and its reaped children's user+system
 /// time: the rusage sacct's TotalCPU is built from) as a second, independent witness. In one
@@ -133,7 +135,7 @@ fn cpu_total_matches_sacct_including_short_lived_processes() {
     let script = r#"
 burn() { local end=$((SECONDS + $1)); while ((SECONDS < end)); do :; done; }
 burn 6 & burn 6 &
-for i in $(seq 200); do ( i=0; while ((i < 12000)); do ((i++)); done ) ; done
+for i in $(seq 100); do ( i=0; while ((i < 8000)); do ((i++)); done ) ; done
 wait
 times
 "#;
