@@ -21,7 +21,7 @@ use slurmwatch_recorder::recording::gpus as gpu_notes;
 use slurmwatch_recorder::recording::output::OutputNotes;
 use slurmwatch_recorder::recording::rows::{stored_row, Peers, Reads, RowSchedule, SamplerCost};
 use slurmwatch_recorder::recording::step::{existing_file, ExistingFile};
-use slurmwatch_recorder::sample::{Source, UsageReading};
+use slurmwatch_recorder::sample::{GpuSample, Source, UsageReading};
 use slurmwatch_recorder::store::{paths, JobMeta, Writer};
 use slurmwatch_recorder::sys::now_unix_ms;
 use slurmwatch_recorder::sys::thread_cpu_usec;
@@ -477,6 +477,8 @@ struct Gpus {
     worker: GpuWorker,
     /// `gpus.id` of each card this step records (`None`: another step records it).
     ids: Option<Vec<Option<i64>>>,
+    /// The time of the last reading stored: a card's rows go in time order.
+    last_stored_ms: Option<i64>,
 }
 
 impl Gpus {
@@ -492,6 +494,7 @@ impl Gpus {
                 ledger_since_unix_ms: u64::try_from(started_unix_ms).ok(),
             }),
             ids: None,
+            last_stored_ms: None,
         })
     }
 
@@ -534,20 +537,39 @@ impl Gpus {
     fn store(this: &mut Option<Gpus>, writer: &mut Writer, step: &str, t: i64) {
         Gpus::poll_open(this, writer, step);
         let Some(g) = this else { return };
-        let Some(ids) = &g.ids else { return };
+        let Some(ids) = g.ids.clone() else { return };
         if ids.iter().all(Option::is_none) {
             return;
         }
+        // The base first (it is older than any reading), also when it came during the read.
+        g.store_base(writer);
         // The step's processes descend from this slurmstepd (used where there is no job
         // cgroup to tell the job's processes from a neighbour's).
         let roots = [std::process::id()];
         if let Some(samples) = g.worker.read(&roots, GPU_READ_WAIT) {
-            for (id, s) in ids.iter().zip(samples) {
-                if let Some(id) = id {
-                    writer.push_gpu(t, *id, s);
-                }
+            g.store_base(writer);
+            // After the base (its time can be a moment past the row's: NVML opened between).
+            let t = g.last_stored_ms.map_or(t, |last| t.max(last + 1));
+            g.push(&ids, writer, t, samples);
+        }
+    }
+
+    /// The cards' base reading, taken by the worker when NVML opened, stored at its own time
+    /// once it is there (never waits): the exact ledger counts from it.
+    fn store_base(&mut self, writer: &mut Writer) {
+        let Some(ids) = self.ids.clone() else { return };
+        if let Some((t, samples)) = self.worker.take_base(Duration::ZERO, self.last_stored_ms) {
+            self.push(&ids, writer, t, samples);
+        }
+    }
+
+    fn push(&mut self, ids: &[Option<i64>], writer: &mut Writer, t: i64, samples: Vec<GpuSample>) {
+        for (id, s) in ids.iter().zip(samples) {
+            if let Some(id) = id {
+                writer.push_gpu(t, *id, s);
             }
         }
+        self.last_stored_ms = Some(t);
     }
 }
 
@@ -745,6 +767,9 @@ impl Sampler {
     /// A fast read: only the running maxima, nothing stored.
     fn fast_read(&mut self) {
         Gpus::poll_open(&mut self.gpus, &mut self.writer, &self.plan.step);
+        if let Some(g) = self.gpus.as_mut() {
+            g.store_base(&mut self.writer);
+        }
         let t = now_unix_ms();
         let reads = self.schedule.fast(self.peers(t));
         let Some(mut slot) = lock_within(&self.located, FINAL_WAIT) else {

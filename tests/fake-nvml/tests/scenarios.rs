@@ -624,19 +624,36 @@ fn worker_bounds_init_and_hung_reads() {
         }
     }
     assert!(matches!(opened, Opened::Ready { .. }), "{opened:?}");
-    // Each read of the card takes 600 ms: a 100 ms budget records TIMEOUT, not a stall.
+    let opened_ms = slurmwatch_core::sys::now_unix_ms();
+    // The worker takes the cards' base reading at once (600 ms on this card): asking for it
+    // meanwhile never waits.
     let t = std::time::Instant::now();
+    assert!(w.take_base(Duration::ZERO, None).is_none());
+    // Each read of the card takes 600 ms: a 100 ms budget records TIMEOUT, not a stall.
     let s = w.read(&[], Duration::from_millis(100)).unwrap();
     assert!(t.elapsed() < Duration::from_millis(400));
     assert_eq!(s[0], GpuSample::all_failed(GpuError::Timeout));
-    // The Xid event the late reply collected is not lost: it comes with the next reading.
-    let mut c = card(0);
-    c["xid_events"] = json!([79]);
+    // A second event, before that late reading drains the card's events (it starts when the
+    // base, which drained the first, is done).
+    c["xid_events"] = json!([79, 80]);
     scene.set(json!({ "devices": [c] }));
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(1200));
+    // The event the late reply collected is not lost: it comes with the next reading.
+    let mut c = card(0);
+    c["xid_events"] = json!([79, 80]);
+    scene.set(json!({ "devices": [c] }));
     let s = w.read(&[], Duration::from_secs(2)).unwrap();
     assert_eq!(s[0].utilization_percent, Ok(97));
-    assert_eq!(s[0].xid_errors, Ok(vec![79]));
+    assert_eq!(s[0].xid_errors, Ok(vec![80]));
+    // The base came meanwhile, stamped when it was taken, with the event it drained; once.
+    let (t_base, base) = w.take_base(Duration::ZERO, None).expect("the base reading");
+    assert!(
+        (opened_ms - 50..=opened_ms + 100).contains(&t_base),
+        "{t_base} vs {opened_ms}"
+    );
+    assert_eq!(base[0].utilization_percent, Ok(97));
+    assert_eq!(base[0].xid_errors, Ok(vec![79]));
+    assert!(w.take_base(Duration::from_millis(100), None).is_none());
     drop(scene);
 }
 

@@ -45,6 +45,8 @@ enum Req {
 
 enum Reply {
     Opened(Result<(Vec<GpuCard>, Vec<GpuLink>), NoGpus>),
+    /// The reading taken as soon as NVML opened, and its time (Unix ms).
+    Base(i64, Vec<GpuSample>),
     Read(u64, Vec<GpuSample>),
 }
 
@@ -61,6 +63,10 @@ pub struct GpuWorker {
     /// Idle time of those replies, per card: the cursor moved past it, so it too goes with
     /// the next stored reading (else the cumulative no-work time would lose it).
     late_idle: Vec<IdleTime>,
+    /// The cards' first reading, taken by the worker the moment NVML opened (the base of
+    /// their cumulative counters), until the sampler stores it; `base_taken` once it has.
+    base: Option<(i64, Vec<GpuSample>)>,
+    base_taken: bool,
 }
 
 enum State {
@@ -95,6 +101,8 @@ impl GpuWorker {
             outstanding: None,
             late_xids: Vec::new(),
             late_idle: Vec::new(),
+            base: None,
+            base_taken: false,
         }
     }
 
@@ -114,7 +122,9 @@ impl GpuWorker {
                 self.state = State::Closed;
                 Opened::None(why.to_string())
             }
-            Ok(Reply::Read(..)) | Err(RecvTimeoutError::Timeout) => Opened::Pending,
+            Ok(Reply::Read(..) | Reply::Base(..)) | Err(RecvTimeoutError::Timeout) => {
+                Opened::Pending
+            }
             Err(RecvTimeoutError::Disconnected) => {
                 self.state = State::Closed;
                 Opened::None("the GPU reader stopped".into())
@@ -144,6 +154,7 @@ impl GpuWorker {
                             break;
                         }
                     }
+                    Ok(Reply::Base(t, base)) => self.base = Some((t, base)),
                     Ok(_) => continue,
                     Err(TryRecvError::Empty) => return Some(timed_out()),
                     Err(TryRecvError::Disconnected) => {
@@ -189,6 +200,7 @@ impl GpuWorker {
                     return Some(samples);
                 }
                 Ok(Reply::Read(_, late)) => self.keep_late(&late),
+                Ok(Reply::Base(t, base)) => self.base = Some((t, base)),
                 Ok(_) => continue,
                 Err(RecvTimeoutError::Timeout) => return Some(timed_out()),
                 Err(RecvTimeoutError::Disconnected) => {
@@ -201,6 +213,40 @@ impl GpuWorker {
 }
 
 impl GpuWorker {
+    /// The cards' first reading and its time, once (waits at most `wait` for it): the base
+    /// their exact ledger counts from, taken when NVML opened rather than at the next row
+    /// (a row's reading can come up to an interval later; a 3-second job lost a third of its
+    /// span to that). `None` while it is not there yet, and after it was taken.
+    ///
+    /// A card's rows are stored in time order (the file packs each as a difference from the
+    /// one before), so a base no newer than `stored_after` (the last reading stored: one that
+    /// timed out while the base was on the card) is not returned; its events and time with
+    /// no work go with the next reading, as a late reply's do.
+    pub fn take_base(
+        &mut self,
+        wait: Duration,
+        stored_after: Option<i64>,
+    ) -> Option<(i64, Vec<GpuSample>)> {
+        if self.base_taken || !self.is_ready() {
+            return None;
+        }
+        if self.base.is_none() && self.outstanding.is_none() {
+            match self.rx.recv_timeout(wait) {
+                Ok(Reply::Base(t, base)) => self.base = Some((t, base)),
+                Ok(Reply::Read(_, late)) => self.keep_late(&late),
+                Ok(Reply::Opened(_)) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => self.state = State::Closed,
+            }
+        }
+        let (t, base) = self.base.take()?;
+        self.base_taken = true;
+        if stored_after.is_some_and(|last| t <= last) {
+            self.keep_late(&base);
+            return None;
+        }
+        Some((t, base))
+    }
+
     fn keep_late(&mut self, late: &[GpuSample]) {
         if self.late_xids.len() < late.len() {
             self.late_xids.resize(late.len(), Vec::new());
@@ -238,6 +284,14 @@ fn serve(cfg: GpuWorkerConfig, rx: Receiver<Req>, tx: Sender<Reply>) {
             }
         };
     let mut memo = pids::JobPids::default();
+    // The base reading, at once: the step's processes descend from this slurmstepd.
+    let roots = [std::process::id()];
+    let t = crate::sys::now_unix_ms();
+    let base = collector.read(&mut |pid| memo.owns(&cfg.proc_root, cfg.job_id, &roots, pid));
+    memo.end_reading();
+    if tx.send(Reply::Base(t, base)).is_err() {
+        return;
+    }
     // The sender side is dropped when the sampler ends: then NVML shuts down here.
     while let Ok(Req::Read { seq, roots }) = rx.recv() {
         let (proc_root, job_id) = (&cfg.proc_root, cfg.job_id);
