@@ -3,10 +3,9 @@
 //! and each slowdown set beside what the job's cards' exact ledger says held them back over
 //! the same stretch ("busy is not useful work").
 
-use serde::Serialize;
-
 use crate::analysis::progress::{self, Reading, Tool};
 use crate::analysis::throughput::{self, Count, RatePoint, SizeAt, Slowdown};
+pub use crate::analysis::throughput::{CardHold, SlowdownSeen, Throughput};
 use crate::analysis::{card_ledger, CardLedger};
 use crate::recording::output::TOLERANCE_MS;
 use crate::sample::GPU_LIMITER_NAMES;
@@ -44,6 +43,16 @@ impl ProgressInputs {
         reader: &crate::store::Reader,
         marked: bool,
     ) -> crate::error::Result<ProgressInputs> {
+        let mut p = ProgressInputs::load_sizes(reader)?;
+        if marked || !p.is_empty() {
+            p.load_cards(reader)?;
+        }
+        Ok(p)
+    }
+
+    /// The noted sizes and the interval alone (cheap: the live view asks whether they grew
+    /// before reading every card's rows).
+    pub fn load_sizes(reader: &crate::store::Reader) -> crate::error::Result<ProgressInputs> {
         let sizes = |fd| -> crate::error::Result<Vec<SizeAt>> {
             Ok(reader
                 .output_sizes(fd)?
@@ -54,21 +63,24 @@ impl ProgressInputs {
                 })
                 .collect())
         };
-        let mut p = ProgressInputs {
+        Ok(ProgressInputs {
             stdout: sizes(1)?,
             stderr: sizes(2)?,
             cards: Vec::new(),
             interval_ms: i64::from(reader.meta()?.interval_seconds.max(1)) * 1000,
-        };
-        if marked || !p.is_empty() {
-            for g in reader.gpus()? {
-                p.cards.push(CardRows {
-                    label: g.card.label(),
-                    rows: reader.gpu_samples(g.id)?,
-                });
-            }
+        })
+    }
+
+    /// The cards' rows, to set a slowdown beside.
+    pub fn load_cards(&mut self, reader: &crate::store::Reader) -> crate::error::Result<()> {
+        self.cards.clear();
+        for g in reader.gpus()? {
+            self.cards.push(CardRows {
+                label: g.card.label(),
+                rows: reader.gpu_samples(g.id)?,
+            });
         }
-        Ok(p)
+        Ok(())
     }
 }
 
@@ -99,35 +111,6 @@ pub fn from_files(
             patterns,
         )
     })
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Throughput {
-    /// `stdout`, `stderr`: the file the progress lines came from.
-    pub stream: &'static str,
-    pub tool: Tool,
-    /// The unit of the rates: the bar's count per second (`it/s`, `steps/s`…).
-    pub unit: &'static str,
-    pub points: Vec<RatePoint>,
-    pub slowdowns: Vec<SlowdownSeen>,
-    /// How exactly a reading is placed, s: half the recording's interval and the tolerance of
-    /// the recorder's notes (`recording::output`).
-    pub placed_within_seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SlowdownSeen {
-    #[serde(flatten)]
-    pub slowdown: Slowdown,
-    /// What held the job's cards over the same stretch, from their exact counters.
-    pub held: Vec<CardHold>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CardHold {
-    pub card: String,
-    pub limiter: &'static str,
-    pub seconds: f64,
 }
 
 /// The rate unit of a tool's count.
@@ -212,9 +195,9 @@ pub fn from_log_with(
         })
         .collect();
     Some(Throughput {
-        stream,
+        stream: stream.into(),
         tool,
-        unit: unit_of(tool),
+        unit: unit_of(tool).into(),
         points,
         slowdowns,
         placed_within_seconds: placed_within_seconds(interval_ms),
@@ -243,7 +226,7 @@ fn held(cards: &[CardRows], s: &Slowdown) -> Vec<CardHold> {
             if let Some(secs) = secs.filter(|v| *v >= HELD_SHARE * span) {
                 out.push(CardHold {
                     card: c.label.clone(),
-                    limiter: name,
+                    limiter: name.into(),
                     seconds: secs,
                 });
             }
@@ -399,7 +382,7 @@ mod tests {
             }
         }
         let t = from_log("stderr", (&text, 0), &sizes, &[]).expect("a throughput");
-        assert_eq!((t.tool, t.unit), (Tool::Tqdm, "it/s"));
+        assert_eq!((t.tool, t.unit.as_ref()), (Tool::Tqdm, "it/s"));
         assert_eq!(t.slowdowns.len(), 1, "{:?}", t.slowdowns);
         let s = &t.slowdowns[0].slowdown;
         assert!(((s.from_unix_ms - t0) - 20_000).abs() <= 2000, "{s:?}");
@@ -447,9 +430,9 @@ mod tests {
             })
             .collect();
         let t = Throughput {
-            stream: "stderr",
+            stream: "stderr".into(),
             tool: Tool::Tqdm,
-            unit: "it/s",
+            unit: "it/s".into(),
             points,
             slowdowns: Vec::new(),
             placed_within_seconds: 0.75,
