@@ -136,7 +136,7 @@ fn attach_log(
     }
     rep.attach_log(info, &scan);
     if let Some(t) =
-        progress.and_then(|p| report::throughput::from_files(&files, owner, p, patterns))
+        progress.and_then(|p| report::throughput::from_files(&files, owner, p, (patterns, None)))
     {
         rep.attach_throughput(t);
     }

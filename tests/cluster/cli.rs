@@ -519,7 +519,7 @@ fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
 /// A job prints a tqdm bar whose count follows the wall clock at exactly 10 it/s, redrawn
 /// every 0.1 s. While it runs, `--once --json` as its user finds the log where Slurm says it
 /// goes, places the bar by the sizes the recorder noted, and gives a usual (median) rate
-/// within 10 % of 10 it/s, from tqdm.
+/// within 10 % of 10 it/s, from tqdm; the dashboard shows its rate line.
 #[cluster_test(Phase::Cgroup)]
 fn once_json_gives_the_running_jobs_throughput_from_its_log() {
     let _p = shared_plugstack();
@@ -571,5 +571,20 @@ PY"#;
         rates.len()
     );
     assert!((median - 10.0).abs() <= 1.0, "median {median} it/s: {t:#}");
+    // The dashboard says it under WHERE IT WENT.
+    let tmux = Tmux::start(
+        &format!("sw-rate-{}", job.id),
+        &format!("runuser -u {USER1} -- {} {id}", slurmwatch_bin().display()),
+        120,
+        44,
+        &job.dir.join("rc"),
+    );
+    let screen = tmux.wait_for(
+        &["rate    tqdm", "it/s · usually", "(from its stdout+stderr)"],
+        Duration::from_secs(20),
+        "the dashboard's throughput line",
+    );
+    assert!(!screen.contains("slowed  "), "a steady bar: {screen}");
+    assert_eq!(tmux.quit(), "0", "exit code after q");
     cancel(&job);
 }

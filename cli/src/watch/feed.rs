@@ -373,7 +373,10 @@ impl Feed {
         if following.series() != &Series::Job {
             return None;
         }
-        log.borrow_mut().as_mut()?.get(reader, Instant::now())
+        let newest_row = following.rows().last().map(|r| r.t_unix_ms);
+        log.borrow_mut()
+            .as_mut()?
+            .get(reader, newest_row, Instant::now())
     }
 
     /// The file's snapshot before its first row.

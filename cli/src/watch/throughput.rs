@@ -1,8 +1,9 @@
 //! The live view's throughput: the job's log found and read as the report does
 //! (`report::joblog::locate`, `report::throughput::from_files`: as the file's owner, at most
-//! `progress::MAX_PARSED_BYTES` from its end), placed by the sizes the recorder noted. The
+//! `progress::MAX_PARSED_BYTES` from its end), placed by the sizes the recorder noted and the
+//! size this read found (past the recorder's last note, where a steady writer's lines are). The
 //! log is read again at most every [`MIN_GAP`] (and no more often than once per
-//! [`COST_RATIO`] times the last read's cost), and only when the noted sizes changed: a
+//! [`COST_RATIO`] times the last read's cost), and only when the recording moved on: a
 //! frame shows the last answer.
 
 use std::time::{Duration, Instant};
@@ -37,11 +38,11 @@ impl JobLog {
     }
 }
 
-/// The last read: when, what it cost, the newest noted sizes it saw, its answer.
+/// The last read: when, what it cost, the newest noted sizes and row it saw, its answer.
 struct Read {
     at: Instant,
     took: Duration,
-    newest: [Option<SizeAt>; 2],
+    newest: ([Option<SizeAt>; 2], Option<i64>),
     throughput: Option<Throughput>,
 }
 
@@ -69,8 +70,15 @@ impl Look {
     }
 
     /// The throughput so far from `reader`'s noted sizes, read again when due and the
-    /// sizes grew; `None` without progress lines (or no sizes noted, or no log found).
-    pub fn get(&mut self, reader: &Reader, now: Instant) -> Option<Throughput> {
+    /// recording moved on (a new row: the recorder notes a steady writer's size only when
+    /// its pace changes, so the log itself is looked at then); `None` without progress
+    /// lines (or no sizes noted, or no log found).
+    pub fn get(
+        &mut self,
+        reader: &Reader,
+        newest_row_ms: Option<i64>,
+        now: Instant,
+    ) -> Option<Throughput> {
         if self.log.files.is_empty() || !self.due(now) {
             return self.last.as_ref().and_then(|r| r.throughput.clone());
         }
@@ -78,9 +86,10 @@ impl Look {
         let Ok(mut inputs) = ProgressInputs::load_sizes(reader) else {
             return self.last.as_ref().and_then(|r| r.throughput.clone());
         };
-        let newest = [inputs.stdout.last().copied(), inputs.stderr.last().copied()];
+        let noted = [inputs.stdout.last().copied(), inputs.stderr.last().copied()];
+        let newest = (noted, newest_row_ms);
         if let Some(r) = self.last.as_mut().filter(|r| r.newest == newest) {
-            // Nothing written since: the answer stands, asked again after the gap.
+            // The recording stands still (ended): the answer stands, asked again after the gap.
             r.at = now;
             return r.throughput.clone();
         }
@@ -88,7 +97,13 @@ impl Look {
         let throughput = if inputs.is_empty() || inputs.load_cards(reader).is_err() {
             None
         } else {
-            from_files(&self.log.files, self.log.owner, &inputs, &self.patterns)
+            let read_at = Some(slurmwatch_core::sys::now_unix_ms());
+            from_files(
+                &self.log.files,
+                self.log.owner,
+                &inputs,
+                (&self.patterns, read_at),
+            )
         };
         self.last = Some(Read {
             at: now,
@@ -133,10 +148,10 @@ mod tests {
     }
 
     /// A tqdm bar at 10 it/s is found and placed; the log is not read again within the gap,
-    /// nor after it while the noted sizes stand still (the file changed meanwhile, unseen);
-    /// once they grow, it is read again (now without progress lines: no throughput).
+    /// nor after it while the recording stands still (the file changed meanwhile, unseen);
+    /// once it moves on, it is read again (now without progress lines: no throughput).
     #[test]
-    fn the_log_is_read_again_only_after_the_gap_and_when_its_noted_size_grew() {
+    fn the_log_is_read_again_only_after_the_gap_and_when_the_recording_moved_on() {
         let d = tempfile::tempdir().unwrap();
         let meta = JobMeta {
             job_id: 4242,
@@ -172,23 +187,26 @@ mod tests {
             owner: Some(me()),
         });
         let now = Instant::now();
-        let t = look.get(&reader, now).expect("a throughput");
+        let t = look
+            .get(&reader, Some(T0 + 30_000), now)
+            .expect("a throughput");
         assert_eq!((t.tool, t.unit.as_ref()), (Tool::Tqdm, "it/s"));
         let usual = slurmwatch_core::analysis::throughput::usual_rate(&t.points).unwrap();
         assert!((usual - 10.0).abs() < 0.5, "{usual}");
         // The log now holds no progress line: unseen within the gap, and after it while the
-        // noted sizes stand still.
+        // recording stands still.
         let plain = "plain line\n".repeat(log.len() / 10);
         std::fs::write(&out, &plain).unwrap();
-        assert_eq!(
-            look.get(&reader, now + Duration::from_secs(1)),
-            Some(t.clone())
-        );
-        assert_eq!(look.get(&reader, now + MIN_GAP), Some(t.clone()));
-        // The size grew: read again after the gap (counted from the last look).
+        let row = Some(T0 + 30_000);
+        let later = |d: Duration| now + d;
+        let t1 = look.get(&reader, row, later(Duration::from_secs(1)));
+        assert_eq!(t1, Some(t.clone()));
+        assert_eq!(look.get(&reader, row, later(MIN_GAP)), Some(t.clone()));
+        // A new row: read again after the gap (counted from the last look).
         note(&mut w, 31..33, |_| plain.len() as u64);
-        assert_eq!(look.get(&reader, now + MIN_GAP), Some(t));
-        assert_eq!(look.get(&reader, now + MIN_GAP * 2), None);
+        let row = Some(T0 + 32_000);
+        assert_eq!(look.get(&reader, row, later(MIN_GAP)), Some(t));
+        assert_eq!(look.get(&reader, row, later(MIN_GAP * 2)), None);
     }
 
     #[test]
@@ -213,7 +231,7 @@ mod tests {
         note(&mut w, 0..3, |s| s as u64 * 10);
         let reader = Reader::open(&file).unwrap();
         let mut look = Look::new(JobLog::default());
-        assert_eq!(look.get(&reader, Instant::now()), None);
+        assert_eq!(look.get(&reader, Some(T0), Instant::now()), None);
         assert!(look.last.is_none());
     }
 }
