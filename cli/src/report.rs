@@ -84,12 +84,7 @@ fn ask_controller(args: &ReportArgs) -> Option<Controller> {
     let job = args.job.clone();
     let timeout = SCONTROL_TIMEOUT.min(Duration::from_secs(args.sacct_timeout.max(1)));
     std::thread::Builder::new()
-        .spawn(move || {
-            slurmwatch_core::slurm::command::run("scontrol", &["show", "job", "-o", &job], timeout)
-                .ok()
-                .filter(|f| f.success)
-                .map(|f| f.stdout)
-        })
+        .spawn(move || slurmwatch_core::slurm::scontrol::show_job_record(&job, timeout))
         .ok()
 }
 
@@ -111,7 +106,7 @@ fn attach_log(
 ) {
     use slurmwatch_core::report::joblog;
     let mut owner = recorded_uid.or(rep.job.uid);
-    let files: Vec<(&'static str, PathBuf, &'static str)> = if !args.logs.is_empty() {
+    let files: joblog::LogPaths = if !args.logs.is_empty() {
         args.logs
             .iter()
             .take(2)
@@ -128,28 +123,11 @@ fn attach_log(
         rep.attach_log(info, &Default::default());
         return;
     } else {
-        let from_ctl = controller
-            .and_then(|h| h.join().ok().flatten())
-            .and_then(|out| joblog::from_scontrol(&out))
-            // The controller may answer for another job of an array; keep only this one.
-            .filter(|l| {
-                acct.and_then(sacct::JobAccounting::raw_id)
-                    .is_none_or(|raw| raw == l.vars.job_id)
-            });
-        // sacct's one answer already holds the SubmitLine: no second query.
-        let located = from_ctl.or_else(|| {
-            let a = acct?;
-            joblog::from_sacct(a, a.job.submit_line.as_deref())
-        });
-        match located {
-            Some(l) => {
-                if l.found_by == "scontrol" {
-                    owner = l.uid.or(owner);
-                }
-                l.paths()
-            }
-            None => Vec::new(),
-        }
+        let out = controller.and_then(|h| h.join().ok().flatten());
+        let raw = acct.and_then(sacct::JobAccounting::raw_id);
+        let located;
+        (located, owner) = joblog::locate(out.as_deref(), acct, raw, owner);
+        located
     };
     let (mut info, scan) = joblog::gather(&files, owner);
     if files.is_empty() {
@@ -160,7 +138,7 @@ fn attach_log(
     }
     rep.attach_log(info, &scan);
     if let Some(t) =
-        progress.and_then(|p| report::throughput::from_files(&files, owner, p, patterns))
+        progress.and_then(|p| report::throughput::from_files(&files, owner, p, (patterns, None)))
     {
         rep.attach_throughput(t);
     }

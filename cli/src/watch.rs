@@ -13,6 +13,7 @@ mod nodes;
 mod pending;
 pub mod screen;
 mod signals;
+mod throughput;
 
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -1006,6 +1007,11 @@ fn output(
             "The file may still be being created; try again in a few seconds.",
         )
     };
+    // The throughput is the dashboard's and the JSON's (CSV has no column for it; a log's
+    // lines leave it to them).
+    if matches!(mode, Mode::Json | Mode::Screen) {
+        feed.follow_log();
+    }
     match mode {
         Mode::Json | Mode::Csv => {
             feed.refresh().map_err(read_err)?;

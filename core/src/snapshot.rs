@@ -449,6 +449,10 @@ pub struct Snapshot {
     /// last one runs to the newest row. Absent without a mark.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<crate::analysis::phases::Phase>,
+    /// How fast the job's own work went so far, from its log's progress lines (the report's
+    /// `throughput`), on a file's snapshot of the whole job; `None` without progress lines.
+    #[serde(default)]
+    pub throughput: Option<crate::analysis::throughput::Throughput>,
 }
 
 /// Why a snapshot has no ledger: it was not read from the plugin's recording.
@@ -696,6 +700,7 @@ fn from_rows_with(
         ledger: ledger_not_built(),
         ledger_input: None,
         phases: Vec::new(),
+        throughput: None,
     }
 }
 

@@ -73,6 +73,8 @@ pub fn merge(per_node: &[(String, Result<Snapshot, String>)]) -> Option<Snapshot
         m.state = JobState::Running;
     }
     let live: Vec<&Snapshot> = ok.iter().map(|(_, s)| *s).collect();
+    // The batch script's output is noted on its node alone, which need not be the first.
+    m.throughput = live.iter().find_map(|s| s.throughput.clone());
     let reporting: Vec<&Snapshot> = per_node
         .iter()
         .zip(&nodes)

@@ -480,3 +480,76 @@ fn dashboard_in_tmux_shows_the_job_and_quits_on_q() {
     assert_eq!(t.quit(), "0", "exit code after q");
     cancel(&job);
 }
+
+/// A job prints a tqdm bar whose count follows the wall clock at exactly 10 it/s, redrawn
+/// every 0.1 s. While it runs, `--once --json` as its user finds the log where Slurm says it
+/// goes, places the bar by the sizes the recorder noted, and gives a usual (median) rate
+/// within 10 % of 10 it/s, from tqdm; the dashboard shows its rate line.
+#[cluster_test(Phase::Cgroup)]
+fn once_json_gives_the_running_jobs_throughput_from_its_log() {
+    let _p = shared_plugstack();
+    let script = r#"python3 - <<'PY'
+import sys, time
+start = time.time()
+while time.time() - start < 90:
+    e = time.time() - start
+    sys.stderr.write("\rtrain: %d/100000 [%02d:%02d<00:00, 10.00it/s]" % (int(e * 10), e // 60, e % 60))
+    sys.stderr.flush()
+    time.sleep(0.1)
+PY"#;
+    let job = Submit::new("cli-throughput", script)
+        .arg("--slurmwatch=1")
+        .arg("--time=5")
+        .user(USER1)
+        .submit();
+    job.wait_running(WAIT);
+    let id = job.id.to_string();
+    let end = Instant::now() + WAIT;
+    let t = loop {
+        // Long enough for a dozen rates of 1-s rows.
+        std::thread::sleep(Duration::from_secs(15));
+        let o = slurmwatch_as(USER1, &[&id, "--once", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let t = v["throughput"].clone();
+        let points = t["points"].as_array().map_or(0, Vec::len);
+        if points >= 10 || Instant::now() > end {
+            break t;
+        }
+    };
+    assert_eq!(
+        (t["tool"].as_str(), t["unit"].as_str()),
+        (Some("tqdm"), Some("it/s")),
+        "{t:#}"
+    );
+    let mut rates: Vec<f64> = t["points"]
+        .as_array()
+        .expect("points[]")
+        .iter()
+        .filter_map(|p| p["per_second"].as_f64())
+        .collect();
+    assert!(rates.len() >= 10, "{t:#}");
+    rates.sort_by(f64::total_cmp);
+    let median = rates[rates.len() / 2];
+    eprintln!(
+        "throughput: median {median:.3} it/s of {} rates (true 10 it/s)",
+        rates.len()
+    );
+    assert!((median - 10.0).abs() <= 1.0, "median {median} it/s: {t:#}");
+    // The dashboard says it under WHERE IT WENT.
+    let tmux = Tmux::start(
+        &format!("sw-rate-{}", job.id),
+        &format!("runuser -u {USER1} -- {} {id}", slurmwatch_bin().display()),
+        120,
+        44,
+        &job.dir.join("rc"),
+    );
+    let screen = tmux.wait_for(
+        &["rate    tqdm", "it/s · usually", "(from its stdout+stderr)"],
+        Duration::from_secs(20),
+        "the dashboard's throughput line",
+    );
+    assert!(!screen.contains("slowed  "), "a steady bar: {screen}");
+    assert_eq!(tmux.quit(), "0", "exit code after q");
+    cancel(&job);
+}

@@ -17,6 +17,8 @@ use slurmwatch_core::snapshot::{
 use slurmwatch_core::store::{Following, JobMeta, Reader};
 use slurmwatch_core::sys::now_unix_ms;
 
+use super::throughput::{JobLog, Look};
+
 /// Direct readings kept for peaks and sparklines (a day at 1 s); older ones are dropped.
 const DIRECT_ROWS_MAX: usize = 86_400;
 
@@ -42,6 +44,8 @@ pub enum Feed {
         sig: Option<FileSig>,
         cards: RefCell<Option<CardCache>>,
         ledger: RefCell<Option<Box<LedgerCache>>>,
+        /// The job's log followed for its throughput (`None`: not asked for, as in CSV).
+        log: RefCell<Option<Box<Look>>>,
     },
     Direct {
         collector: Box<JobCollector>,
@@ -78,6 +82,7 @@ impl Feed {
             sig: None,
             cards: RefCell::new(None),
             ledger: RefCell::new(None),
+            log: RefCell::new(None),
         })
     }
 
@@ -109,6 +114,13 @@ impl Feed {
         Feed::Fixed {
             snapshot: Box::new(snapshot),
             shown: false,
+        }
+    }
+
+    /// Follows the job's log for its throughput (a file's feed; the others note no sizes).
+    pub fn follow_log(&mut self, job_log: &JobLog) {
+        if let Feed::File { log, .. } = self {
+            *log.get_mut() = Some(Box::new(Look::new(job_log.clone())));
         }
     }
 
@@ -346,6 +358,27 @@ impl Feed {
         phases::phases(&marks, following.rows(), &[])
     }
 
+    /// The job's throughput so far, from its log when followed (the whole job's view only:
+    /// the sizes are the batch script's output's); the log is read again only when due.
+    fn throughput_so_far(&self) -> Option<slurmwatch_core::analysis::throughput::Throughput> {
+        let Feed::File {
+            reader,
+            following,
+            log,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        if following.series() != &Series::Job {
+            return None;
+        }
+        let newest_row = following.rows().last().map(|r| r.t_unix_ms);
+        log.borrow_mut()
+            .as_mut()?
+            .get(reader, newest_row, Instant::now())
+    }
+
     /// The file's snapshot before its first row.
     fn empty_file_snapshot(&self, facts: &JobFacts) -> Snapshot {
         let s = snapshot::from_rows(SnapshotSource::PluginFile, self.meta(), facts, &[], true);
@@ -366,6 +399,7 @@ impl Feed {
                 s.gpus = snapshot::gpus_from_reader(reader, meta.interval_seconds.max(1));
                 snapshot::set_ledger(&mut s, self.ledger_figures());
                 s.phases = self.phases_so_far();
+                s.throughput = self.throughput_so_far();
                 running_unless_told(s, facts)
             }
             Feed::Direct {

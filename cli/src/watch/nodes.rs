@@ -66,6 +66,21 @@ impl Feeds {
         }
     }
 
+    /// Follows the job's log for its throughput: where its output goes is asked of the
+    /// controller once (nothing asked without a recording: only a file notes the sizes).
+    pub fn follow_log(&mut self) {
+        let Some(m) = self.feeds().find_map(Feed::meta) else {
+            return;
+        };
+        let Ok(job_id) = u32::try_from(m.job_id) else {
+            return;
+        };
+        let log = super::throughput::JobLog::ask(job_id, Some(m.uid));
+        for f in self.feeds_mut() {
+            f.follow_log(&log);
+        }
+    }
+
     pub fn settle(&mut self, gap: std::time::Duration) -> Result<(), String> {
         for f in self.feeds_mut() {
             f.settle(gap)?;

@@ -14,7 +14,7 @@ use ratatui::Frame;
 use slurmwatch_core::analysis::ledger::{Ledger, STALLS};
 use slurmwatch_core::model::MemoryGuard;
 use slurmwatch_core::render::{spark, terminal};
-use slurmwatch_core::report::text_ledger;
+use slurmwatch_core::report::{text_ledger, text_throughput};
 use slurmwatch_core::snapshot::{
     guard_word, GpuSnapshot, GpuState, JobState, Reading, Snapshot, SnapshotSource,
 };
@@ -449,6 +449,36 @@ fn ledger_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
         (None, _) => {}
     }
     out.extend(phase_lines(s, v));
+    out.extend(throughput_lines(s, v));
+    out
+}
+
+/// The job's own rate from its log's progress lines, in the report's words
+/// (`report::text_throughput`): its tool, the last interval's rate, the usual (median) one,
+/// and the last slowdown with what held the cards; nothing without progress lines.
+fn throughput_lines<'a>(s: &Snapshot, v: &View) -> Vec<Line<'a>> {
+    use slurmwatch_core::analysis::throughput::usual_rate;
+    let Some(t) = &s.throughput else {
+        return Vec::new();
+    };
+    let rate = |r: Option<f64>| r.map_or(NA.to_string(), |r| text_throughput::rate(r, t));
+    let mut out = vec![Line::from(vec![
+        Span::styled("rate    ", v.fg(CPU_COLOR)),
+        Span::raw(format!(
+            "{}{sep}latest {}{sep}usually {} (from its {})",
+            text_throughput::tool_name(t.tool),
+            rate(t.points.last().map(|p| p.per_second)),
+            rate(usual_rate(&t.points)),
+            t.stream,
+            sep = v.sep()
+        )),
+    ])];
+    if let Some(d) = t.slowdowns.last() {
+        out.push(Line::from(vec![
+            Span::styled("slowed  ", v.fg(CPU_COLOR)),
+            Span::raw(text_throughput::slowdown_words(t, d)),
+        ]));
+    }
     out
 }
 
@@ -906,6 +936,70 @@ mod tests {
             t.contains("epoch 1") && !t.contains("load"),
             "the last three only: {t}"
         );
+    }
+
+    /// The job's own rate under the ledger, in the report's words: the last interval's and
+    /// the median so far, and the last slowdown with the card's hold; nothing without one.
+    #[test]
+    fn the_throughput_is_shown_under_the_ledger_with_its_last_slowdown() {
+        use slurmwatch_core::analysis::progress::Tool;
+        use slurmwatch_core::analysis::throughput::{
+            CardHold, RatePoint, Slowdown, SlowdownSeen, Throughput,
+        };
+        let mut s = fixture("memory_91");
+        let t0 = 1_780_000_000_000i64;
+        let point = |i: i64, per_second: f64| RatePoint {
+            from_unix_ms: t0 + i * 1000,
+            to_unix_ms: t0 + (i + 1) * 1000,
+            per_second,
+        };
+        let mut t = Throughput {
+            stream: "stderr".into(),
+            tool: Tool::Tqdm,
+            unit: "it/s".into(),
+            points: vec![point(0, 10.0), point(1, 10.0), point(2, 2.0), point(3, 9.5)],
+            slowdowns: Vec::new(),
+            placed_within_seconds: 0.75,
+        };
+        s.throughput = Some(t.clone());
+        let text_of = |s: &Snapshot| text(&render(s, &view(), 140, 40));
+        let shown = text_of(&s);
+        assert!(
+            shown.contains("rate    tqdm · latest 9.50 it/s · usually 9.75 it/s (from its stderr)"),
+            "{shown}"
+        );
+        assert!(!shown.contains("slowed"), "{shown}");
+        t.slowdowns.push(SlowdownSeen {
+            slowdown: Slowdown {
+                from_unix_ms: t0 + 2000,
+                to_unix_ms: t0 + 22_000,
+                usual_per_second: 9.75,
+                during_per_second: 2.0,
+                seconds_lost: 15.9,
+            },
+            held: vec![CardHold {
+                card: "cuda:0".into(),
+                limiter: "thermal".into(),
+                seconds: 18.0,
+            }],
+        });
+        s.throughput = Some(t);
+        let shown = text_of(&s);
+        let words = text_throughput::slowdown_words(
+            s.throughput.as_ref().unwrap(),
+            &s.throughput.as_ref().unwrap().slowdowns[0],
+        );
+        assert!(
+            words.starts_with("throughput fell from 9.75 to 2.00 it/s at "),
+            "{words}"
+        );
+        assert!(
+            words.contains("for 20 s while cuda:0 was held by heat (18.0 s)"),
+            "{words}"
+        );
+        assert!(shown.contains(&format!("slowed  {words}")), "{shown}");
+        s.throughput = None;
+        assert!(!text_of(&s).contains("rate    "));
     }
 
     #[test]

@@ -9,7 +9,11 @@
 //! interpolated by bytes (a bar redraws at a steady pace). Each placed reading keeps its
 //! bounds, so every figure derived from it can say how exact it is.
 
-use serde::Serialize;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use super::progress::Tool;
 
 /// The output file's size at a recorded row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +71,7 @@ pub struct Count {
 }
 
 /// The work's rate over one stretch of wall time.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RatePoint {
     pub from_unix_ms: i64,
     pub to_unix_ms: i64,
@@ -106,7 +110,7 @@ pub fn series(counts: &[Count], sizes: &[SizeAt], bin_ms: i64) -> Vec<RatePoint>
 }
 
 /// A stretch where the work went markedly slower than its usual pace.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slowdown {
     pub from_unix_ms: i64,
     pub to_unix_ms: i64,
@@ -116,6 +120,12 @@ pub struct Slowdown {
     /// Wall seconds lost: the stretch's duration less the time its work would have taken at
     /// the usual rate.
     pub seconds_lost: f64,
+}
+
+/// The usual rate: the median of the series' rates; `None` without a point.
+pub fn usual_rate(points: &[RatePoint]) -> Option<f64> {
+    let rates: Vec<f64> = points.iter().map(|p| p.per_second).collect();
+    crate::stats::median(&rates)
 }
 
 /// A rate below this share of the usual one is a slowdown.
@@ -167,6 +177,38 @@ pub fn slowdowns(points: &[RatePoint]) -> Vec<Slowdown> {
         });
     }
     out
+}
+
+/// How fast the job's own work went: its log's progress placed in time, each slowdown
+/// beside what held its cards (the report's `throughput`, and the live view's so far).
+/// Owned text throughout: a hop's snapshot carries it as JSON and reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// `stdout`, `stderr`: the file the progress lines came from.
+    pub stream: Cow<'static, str>,
+    pub tool: Tool,
+    /// The unit of the rates: the bar's count per second (`it/s`, `steps/s`…).
+    pub unit: Cow<'static, str>,
+    pub points: Vec<RatePoint>,
+    pub slowdowns: Vec<SlowdownSeen>,
+    /// How exactly a reading is placed, s: half the recording's interval and the tolerance of
+    /// the recorder's notes (`recording::output`).
+    pub placed_within_seconds: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowdownSeen {
+    #[serde(flatten)]
+    pub slowdown: Slowdown,
+    /// What held the job's cards over the same stretch, from their exact counters.
+    pub held: Vec<CardHold>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CardHold {
+    pub card: String,
+    pub limiter: Cow<'static, str>,
+    pub seconds: f64,
 }
 
 #[cfg(test)]

@@ -142,6 +142,7 @@ pub fn to_value(s: &Snapshot) -> Value {
             .unwrap_or(Value::Null),
     );
     ledger_keys(&mut m, s);
+    progress_keys(&mut m, s);
     m.insert(
         "nodes_reporting".into(),
         s.nodes_reporting.map_or(Value::Null, Value::from),
@@ -185,6 +186,21 @@ fn ledger_keys(m: &mut Map<String, Value>, s: &Snapshot) {
             m.insert("ledger_covers".into(), Value::Null);
         }
     }
+}
+
+/// `phases` (absent without a mark) and `throughput` (null without one): the report's
+/// objects, serialized the same way.
+fn progress_keys(m: &mut Map<String, Value>, s: &Snapshot) {
+    if !s.phases.is_empty() {
+        m.insert(
+            "phases".into(),
+            serde_json::to_value(&s.phases).unwrap_or(Value::Null),
+        );
+    }
+    m.insert(
+        "throughput".into(),
+        serde_json::to_value(&s.throughput).unwrap_or(Value::Null),
+    );
 }
 
 /// Beside every `sstat_summary` snapshot: what its figures are and are not.
@@ -533,6 +549,92 @@ mod contract {
         // One card's power is unreadable, not its utilization: the overall figure stands.
         assert!(e["gpu_utilization_percent"].is_number(), "{e:#}");
         assert!(e.get("memory_max_rss_efficiency_percent").is_none());
+    }
+
+    /// `throughput` is the report's object, key for key, or null; `phases` the report's
+    /// objects, absent without a mark.
+    #[test]
+    fn throughput_and_phases_are_the_reports_objects() {
+        use crate::analysis::progress::Tool;
+        use crate::analysis::throughput::{RatePoint, Throughput};
+        let mut s = fixture("four_gpus");
+        let v = super::to_value(&s);
+        assert_eq!(v["throughput"], Value::Null);
+        assert!(v.get("throughput").is_some() && v.get("phases").is_none());
+        let t = Throughput {
+            stream: "stdout+stderr".into(),
+            tool: Tool::Tqdm,
+            unit: "it/s".into(),
+            points: vec![RatePoint {
+                from_unix_ms: 1000,
+                to_unix_ms: 2000,
+                per_second: 10.0,
+            }],
+            slowdowns: Vec::new(),
+            placed_within_seconds: 0.75,
+        };
+        s.throughput = Some(t.clone());
+        s.phases = vec![crate::analysis::phases::Phase {
+            label: "epoch 1".into(),
+            started_unix_ms: 0,
+            ended_unix_ms: 2000,
+            seconds: 2.0,
+            cpu_seconds: Some(1.0),
+            gpu_seconds: None,
+            gpu_energy_joules: None,
+            peak_working_set_bytes: None,
+            exact: true,
+            gpu_busy_percent: None,
+            rate_per_second: None,
+        }];
+        let v = super::to_value(&s);
+        assert_eq!(v["throughput"], serde_json::to_value(&t).unwrap());
+        assert_eq!(v["throughput"]["tool"], "tqdm");
+        assert_eq!(v["phases"][0]["label"], "epoch 1");
+        // A hop's snapshot carries it back whole.
+        let back: Snapshot = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.throughput, Some(t));
+    }
+
+    /// Every top-level key of `--once --json` is in docs/reference/json.md's live-view
+    /// table: in the key column, or named in a row's meaning (`ledger_reason`).
+    #[test]
+    fn every_live_key_is_documented() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/reference/json.md"
+        ))
+        .unwrap();
+        let section = doc
+            .split("## The live view: JSON")
+            .nth(1)
+            .and_then(|s| s.split("\n## ").next())
+            .expect("docs/reference/json.md has the live view's section");
+        let ticked: Vec<&str> = section
+            .lines()
+            .filter(|l| l.starts_with("| `"))
+            .flat_map(|l| l.split('`').skip(1).step_by(2))
+            .map(|t| t.split(['.', '[']).next().unwrap_or(t))
+            .collect();
+        let mut s = fixture("four_gpus");
+        s.throughput = Some(crate::analysis::throughput::Throughput {
+            stream: "stdout".into(),
+            tool: crate::analysis::progress::Tool::Tqdm,
+            unit: "it/s".into(),
+            points: Vec::new(),
+            slowdowns: Vec::new(),
+            placed_within_seconds: 0.75,
+        });
+        let mut no_ledger = fixture("four_gpus");
+        no_ledger.ledger = Reading::missing("why");
+        for v in [super::to_value(&s), super::to_value(&no_ledger)] {
+            for k in v.as_object().unwrap().keys() {
+                assert!(
+                    ticked.contains(&k.as_str()),
+                    "--once --json carries `{k}`, which docs/reference/json.md does not list"
+                );
+            }
+        }
     }
 
     #[test]

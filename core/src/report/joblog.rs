@@ -154,6 +154,40 @@ pub fn from_sacct(acct: &sacct::JobAccounting, submit_line: Option<&str>) -> Opt
     })
 }
 
+/// A job's log files as [`Located::paths`] gives them: `(stream, path, found by)`.
+pub type LogPaths = Vec<(&'static str, PathBuf, &'static str)>;
+
+/// The job's log files and the uid whose they are, the one way the report and the live view
+/// find them: the controller's record (`scontrol show job -o`, kept only when it is job
+/// `raw_id`'s: the controller may answer for another task of an array), else sacct's
+/// `SubmitLine` or Slurm's default; `owner` is the caller's best uid, the controller's word
+/// wins over it.
+pub fn locate(
+    controller: Option<&str>,
+    acct: Option<&sacct::JobAccounting>,
+    raw_id: Option<u32>,
+    owner: Option<u32>,
+) -> (LogPaths, Option<u32>) {
+    let from_ctl = controller
+        .and_then(from_scontrol)
+        .filter(|l| raw_id.is_none_or(|raw| raw == l.vars.job_id));
+    // sacct's one answer already holds the SubmitLine: no second query.
+    let located = from_ctl.or_else(|| {
+        let a = acct?;
+        from_sacct(a, a.job.submit_line.as_deref())
+    });
+    match located {
+        Some(l) => {
+            let owner = match l.found_by {
+                "scontrol" => l.uid.or(owner),
+                _ => owner,
+            };
+            (l.paths(), owner)
+        }
+        None => (Vec::new(), owner),
+    }
+}
+
 impl Located {
     /// The files, expanded and made absolute (relative to the work dir); one entry when
     /// stdout and stderr are the same file. Slurm's default when no `--output` was given.

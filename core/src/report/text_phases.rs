@@ -20,7 +20,7 @@ pub fn section(o: &mut String, r: &Report) {
         return;
     }
     let _ = writeln!(o, "\nPHASES (as the job marked them)");
-    let unit = r.throughput.as_ref().map(|t| t.unit);
+    let unit = r.throughput.as_ref().map(|t| t.unit.as_ref());
     let rate_head = unit.map_or(String::new(), |u| format!(" {:>14}", format!("rate ({u})")));
     let _ = writeln!(
         o,

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use super::text_ledger::LIMITER_WORDS;
+use super::throughput::{SlowdownSeen, Throughput};
 use super::Report;
 use crate::analysis::progress::Tool;
 use crate::units::{clock, duration};
@@ -19,7 +20,8 @@ pub fn limiter_words(name: &str) -> &str {
         })
 }
 
-fn tool_name(t: Tool) -> &'static str {
+/// The tool as its users name it.
+pub fn tool_name(t: Tool) -> &'static str {
     match t {
         Tool::Tqdm => "tqdm",
         Tool::Gromacs => "GROMACS",
@@ -33,8 +35,8 @@ fn tool_name(t: Tool) -> &'static str {
 /// Nothing without a throughput.
 pub fn section(o: &mut String, r: &Report) {
     let Some(t) = &r.throughput else { return };
-    let from = match t.stream {
-        "stdout" | "stderr" => t.stream,
+    let from = match t.stream.as_ref() {
+        "stdout" | "stderr" => t.stream.as_ref(),
         "stdout+stderr" => "output",
         _ => "log",
     };
@@ -46,7 +48,7 @@ pub fn section(o: &mut String, r: &Report) {
         t.points.len(),
         tool_name(t.tool),
         t.placed_within_seconds,
-        usual.map_or(String::new(), |u| format!("; usually {u:.2} {}", t.unit))
+        usual.map_or(String::new(), |u| format!("; usually {}", rate(u, t)))
     );
     if t.slowdowns.is_empty() {
         let _ = writeln!(
@@ -55,33 +57,42 @@ pub fn section(o: &mut String, r: &Report) {
         );
     }
     for s in &t.slowdowns {
-        let d = &s.slowdown;
-        let held: Vec<String> = s
-            .held
-            .iter()
-            .map(|h| {
-                format!(
-                    "{} was held {} ({:.1} s)",
-                    h.card,
-                    limiter_words(h.limiter),
-                    h.seconds
-                )
-            })
-            .collect();
-        let why = if held.is_empty() {
-            String::new()
-        } else {
-            format!(" while {}", held.join(", "))
-        };
-        let _ = writeln!(
-            o,
-            "  throughput fell from {:.2} to {:.2} {} at {} for {}{why}: about {} lost",
-            d.usual_per_second,
-            d.during_per_second,
-            t.unit,
-            clock(d.from_unix_ms),
-            duration((d.to_unix_ms - d.from_unix_ms) as f64 / 1e3),
-            duration(d.seconds_lost),
-        );
+        let _ = writeln!(o, "  {}", slowdown_words(t, s));
     }
+}
+
+/// A rate in the throughput's unit (`9.87 it/s`).
+pub fn rate(per_second: f64, t: &Throughput) -> String {
+    format!("{per_second:.2} {}", t.unit)
+}
+
+/// One slowdown and what held the cards meanwhile (`throughput fell from 8.00 to 2.00 it/s
+/// at 10:00:20 for 20 s while cuda:0 was held by heat (18.0 s): about 15 s lost`).
+pub fn slowdown_words(t: &Throughput, s: &SlowdownSeen) -> String {
+    let d = &s.slowdown;
+    let held: Vec<String> = s
+        .held
+        .iter()
+        .map(|h| {
+            format!(
+                "{} was held {} ({:.1} s)",
+                h.card,
+                limiter_words(&h.limiter),
+                h.seconds
+            )
+        })
+        .collect();
+    let why = if held.is_empty() {
+        String::new()
+    } else {
+        format!(" while {}", held.join(", "))
+    };
+    format!(
+        "throughput fell from {:.2} to {} at {} for {}{why}: about {} lost",
+        d.usual_per_second,
+        rate(d.during_per_second, t),
+        clock(d.from_unix_ms),
+        duration((d.to_unix_ms - d.from_unix_ms) as f64 / 1e3),
+        duration(d.seconds_lost),
+    )
 }

@@ -3,10 +3,9 @@
 //! and each slowdown set beside what the job's cards' exact ledger says held them back over
 //! the same stretch ("busy is not useful work").
 
-use serde::Serialize;
-
 use crate::analysis::progress::{self, Reading, Tool};
 use crate::analysis::throughput::{self, Count, RatePoint, SizeAt, Slowdown};
+pub use crate::analysis::throughput::{CardHold, SlowdownSeen, Throughput};
 use crate::analysis::{card_ledger, CardLedger};
 use crate::recording::output::TOLERANCE_MS;
 use crate::sample::GPU_LIMITER_NAMES;
@@ -44,6 +43,16 @@ impl ProgressInputs {
         reader: &crate::store::Reader,
         marked: bool,
     ) -> crate::error::Result<ProgressInputs> {
+        let mut p = ProgressInputs::load_sizes(reader)?;
+        if marked || !p.is_empty() {
+            p.load_cards(reader)?;
+        }
+        Ok(p)
+    }
+
+    /// The noted sizes and the interval alone (cheap: the live view asks whether they grew
+    /// before reading every card's rows).
+    pub fn load_sizes(reader: &crate::store::Reader) -> crate::error::Result<ProgressInputs> {
         let sizes = |fd| -> crate::error::Result<Vec<SizeAt>> {
             Ok(reader
                 .output_sizes(fd)?
@@ -54,36 +63,45 @@ impl ProgressInputs {
                 })
                 .collect())
         };
-        let mut p = ProgressInputs {
+        Ok(ProgressInputs {
             stdout: sizes(1)?,
             stderr: sizes(2)?,
             cards: Vec::new(),
             interval_ms: i64::from(reader.meta()?.interval_seconds.max(1)) * 1000,
-        };
-        if marked || !p.is_empty() {
-            for g in reader.gpus()? {
-                p.cards.push(CardRows {
-                    label: g.card.label(),
-                    rows: reader.gpu_samples(g.id)?,
-                });
-            }
+        })
+    }
+
+    /// The cards' rows, to set a slowdown beside.
+    pub fn load_cards(&mut self, reader: &crate::store::Reader) -> crate::error::Result<()> {
+        self.cards.clear();
+        for g in reader.gpus()? {
+            self.cards.push(CardRows {
+                label: g.card.label(),
+                rows: reader.gpu_samples(g.id)?,
+            });
         }
-        Ok(p)
+        Ok(())
     }
 }
 
 /// The throughput from the job's log files (`(stream, path, found by)`, as the report
 /// located them), read as their owner up to [`progress::MAX_PARSED_BYTES`] from their end:
 /// the first file whose progress lines the noted sizes place.
+///
+/// `read_at_ms`: a running job's log (the live view), read at this time. The recorder notes
+/// only the knots of the file's growth, so a steady writer's newest lines lie past the last
+/// note until its pace changes or it ends; the size this read found is then one more
+/// observation of the file (a reading like a row's), and `placed_within_seconds` grows to
+/// half the gap since the last note.
 pub fn from_files(
     files: &[(&'static str, std::path::PathBuf, &'static str)],
     owner: Option<u32>,
     inputs: &ProgressInputs,
-    patterns: &progress::Patterns,
+    (patterns, read_at_ms): (&progress::Patterns, Option<i64>),
 ) -> Option<Throughput> {
     files.iter().find_map(|(stream, path, _)| {
         // stderr has sizes of its own only when it is another file than stdout.
-        let sizes = match *stream {
+        let noted = match *stream {
             "stderr" if !inputs.stderr.is_empty() => &inputs.stderr,
             "stderr" => return None,
             _ => &inputs.stdout,
@@ -91,43 +109,35 @@ pub fn from_files(
         let tail = super::joblog::read_tail(path, owner, progress::MAX_PARSED_BYTES as u64).ok()?;
         let offset = tail.size.saturating_sub(tail.read);
         let log = (tail.text.as_str(), offset);
-        from_log_with(
+        let last = noted.last().copied();
+        // Nothing new to place when the size stands still; a smaller one is a truncation.
+        let read = read_at_ms
+            .zip(last)
+            .filter(|(at, l)| *at > l.t_unix_ms && tail.size != l.bytes);
+        let sizes: Vec<SizeAt> = match read {
+            Some((at, _)) => [
+                noted.as_slice(),
+                &[SizeAt {
+                    t_unix_ms: at,
+                    bytes: tail.size,
+                }],
+            ]
+            .concat(),
+            None => noted.clone(),
+        };
+        let mut t = from_log_with(
             stream,
             log,
-            (sizes, inputs.interval_ms),
+            (&sizes, inputs.interval_ms),
             &inputs.cards,
             patterns,
-        )
+        )?;
+        if let Some((at, l)) = read.filter(|(_, l)| tail.size > l.bytes) {
+            let gap = (at - l.t_unix_ms) as f64 / 2e3;
+            t.placed_within_seconds = t.placed_within_seconds.max(gap);
+        }
+        Some(t)
     })
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Throughput {
-    /// `stdout`, `stderr`: the file the progress lines came from.
-    pub stream: &'static str,
-    pub tool: Tool,
-    /// The unit of the rates: the bar's count per second (`it/s`, `steps/s`…).
-    pub unit: &'static str,
-    pub points: Vec<RatePoint>,
-    pub slowdowns: Vec<SlowdownSeen>,
-    /// How exactly a reading is placed, s: half the recording's interval and the tolerance of
-    /// the recorder's notes (`recording::output`).
-    pub placed_within_seconds: f64,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct SlowdownSeen {
-    #[serde(flatten)]
-    pub slowdown: Slowdown,
-    /// What held the job's cards over the same stretch, from their exact counters.
-    pub held: Vec<CardHold>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct CardHold {
-    pub card: String,
-    pub limiter: &'static str,
-    pub seconds: f64,
 }
 
 /// The rate unit of a tool's count.
@@ -212,9 +222,9 @@ pub fn from_log_with(
         })
         .collect();
     Some(Throughput {
-        stream,
+        stream: stream.into(),
         tool,
-        unit: unit_of(tool),
+        unit: unit_of(tool).into(),
         points,
         slowdowns,
         placed_within_seconds: placed_within_seconds(interval_ms),
@@ -243,7 +253,7 @@ fn held(cards: &[CardRows], s: &Slowdown) -> Vec<CardHold> {
             if let Some(secs) = secs.filter(|v| *v >= HELD_SHARE * span) {
                 out.push(CardHold {
                     card: c.label.clone(),
-                    limiter: name,
+                    limiter: name.into(),
                     seconds: secs,
                 });
             }
@@ -399,13 +409,54 @@ mod tests {
             }
         }
         let t = from_log("stderr", (&text, 0), &sizes, &[]).expect("a throughput");
-        assert_eq!((t.tool, t.unit), (Tool::Tqdm, "it/s"));
+        assert_eq!((t.tool, t.unit.as_ref()), (Tool::Tqdm, "it/s"));
         assert_eq!(t.slowdowns.len(), 1, "{:?}", t.slowdowns);
         let s = &t.slowdowns[0].slowdown;
         assert!(((s.from_unix_ms - t0) - 20_000).abs() <= 2000, "{s:?}");
         assert!(((s.to_unix_ms - t0) - 40_000).abs() <= 2000, "{s:?}");
         assert!((s.seconds_lost - 15.0).abs() <= 1.5, "{s:?}");
         assert!((t.placed_within_seconds - 0.75).abs() < 1e-9);
+    }
+
+    /// A steady bar is noted at its start only (the recorder notes knots): the report's read
+    /// places nothing past the last note, the live view's read places the rest by the size
+    /// it found, and says the placement is as loose as half the gap since that note.
+    #[test]
+    fn a_live_read_places_a_steady_writers_lines_past_the_last_note() {
+        let t0 = 1_700_000_000_000i64;
+        let (mut text, mut sizes) = (String::new(), Vec::new());
+        for tenth in 0..=300i64 {
+            text.push_str(&format!(
+                "\r{tenth}/1000 [00:{:02}<01:00, 10.00it/s]",
+                tenth / 10
+            ));
+            if tenth == 0 || tenth == 10 {
+                sizes.push(SizeAt {
+                    t_unix_ms: t0 + tenth * 100,
+                    bytes: text.len() as u64,
+                });
+            }
+        }
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("out");
+        std::fs::write(&path, &text).unwrap();
+        // SAFETY: no failure mode.
+        let me = unsafe { libc::geteuid() };
+        let inputs = ProgressInputs {
+            stdout: sizes,
+            interval_ms: 1000,
+            ..Default::default()
+        };
+        let files = [("stdout+stderr", path, "scontrol")];
+        let patterns = progress::Patterns::default();
+        let noted = from_files(&files, Some(me), &inputs, (&patterns, None));
+        assert!(noted.is_none_or(|t| t.points.len() <= 1));
+        let live = from_files(&files, Some(me), &inputs, (&patterns, Some(t0 + 30_000)))
+            .expect("a throughput");
+        assert!(live.points.len() >= 25, "{:?}", live.points);
+        let usual = throughput::usual_rate(&live.points).unwrap();
+        assert!((usual - 10.0).abs() < 0.5, "{usual}");
+        assert!((live.placed_within_seconds - 14.5).abs() < 1e-9);
     }
 
     #[test]
@@ -447,9 +498,9 @@ mod tests {
             })
             .collect();
         let t = Throughput {
-            stream: "stderr",
+            stream: "stderr".into(),
             tool: Tool::Tqdm,
-            unit: "it/s",
+            unit: "it/s".into(),
             points,
             slowdowns: Vec::new(),
             placed_within_seconds: 0.75,

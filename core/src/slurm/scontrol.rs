@@ -47,6 +47,15 @@ pub fn task_pid(job_id: u32) -> Result<Option<u32>, CommandError> {
     Ok(pick.map(|p| p.pid))
 }
 
+/// `scontrol show job -o JOB`'s output, or `None` when the controller did not answer (the
+/// job's record, for its log's location: `report::joblog::from_scontrol`).
+pub fn show_job_record(job: &str, timeout: std::time::Duration) -> Option<String> {
+    command::run("scontrol", &["show", "job", "-o", job], timeout)
+        .ok()
+        .filter(|f| f.success)
+        .map(|f| f.stdout)
+}
+
 /// One `scontrol show … -o` record as `(key, value)` pairs in the order printed.
 ///
 /// Values may hold spaces (`OS=Linux 6.1 #1 SMP`, a job name): a word starts a new pair only

@@ -35,7 +35,7 @@ mod tqdm;
 
 use std::borrow::Cow;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use patterns::{parse_patterns, PatternError, PatternProblem, Patterns};
 
@@ -49,7 +49,7 @@ pub const MAX_READINGS: usize = 50_000;
 pub const MAX_LINE_BYTES: usize = 4096;
 
 /// The tool a reading came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tool {
     Tqdm,
