@@ -258,7 +258,7 @@ fn a_slowdown_is_a_band_over_its_stretch_titled_with_what_held_the_cards() {
     assert_eq!(t.slowdowns.len(), 1, "{:?}", t.slowdowns);
     t.slowdowns[0].held.push(CardHold {
         card: "cuda:0".into(),
-        limiter: "thermal",
+        limiter: "thermal".into(),
         seconds: 19.0,
     });
     let d = t.slowdowns[0].slowdown;

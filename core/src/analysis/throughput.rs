@@ -122,12 +122,6 @@ pub struct Slowdown {
     pub seconds_lost: f64,
 }
 
-/// The usual rate: the median of the series' rates; `None` without a point.
-pub fn usual_rate(points: &[RatePoint]) -> Option<f64> {
-    let rates: Vec<f64> = points.iter().map(|p| p.per_second).collect();
-    crate::stats::median(&rates)
-}
-
 /// A rate below this share of the usual one is a slowdown.
 pub const SLOW_SHARE: f64 = 0.6;
 /// A slowdown lasts at least this long (shorter dips are a bar's jitter).

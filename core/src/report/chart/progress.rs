@@ -19,7 +19,7 @@ const PHASE_COLOUR: &str = "#117a65";
 
 /// The throughput panel's title, with the rate's unit.
 pub(super) fn title(rate: Option<&Throughput>) -> String {
-    let unit = rate.map_or("", |t| t.unit);
+    let unit = rate.map_or("", |t| t.unit.as_ref());
     format!("Throughput, {unit}: the job's own rate from its log (solid), usual (dashed), slowdowns (shaded)")
 }
 
@@ -76,14 +76,14 @@ pub(super) fn phase_marks(phases: &[Phase], axes: &Axes) -> String {
 pub(super) fn throughput_panel(t: &Throughput, axes: &Axes) -> String {
     let mut o = String::new();
     for (n, s) in t.slowdowns.iter().enumerate() {
-        o += &slowdown_band(n, s, t.unit, axes);
+        o += &slowdown_band(n, s, &t.unit, axes);
     }
     if let Some(usual) = usual_rate(&t.points) {
         let y = axes.y(Panel::Throughput, usual);
         o += &format!(
             "<line id=\"throughput-usual\" x1=\"{LEFT}\" y1=\"{y:.1}\" x2=\"{:.0}\" y2=\"{y:.1}\" stroke=\"{RATE_COLOUR}\" stroke-dasharray=\"6,4\"><title>usual (median) {usual:.2} {}</title></line>\n",
             W - RIGHT,
-            esc(t.unit)
+            esc(&t.unit)
         );
     } else {
         // No rate was placed in time: the panel says so rather than drawing a line at 0.
@@ -131,7 +131,7 @@ fn slowdown_band(n: usize, s: &SlowdownSeen, unit: &str, axes: &Axes) -> String 
             format!(
                 "{} held {} ({:.1} s)",
                 h.card,
-                limiter_words(h.limiter),
+                limiter_words(&h.limiter),
                 h.seconds
             )
         })
