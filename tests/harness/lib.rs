@@ -755,19 +755,6 @@ pub fn sizing_json(since: &str, until: &str, user: &str, workload: &str) -> serd
     ])
 }
 
-#[cfg(test)]
-mod tests {
-    use super::sacct_duration_seconds;
-
-    #[test]
-    fn sacct_durations() {
-        assert_eq!(sacct_duration_seconds("00:01.500"), Some(1.5));
-        assert_eq!(sacct_duration_seconds("01:02:03"), Some(3723.0));
-        assert_eq!(sacct_duration_seconds("1-00:00:01"), Some(86401.0));
-        assert_eq!(sacct_duration_seconds("bogus"), None);
-    }
-}
-
 /// A running job's own cgroup counters, the ground truth the tests compare with, on cgroup v1
 /// (the host cluster) and v2 (the VM tier's guests). Found through a process of the job
 /// (`scontrol listpids`), so a 26.05 job directory named by its SLUID is found too.
@@ -868,5 +855,18 @@ impl JobCgroup {
     /// The job's directory in the unified tree (cgroup v2 only).
     pub fn unified(&self) -> Option<&Path> {
         self.unified.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sacct_duration_seconds;
+
+    #[test]
+    fn sacct_durations() {
+        assert_eq!(sacct_duration_seconds("00:01.500"), Some(1.5));
+        assert_eq!(sacct_duration_seconds("01:02:03"), Some(3723.0));
+        assert_eq!(sacct_duration_seconds("1-00:00:01"), Some(86401.0));
+        assert_eq!(sacct_duration_seconds("bogus"), None);
     }
 }
