@@ -65,6 +65,7 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
 /// share's `slurmwatch-22.05.so`, scripts/vm/test.sh).
 #[cluster_test(Phase::Guest)]
 fn doctor_names_a_plugin_built_for_another_slurm_as_refused() {
+    let _p = shared_plugstack();
     let other = "/share/slurmwatch-22.05.so";
     let conf = job_dir("doctor-other").join("plugstack.conf");
     std::fs::write(&conf, format!("optional {other} spool={SPOOL}\n")).unwrap();
