@@ -30,7 +30,8 @@ def rust_checks():
     log = read("cluster-tests.log")
     said = dict(re.findall(r"^test (\S+) \.\.\. (\S+)$", log, re.M))
     failed = re.findall(r"^---- (\S+) stdout ----\n(.*?)(?=^---- |^failures:$)", log, re.M | re.S)
-    why = {n: t.strip().replace("\n", " ")[-300:] for n, t in failed}
+    # The panic's message, not the backtrace after it.
+    why = {n: t.split("stack backtrace:")[0].strip().replace("\n", " ")[-300:] for n, t in failed}
     return [{"name": f"cluster test {n}", "ok": said.get(n) == "ok",
              "detail": why.get(n, said.get(n, "did not run"))} for n in want]
 

@@ -412,7 +412,8 @@ fn admin_comment_checks(mem: &Job) {
     assert!(
         nodes == [&node]
             && n["cpus"].as_u64().map(|c| c.to_string()) == Some(alloc.clone())
-            && n["cpus"] == rc["cores_allocated"],
+            // As numbers: the report's 1.0 is jobstats' 1.
+            && n["cpus"].as_f64() == rc["cores_allocated"].as_f64(),
         "nodes {nodes:?}, cpus {}, sacct AllocCPUS {alloc}, report {}",
         n["cpus"],
         rc["cores_allocated"]
@@ -492,7 +493,8 @@ fn two_core_summary_and_sacctmgr_case(cpu: &Job) {
     let cc = admin_comment_when(cpu, |c| c.starts_with("JS1:"), Duration::from_secs(90));
     assert!(cc.starts_with("JS1:H4sI"), "{cc:.40}");
     let dc = python_decode(&cc);
-    assert_eq!(dc["nodes"][node()]["cpus"], 2, "{}", dc["nodes"]);
+    let cpus = dc["nodes"][node()]["cpus"].as_f64();
+    assert_eq!(cpus, Some(2.0), "{}", dc["nodes"]);
     let value = "JS1:AbCdEf+/=";
     let o = run(
         "sacctmgr",
