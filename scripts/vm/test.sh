@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The VM tier of the test command: for each Slurm release, build (cached) its guest image and
 # the plugin against its headers, boot it, run the host's Rust cluster tests that
-# scripts/vm/guest-tests.txt lists (and scripts/vm/guest-tests.py's guest-only checks) on the
-# real daemons inside, and check the results on the host.
+# scripts/vm/guest-tests.txt lists (tests/cluster/cgroup_v2.rs's guest-only ones among them) on
+# the real daemons inside, and check the results on the host.
 #
 #   scripts/vm/test.sh [24.11] [26.05]      (default: both)
-# Results and logs: $VM_CACHE/run-<release>/ (share/out/results.json, console logs).
+# Results and logs: $VM_CACHE/run-<release>/ (share/out/cluster-tests.log, run.log, console logs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/vm/common.sh
@@ -49,7 +49,6 @@ for rel in "${releases[@]}"; do
   rm -rf "$run"
   mkdir -p "$run/share"
   cp scripts/vm/guest-run.sh "$run/share/run.sh"
-  cp scripts/vm/guest-tests.py "$run/share/tests.py"
   cp scripts/vm/guest-tests.txt "$run/share/guest-tests.txt"
   cp "$tests_bin" "$run/share/cluster-tests"
   cp "$target/slurm-$rel/libslurmwatch.so" "$cli" "$target/slurm-host/libslurmwatch_quickack.so" target/debian-"$rel"/slurmwatch_*.deb "$run/share/"
@@ -66,7 +65,7 @@ for rel in "${releases[@]}"; do
     tail -n 30 "$run/share/out/run.log" 2>/dev/null || true
   fi
   t_vm=$((SECONDS - t1))
-  if python3 scripts/vm/check.py "$run/share/out/results.json" "$rel" scripts/vm/guest-tests.txt; then :; else fail=1; fi
+  if python3 scripts/vm/check.py "$run/share/out" "$rel" scripts/vm/guest-tests.txt; then :; else fail=1; fi
   stages=$(tr '\n' ' ' < "$run/share/out/stages.txt" 2>/dev/null || true)
   echo "vm $rel: image ${t_img} s, guest ${t_vm} s (guest uptime at: $stages), total $((SECONDS - t0)) s"
 done

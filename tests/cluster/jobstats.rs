@@ -27,7 +27,7 @@ fn card(i: u32, job_pid: Option<u32>) -> Value {
 }
 
 /// The AdminComment decoded as jobstats' docs show it (`base64 -d | gzip -d`, in Python).
-fn python_decode(comment: &str) -> Value {
+pub(crate) fn python_decode(comment: &str) -> Value {
     let mut child = Command::new("python3")
         .args([
             "-c",

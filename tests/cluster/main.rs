@@ -3,6 +3,7 @@
 //! `#[ignore]`d so plain `cargo test` stays fast; `scripts/test.sh` runs them with `--ignored`.
 
 mod cards;
+mod cgroup_v2;
 mod cli;
 mod doctor;
 mod efficiency;

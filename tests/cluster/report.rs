@@ -671,7 +671,7 @@ fn report_sacct_runs_with_the_tcp_shim_and_answers_the_same() {
 
 /// The ledger: CPU allocated, used and idle from the job's own counters; on cgroup v1 (the
 /// host) the stalls said to be unknowable (v1 keeps no PSI), never a 0; on v2 (the VM tier's
-/// guests) every stall a number (guest-tests.py checks their values against the kernel's).
+/// guests) every stall a number (cgroup_v2.rs checks their values against the kernel's).
 #[cluster_test(Phase::Cgroup)]
 fn report_ledger_counts_core_time_and_stalls_where_the_kernel_keeps_them() {
     let _p = shared_plugstack();
