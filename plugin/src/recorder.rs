@@ -537,8 +537,10 @@ impl Gpus {
     fn store(this: &mut Option<Gpus>, writer: &mut Writer, step: &str, t: i64) {
         Gpus::poll_open(this, writer, step);
         let Some(g) = this else { return };
-        let Some(ids) = g.ids.clone() else { return };
-        if ids.iter().all(Option::is_none) {
+        if g.ids
+            .as_ref()
+            .is_none_or(|ids| ids.iter().all(Option::is_none))
+        {
             return;
         }
         // The base first (it is older than any reading), also when it came during the read.
@@ -550,20 +552,24 @@ impl Gpus {
             g.store_base(writer);
             // After the base (its time can be a moment past the row's: NVML opened between).
             let t = g.last_stored_ms.map_or(t, |last| t.max(last + 1));
-            g.push(&ids, writer, t, samples);
+            g.push(writer, t, samples);
         }
     }
 
     /// The cards' base reading, taken by the worker when NVML opened, stored at its own time
     /// once it is there (never waits): the exact ledger counts from it.
     fn store_base(&mut self, writer: &mut Writer) {
-        let Some(ids) = self.ids.clone() else { return };
+        if self.ids.is_none() {
+            return;
+        }
         if let Some((t, samples)) = self.worker.take_base(Duration::ZERO, self.last_stored_ms) {
-            self.push(&ids, writer, t, samples);
+            self.push(writer, t, samples);
         }
     }
 
-    fn push(&mut self, ids: &[Option<i64>], writer: &mut Writer, t: i64, samples: Vec<GpuSample>) {
+    /// Buffers one reading of the cards this step records (registered: `ids` is known).
+    fn push(&mut self, writer: &mut Writer, t: i64, samples: Vec<GpuSample>) {
+        let ids = self.ids.as_deref().unwrap_or_default();
         for (id, s) in ids.iter().zip(samples) {
             if let Some(id) = id {
                 writer.push_gpu(t, *id, s);

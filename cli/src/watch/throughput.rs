@@ -147,14 +147,10 @@ mod tests {
         w.flush().unwrap();
     }
 
-    /// A tqdm bar at 10 it/s is found and placed; the log is not read again within the gap,
-    /// nor after it while the recording stands still (the file changed meanwhile, unseen);
-    /// once it moves on, it is read again (now without progress lines: no throughput).
-    #[test]
-    fn the_log_is_read_again_only_after_the_gap_and_when_the_recording_moved_on() {
-        let d = tempfile::tempdir().unwrap();
-        let meta = JobMeta {
-            job_id: 4242,
+    /// A 1-s recording's meta for job `job_id` of this user, from T0.
+    fn test_meta(job_id: u64, cores_allocated: Option<u32>) -> JobMeta {
+        JobMeta {
+            job_id,
             user: "me".into(),
             uid: me(),
             node: "n1".into(),
@@ -162,11 +158,20 @@ mod tests {
             plugin_version: "test".into(),
             interval_seconds: 1,
             source: Source::CgroupV2,
-            cores_allocated: Some(1),
+            cores_allocated,
             memory_allocated_bytes: None,
             started_unix_ms: T0,
             incarnation: None,
-        };
+        }
+    }
+
+    /// A tqdm bar at 10 it/s is found and placed; the log is not read again within the gap,
+    /// nor after it while the recording stands still (the file changed meanwhile, unseen);
+    /// once it moves on, it is read again (now without progress lines: no throughput).
+    #[test]
+    fn the_log_is_read_again_only_after_the_gap_and_when_the_recording_moved_on() {
+        let d = tempfile::tempdir().unwrap();
+        let meta = test_meta(4242, Some(1));
         let file = d.path().join("4242.sqlite");
         let mut w = Writer::create(&file, &meta).unwrap();
         let mut log = String::new();
@@ -213,20 +218,7 @@ mod tests {
     fn no_log_found_no_throughput_and_nothing_read() {
         let d = tempfile::tempdir().unwrap();
         let file = d.path().join("1.sqlite");
-        let meta = JobMeta {
-            job_id: 1,
-            user: "me".into(),
-            uid: me(),
-            node: "n1".into(),
-            cluster: None,
-            plugin_version: "test".into(),
-            interval_seconds: 1,
-            source: Source::CgroupV2,
-            cores_allocated: None,
-            memory_allocated_bytes: None,
-            started_unix_ms: T0,
-            incarnation: None,
-        };
+        let meta = test_meta(1, None);
         let mut w = Writer::create(&file, &meta).unwrap();
         note(&mut w, 0..3, |s| s as u64 * 10);
         let reader = Reader::open(&file).unwrap();

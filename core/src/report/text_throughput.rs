@@ -66,22 +66,26 @@ pub fn rate(per_second: f64, t: &Throughput) -> String {
     format!("{per_second:.2} {}", t.unit)
 }
 
-/// One slowdown and what held the cards meanwhile (`throughput fell from 8.00 to 2.00 it/s
-/// at 10:00:20 for 20 s while cuda:0 was held by heat (18.0 s): about 15 s lost`).
-pub fn slowdown_words(t: &Throughput, s: &SlowdownSeen) -> String {
-    let d = &s.slowdown;
-    let held: Vec<String> = s
-        .held
-        .iter()
+/// What held each card over a slowdown, one phrase each (`cuda:0 {verb} by heat (18.0 s)`),
+/// for the report's line and the chart's band.
+pub fn held_words(held: &[crate::analysis::throughput::CardHold], verb: &str) -> Vec<String> {
+    held.iter()
         .map(|h| {
             format!(
-                "{} was held {} ({:.1} s)",
+                "{} {verb} {} ({:.1} s)",
                 h.card,
                 limiter_words(&h.limiter),
                 h.seconds
             )
         })
-        .collect();
+        .collect()
+}
+
+/// One slowdown and what held the cards meanwhile (`throughput fell from 8.00 to 2.00 it/s
+/// at 10:00:20 for 20 s while cuda:0 was held by heat (18.0 s): about 15 s lost`).
+pub fn slowdown_words(t: &Throughput, s: &SlowdownSeen) -> String {
+    let d = &s.slowdown;
+    let held = held_words(&s.held, "was held");
     let why = if held.is_empty() {
         String::new()
     } else {

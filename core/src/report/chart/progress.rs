@@ -8,7 +8,7 @@ use super::{esc, polyline_at, Axes, Panel, LEFT, MEM_H, MEM_TOP, RIGHT, W};
 use crate::analysis::phases::{self, Phase};
 use crate::analysis::throughput::usual_rate;
 use crate::report::text_phases::LABEL_CHARS;
-use crate::report::text_throughput::limiter_words;
+use crate::report::text_throughput::held_words;
 use crate::report::throughput::{SlowdownSeen, Throughput};
 use crate::units;
 
@@ -124,18 +124,7 @@ fn rate_at(t: &Throughput) -> impl Iterator<Item = Option<(i64, f64)>> + '_ {
 fn slowdown_band(n: usize, s: &SlowdownSeen, unit: &str, axes: &Axes) -> String {
     let d = &s.slowdown;
     let (a, b) = (axes.x(d.from_unix_ms), axes.x(d.to_unix_ms));
-    let held: Vec<String> = s
-        .held
-        .iter()
-        .map(|h| {
-            format!(
-                "{} held {} ({:.1} s)",
-                h.card,
-                limiter_words(&h.limiter),
-                h.seconds
-            )
-        })
-        .collect();
+    let held = held_words(&s.held, "held");
     let held = if held.is_empty() {
         String::new()
     } else {
