@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 export PATH="$HOME/.cargo/bin:$PATH"
-cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-quickack -p slurmwatch-epilog
+scripts/cargo-release.sh
 scripts/cluster.sh up cgroup target/release/libslurmwatch.so
 
 dir=/tmp/slurmwatch-demo

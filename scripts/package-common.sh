@@ -12,15 +12,16 @@ package_build() {
   if [ -n "$release" ]; then
     . scripts/vm/common.sh
     release=$(release_of "$release")
+    # It builds the whole set (scripts/cargo-release.sh), the plugin and
+    # slurmwatch-dbd-comment against the release.
     scripts/vm/plugin.sh "$release"
-    cargo build --release --locked -p slurmwatch-cli -p slurmwatch-quickack -p slurmwatch-epilog
     plugin_so=$CARGO_TARGET_DIR/slurm-$release/libslurmwatch.so
     dbd_comment=$CARGO_TARGET_DIR/slurm-$release/slurmwatch-dbd-comment
     libslurm_deb=$(basename "$(ls "$CARGO_TARGET_DIR/slurm-$release"/libslurm*.deb | head -1)")
     libslurm_deb=${libslurm_deb%%_*}
     version_h=$VM_CACHE/headers-$(suite_of "$release")/root/usr/include/slurm/slurm_version.h
   else
-    cargo build --release --locked -p slurmwatch-plugin -p slurmwatch-cli -p slurmwatch-quickack -p slurmwatch-epilog -p slurmwatch-dbd-comment
+    scripts/cargo-release.sh
     dbd_comment=$CARGO_TARGET_DIR/release/slurmwatch-dbd-comment
     plugin_so=$CARGO_TARGET_DIR/release/libslurmwatch.so
     version_h=${SLURM_INCLUDE_DIR:-/usr/include}/slurm/slurm_version.h

@@ -93,6 +93,9 @@ SlurmdDebug=info
 SlurmctldDebug=info
 ReturnToService=2
 SchedulerType=sched/backfill
+# Backfill every 5 s, not Slurm's 30: a queued test job starts, and a pending job's expected
+# start appears, within seconds (the queue tests wait for one on a node they hold alone).
+SchedulerParameters=bf_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 # Jobs without --mem get 1 GiB per CPU, not the whole node, so tests can run side by side.

@@ -78,6 +78,7 @@ SlurmctldDebug=info
 MailProg=/bin/true
 ReturnToService=2
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=5
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 DefMemPerCPU=1024

@@ -38,23 +38,20 @@ hex=$(sed -n 's/^#define SLURM_VERSION_NUMBER 0x\([0-9a-fA-F]*\)/\1/p' "$hdr/roo
 got=$((16#${hex:0:2})).$(printf %02d $((16#${hex:2:2}))).$((16#${hex:4:2}))
 case "$got" in "$release".*) ;; *) vdie "headers say Slurm '$got', expected $release.x" ;; esac
 
-# The one build directory (dependencies compile once for the host's build and every release's);
-# build.rs reruns when SLURM_INCLUDE_DIR changes, so only the plugin crate is rebuilt per
-# release. It leaves that release's plugin in target/release: callers that need the host's
-# (scripts/test.sh) keep their own copy.
+# The one build directory and the one set of crates (scripts/cargo-release.sh): dependencies
+# compile once for the host's build and every release's. The build scripts rerun when
+# SLURM_INCLUDE_DIR or SLURM_LIB_DIR change, so only the plugin and slurmwatch-dbd-comment are
+# rebuilt, against this release's headers and its own libslurm (docs/admin.md: "for another
+# release build it … against that release's headers and library"). Both replace target/release's
+# copies: callers that need the host's (scripts/test.sh) keep their own.
 export CARGO_TARGET_DIR=$target
-SLURM_INCLUDE_DIR=$hdr/root/usr/include cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+libdir=$(dirname "$(find "$hdr/root/usr/lib" -name libslurm.so | head -1)")
+[ -e "$libdir/libslurm.so" ] || vdie "no libslurm.so unpacked under $hdr/root/usr/lib"
+SLURM_INCLUDE_DIR=$hdr/root/usr/include SLURM_LIB_DIR=$libdir scripts/cargo-release.sh >&2
 mkdir -p "$target/slurm-$release"
 cp -f "$CARGO_TARGET_DIR/release/libslurmwatch.so" "$target/slurm-$release/libslurmwatch.so.new"
 mv -f "$target/slurm-$release/libslurmwatch.so.new" "$target/slurm-$release/libslurmwatch.so"
 echo "$got" > "$target/slurm-$release/slurm-version"
-
-# slurmwatch-dbd-comment for this release (docs/admin.md: "for another release build it … against
-# that release's headers and library"); like the plugin, it replaces target/release's copy.
-libdir=$(dirname "$(find "$hdr/root/usr/lib" -name libslurm.so | head -1)")
-[ -e "$libdir/libslurm.so" ] || vdie "no libslurm.so unpacked under $hdr/root/usr/lib"
-SLURM_INCLUDE_DIR=$hdr/root/usr/include SLURM_LIB_DIR=$libdir \
-  cargo build --release --locked -p slurmwatch-dbd-comment ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 cp -f "$CARGO_TARGET_DIR/release/slurmwatch-dbd-comment" "$target/slurm-$release/slurmwatch-dbd-comment.new"
 mv -f "$target/slurm-$release/slurmwatch-dbd-comment.new" "$target/slurm-$release/slurmwatch-dbd-comment"
 rm -f "$target/slurm-$release"/libslurm*.deb

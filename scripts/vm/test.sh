@@ -17,13 +17,12 @@ t_all=$SECONDS
 scripts/vm/deps.sh
 # The CLI runs in the guests as built here (Debian 12's glibc is older than trixie's and sid's),
 # in the one target directory the packages and the test builds share (nothing compiles twice).
-CARGO_TARGET_DIR=$target cargo build --release --locked -p slurmwatch-cli -p slurmwatch-quickack ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
+# The plugin built for the host's Slurm (22.05) too: each guest's doctor must name it as refused.
+CARGO_TARGET_DIR=$target scripts/cargo-release.sh >&2
 mkdir -p "$target/slurm-host"
 cli=$target/slurm-host/slurmwatch
 cp -f "$target/release/slurmwatch" "$cli"
 cp -f "$target/release/libslurmwatch_quickack.so" "$target/slurm-host/libslurmwatch_quickack.so"
-# The plugin built for the host's Slurm (22.05): each guest's doctor must name it as refused.
-CARGO_TARGET_DIR=$target cargo build --release --locked -p slurmwatch-plugin ${CARGO_JOBS:+-j "$CARGO_JOBS"} >&2
 cp -f "$target/release/libslurmwatch.so" "$target/slurm-host/libslurmwatch.so"
 # The host's Rust cluster tests, run in each guest (the ones scripts/vm/guest-tests.txt lists).
 tests_bin=$(CARGO_TARGET_DIR=$target cargo test --locked --test cluster --no-run --message-format=json ${CARGO_JOBS:+-j "$CARGO_JOBS"} |

@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use slurmwatch_tests::*;
 
 use crate::jobstats::python_decode;
+use crate::recorder::{assert_working_set_peaks, WORKING_SET_SCRIPT};
 use crate::slurmdbd::admin_comment_now;
 
 // TCG is slow, and jobs queue behind each other on the guest's 2 CPUs.
@@ -158,36 +159,6 @@ fn printed(out: &str, key: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
-const MEMORY_SCRIPT: &str = r#"
-echo "cgroup $(cut -d: -f3 /proc/self/cgroup)"
-echo "sluid ${SLURM_JOB_SLUID:-none}"
-cg=/sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed 's|/step_.*||')
-python3 - "$cg" <<'PY'
-import sys, time
-cg = sys.argv[1]
-def ws():
-    usage = int(open(cg + "/memory.current").read())
-    st = dict(l.split() for l in open(cg + "/memory.stat"))
-    return usage - int(st["active_file"]) - int(st["inactive_file"])
-base = ws()
-print("baseline", base, flush=True)
-MiB = 1024 * 1024
-a = bytearray(200 * MiB)
-for i in range(0, len(a), 4096): a[i] = 1
-time.sleep(3)
-b = bytearray(400 * MiB)
-for i in range(0, len(b), 4096): b[i] = 1
-time.sleep(3)
-del b
-time.sleep(3)
-PY
-dd if=/dev/zero of=big bs=1M count=1024 status=none
-cat big > /dev/null
-sleep 3
-rm -f big
-echo "kernel_peak $(cat $cg/memory.peak)"
-"#;
-
 const CPU_SCRIPT: &str = r#"
 burn() { local end=$((SECONDS + $1)); while ((SECONDS < end)); do :; done; }
 burn 6 & burn 6 &
@@ -197,7 +168,8 @@ times
 "#;
 
 /// A job with a 200 MiB then 600 MiB working set and 1 GiB of page cache under --mem=2500M,
-/// and beside it a 2-core job: the memory job's file holds what cgroup v2 gives (the
+/// and beside it a 2-core job: the memory job's peaks are the recorder test's (one job for
+/// both in the guests: the test's TCG minute once), its file holds what cgroup v2 gives (the
 /// kernel's memory.peak, page cache, every PSI column, the job's and the batch step's
 /// limits), its directory is the release's (26.05: the SLUID), the owner's report joins it
 /// with this release's sacct; then both jobs' summaries in slurmdbd (`admin_comment`).
@@ -205,7 +177,7 @@ times
 fn a_recorded_job_keeps_cgroup_v2_memory_psi_and_limits_and_its_summary_reaches_slurmdbd() {
     let _p = shared_plugstack();
     // Submitted together: the 2-core job runs while the memory job's summary is stored.
-    let mem = Submit::new("memory", MEMORY_SCRIPT)
+    let mem = Submit::new("memory", WORKING_SET_SCRIPT)
         .arg("--slurmwatch=5")
         .arg("--mem=2500M")
         .user(USER1)
@@ -219,6 +191,7 @@ fn a_recorded_job_keeps_cgroup_v2_memory_psi_and_limits_and_its_summary_reaches_
     let state = mem.wait(WAIT).state;
     assert_eq!(state, "COMPLETED", "{}", mem.output());
     cpu.wait(WAIT);
+    assert_working_set_peaks(&mem);
     memory_checks(&mem);
     memory_report_checks(&mem);
     admin_comment_checks(&mem);

@@ -30,24 +30,23 @@ fn doctor_passes_on_the_test_cluster_and_names_each_fault() {
         );
     }
     {
+        // One guard for the three faults (each take of the lock waits for the other thread).
         // A bad plugstack argument.
-        let _o = PlugstackOverride::new(&format!("spool={SPOOL} defualt=on"));
+        let o = PlugstackOverride::new(&format!("spool={SPOOL} defualt=on"));
         let (code, text) = doctor();
         assert_eq!(code, 1, "{text}");
         let line = fail_line(&text, "plugstack").unwrap_or_else(|| panic!("{text}"));
         assert!(line.contains("defualt"), "{line}");
-    }
-    {
+
         // The archive base missing.
-        let _o = PlugstackOverride::new(&format!("spool={SPOOL} archive=/nonexistent-archive/%u"));
+        o.set(&format!("spool={SPOOL} archive=/nonexistent-archive/%u"));
         let (code, text) = doctor();
         assert_eq!(code, 1, "{text}");
         let line = fail_line(&text, "archive").unwrap_or_else(|| panic!("{text}"));
         assert!(line.contains("/nonexistent-archive"), "{line}");
-    }
-    {
+
         // A world-writable spool (restored at once; the lock keeps other tests' jobs out).
-        let _o = PlugstackOverride::new(&format!("spool={SPOOL}"));
+        o.set(&format!("spool={SPOOL}"));
         std::fs::set_permissions(SPOOL, std::fs::Permissions::from_mode(0o777)).unwrap();
         let (code, text) = doctor();
         std::fs::set_permissions(SPOOL, std::fs::Permissions::from_mode(0o755)).unwrap();

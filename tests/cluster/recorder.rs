@@ -27,12 +27,15 @@ fn sacct_steps_cpu_seconds(job: &Job) -> f64 {
 
 /// Working set 200 MiB → 600 MiB for ~3 s → 200 MiB, then 1 GiB of page cache. The job
 /// measures its own baseline (the job cgroup's usage minus file cache, read by the job from
-/// the kernel's files before it allocates). Peak must be within 5 % of baseline + 600 MiB.
-// the /proc fallback has no page-cache figure; see the proc-mode CPU test
-#[cluster_test(Phase::Cgroup)]
-fn peak_working_set_excludes_cache_and_is_not_lost_between_rows() {
-    let _p = shared_plugstack();
-    let script = r#"
+/// the kernel's files before it allocates). On cgroup v2 (the VM tier's guests, whose
+/// tests/cluster/cgroup_v2.rs runs it once for both tests) it also prints its cgroup, its
+/// SLUID and the kernel's memory.peak at the end.
+pub(crate) const WORKING_SET_SCRIPT: &str = r#"
+v2=; [ -e /sys/fs/cgroup/cgroup.controllers ] && v2=1
+if [ -n "$v2" ]; then
+  echo "cgroup $(cut -d: -f3 /proc/self/cgroup)"
+  echo "sluid ${SLURM_JOB_SLUID:-none}"
+fi
 python3 - <<'PY'
 import os, re, time
 # The job's memory cgroup, v1 (the host) or v2 (the VM tier's guests).
@@ -60,13 +63,30 @@ dd if=/dev/zero of=big bs=1M count=1024 status=none
 cat big > /dev/null
 sleep 3
 rm -f big
+if [ -n "$v2" ]; then
+  echo "kernel_peak $(cat /sys/fs/cgroup$(cut -d: -f3 /proc/self/cgroup | sed 's|/step_.*||')/memory.peak)"
+fi
 "#;
-    let job = Submit::new("memory", script)
+
+/// [`WORKING_SET_SCRIPT`] on the host's cgroup v1: the peak working set within 5 % of
+/// baseline + 600 MiB, the cache only in the lifetime peak.
+// the /proc fallback has no page-cache figure; see the proc-mode CPU test
+#[cluster_test(Phase::Cgroup)]
+fn peak_working_set_excludes_cache_and_is_not_lost_between_rows() {
+    let _p = shared_plugstack();
+    let job = Submit::new("memory", WORKING_SET_SCRIPT)
         .arg("--slurmwatch=5")
         .arg("--mem=3G")
         .submit();
     let line = job.wait(WAIT);
     assert_eq!(line.state, "COMPLETED", "{}", job.output());
+    assert_working_set_peaks(&job);
+}
+
+/// What a job of [`WORKING_SET_SCRIPT`] recorded, against the baseline it printed: the peak
+/// working set (not cache), the kernel's lifetime peak (with cache), the plateau kept between
+/// 5-second rows, and no cache in the final working set.
+pub(crate) fn assert_working_set_peaks(job: &Job) {
     let baseline: f64 = job
         .output()
         .lines()
@@ -588,8 +608,10 @@ fn faults_never_change_the_job() {
             format!("spool={SPOOL} archive=/proc/slurmwatch-unreachable/%u"),
         ),
     ];
-    for (what, args) in cases {
-        let _o = PlugstackOverride::new(&args);
+    // One guard for the four lines (each take of the lock waits for the other test thread).
+    let o = PlugstackOverride::new(&cases[0].1);
+    for (what, args) in &cases {
+        o.set(args);
         let job = Submit::new("fault", script).arg("--slurmwatch=1").submit();
         let l = job.wait(WAIT);
         assert_eq!(
@@ -609,6 +631,7 @@ fn faults_never_change_the_job() {
             "{what}: no clear log line: {lines:#?}"
         );
     }
+    drop(o);
     drop(full_spool);
     // A corrupt file already at the job's path.
     let _p = shared_plugstack();

@@ -506,17 +506,25 @@ impl PlugstackOverride {
     pub fn new(args: &str) -> PlugstackOverride {
         let lock = PLUGSTACK.write().unwrap_or_else(|e| e.into_inner());
         let original = std::fs::read_to_string(PLUGSTACK_LINE_FILE).expect("read the line file");
-        let plugin = original
+        let o = PlugstackOverride {
+            original,
+            _lock: lock,
+        };
+        o.set(args);
+        o
+    }
+
+    /// Other arguments for the same plugin, still under this guard's lock: a test that tries
+    /// several lines in turn takes the lock once, not once per line (each take waits for the
+    /// other test thread's running test to end, and holds that thread idle meanwhile).
+    pub fn set(&self, args: &str) {
+        let plugin = self
+            .original
             .lines()
             .find_map(|l| l.strip_prefix("optional "))
             .and_then(|l| l.split_whitespace().next())
-            .unwrap_or(PLUGIN_SO)
-            .to_string();
+            .unwrap_or(PLUGIN_SO);
         std::fs::write(PLUGSTACK_LINE_FILE, format!("optional {plugin} {args}\n")).unwrap();
-        PlugstackOverride {
-            original,
-            _lock: lock,
-        }
     }
 }
 
