@@ -41,8 +41,8 @@ for rel in "${releases[@]}"; do
   echo "== vm tier: Slurm $rel ($suite, cgroup v2)"
   scripts/vm/image.sh "$rel"
   t_img=$((SECONDS - t0))
-  scripts/vm/plugin.sh "$rel"
-  # The guest installs the release's .deb (plugin built from that release's headers).
+  # The guest installs the release's .deb; building it builds that release's plugin and
+  # slurmwatch-dbd-comment first (scripts/vm/plugin.sh → target/slurm-<release>/).
   scripts/package-deb.sh "$rel" >&2
   run=$VM_CACHE/run-$rel
   rm -rf "$run"

@@ -284,21 +284,23 @@ fn serve(cfg: GpuWorkerConfig, rx: Receiver<Req>, tx: Sender<Reply>) {
             }
         };
     let mut memo = pids::JobPids::default();
+    // One reading of the cards, crediting the processes that descend from `roots`.
+    let mut read = |roots: &[u32]| {
+        let samples = collector.read(&mut |pid| memo.owns(&cfg.proc_root, cfg.job_id, roots, pid));
+        memo.end_reading();
+        samples
+    };
     // The base reading, at once: the step's processes descend from this slurmstepd.
-    let roots = [std::process::id()];
     let t = crate::sys::now_unix_ms();
-    let base = collector.read(&mut |pid| memo.owns(&cfg.proc_root, cfg.job_id, &roots, pid));
-    memo.end_reading();
-    if tx.send(Reply::Base(t, base)).is_err() {
+    if tx
+        .send(Reply::Base(t, read(&[std::process::id()])))
+        .is_err()
+    {
         return;
     }
     // The sender side is dropped when the sampler ends: then NVML shuts down here.
     while let Ok(Req::Read { seq, roots }) = rx.recv() {
-        let (proc_root, job_id) = (&cfg.proc_root, cfg.job_id);
-        let mut is_job = |pid: u32| memo.owns(proc_root, job_id, &roots, pid);
-        let samples = collector.read(&mut is_job);
-        memo.end_reading();
-        if tx.send(Reply::Read(seq, samples)).is_err() {
+        if tx.send(Reply::Read(seq, read(&roots))).is_err() {
             break;
         }
     }
